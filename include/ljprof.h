@@ -1,0 +1,129 @@
+/*
+** ljprof: low-overhead statistical sampling profiler for LuaJIT 2.1.
+** Public C API.
+**
+** Three functions have exactly the shape of LuaJIT's luaJIT_profile_*
+** (luajit.h), so code written for the built-in profiler ports by renaming.
+** The extended start takes an options struct; an aggregated summary can be
+** read back without any callback.
+**
+** One profiler runs per Lua state (global_State); several states in several
+** threads may be profiled at the same time, each with its own timer, ring
+** and table. Call every function from the thread that runs the state.
+*/
+#ifndef LJPROF_H
+#define LJPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <signal.h>
+
+#include <lua.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LJPROF_VERSION "0.1.0"
+
+#if defined(__GNUC__)
+#define LJPROF_API __attribute__((visibility("default")))
+#else
+#define LJPROF_API
+#endif
+
+/* -- jit.profile-compatible API ------------------------------------------ */
+
+/* Called at a safe point on the profiled thread. L is the interrupted
+** coroutine: read its stack (ljprof_dumpstack), never modify it or call
+** functions on it. samples = timer ticks since the previous callback,
+** vmstate = 'N' (compiled), 'I' (interpreter), 'C' (C code), 'G', 'J'. */
+typedef void (*ljprof_callback)(void *data, lua_State *L, int samples,
+                                int vmstate);
+
+/* Start profiling L's state. mode as for jit.profile: "i<ms>" interval
+** (default 10 ms), 'f'/'l' accepted (they never flush traces here).
+** Errors (already running, no timer, signal taken) are reported on stderr
+** as one line; use ljprof_start_ex to get them back instead. */
+LJPROF_API void ljprof_start(lua_State *L, const char *mode, ljprof_callback cb,
+                  void *data);
+
+/* Stop profiling L's state (no-op if not running). Pending samples are
+** completed with the current stack, the output file (if any) is written. */
+LJPROF_API void ljprof_stop(lua_State *L);
+
+/* Dump L's stack like luaJIT_profile_dumpstack: byte-identical strings for
+** the same fmt ('p' 'f' 'F' 'l' 'Z', others verbatim) and depth (negative =
+** outermost first). Returns a per-thread buffer, valid until the next call
+** from the same OS thread; *len receives the length (not NUL-terminated
+** for the caller's purposes, although a NUL follows). Safe at any time. */
+LJPROF_API const char *ljprof_dumpstack(lua_State *L, const char *fmt, int depth,
+                             size_t *len);
+
+/* -- Extended API -------------------------------------------------------- */
+
+typedef enum ljprof_clock {
+  LJPROF_CLOCK_CPU = 0, /* per-thread CPU time, timer_create (default) */
+  LJPROF_CLOCK_WALL,    /* wall clock, CLOCK_MONOTONIC timer, same delivery */
+  LJPROF_CLOCK_ITIMER,  /* setitimer(ITIMER_PROF): process CPU, like jit.p */
+  LJPROF_CLOCK_THREAD   /* wall clock: a timer thread signals the Lua thread */
+} ljprof_clock;
+
+typedef struct ljprof_options {
+  ljprof_clock clock;
+  uint32_t interval_us;   /* sampling interval; default 10000 (10 ms) */
+  int signo;              /* 0: LJPROF_DEFAULT_SIGNAL (itimer: SIGPROF) */
+  uint32_t ring_size;     /* ring records, power of 2; default 1024 */
+  const char *stack_fmt;  /* dumpstack fmt of the aggregation key; "fZ;" */
+  int stack_depth;        /* its depth; default -100 (root first) */
+  const char *output;     /* folded stacks written here at stop; NULL */
+  ljprof_callback cb;     /* NULL: aggregate only */
+  void *cb_data;
+} ljprof_options;
+
+/* Default signal: a real-time signal, so that LuaJIT's own jit.profile
+** (SIGPROF) can run in the same process. */
+#define LJPROF_DEFAULT_SIGNAL (SIGRTMIN + 4)
+
+LJPROF_API void ljprof_options_init(ljprof_options *opt);
+
+/* Returns 0 on success; on failure -1 and one line in err (if given). */
+LJPROF_API int ljprof_start_ex(lua_State *L, const ljprof_options *opt, char *err,
+                    size_t errlen);
+
+/* Is L's state being profiled right now? */
+LJPROF_API int ljprof_running(lua_State *L);
+
+typedef struct ljprof_stats {
+  uint64_t signals;    /* timer signals taken by the handler */
+  uint64_t ticks;      /* timer ticks, incl. overruns (= sample weight) */
+  uint64_t completed;  /* ticks completed with a stack at a safe point */
+  uint64_t dropped;    /* ticks lost: ring full with nothing to merge into */
+  uint64_t merged;     /* signals folded into a pending record (ring full) */
+  uint64_t pending;    /* ticks still waiting for a safe point */
+  uint64_t safepoints; /* safe-point hook runs */
+  uint64_t batches;    /* ring -> table aggregation batches */
+  uint64_t stacks;     /* unique stack strings */
+  uint64_t entries;    /* table entries (stack, vmstate, zone) */
+  uint64_t hook_ns;    /* time spent in the safe-point hook */
+  uint64_t bytes;      /* memory held by ring and table */
+  uint64_t vm[5];      /* ticks per state N I C G J */
+} ljprof_stats;
+
+/* Statistics of the current or last run of L's state; 0 on success. */
+LJPROF_API int ljprof_get_stats(lua_State *L, ljprof_stats *st);
+
+/* Visit every aggregated entry of the current or last run (the ring is
+** aggregated first). count is in ticks. zone is "" without a zone. */
+typedef void (*ljprof_visit)(void *data, const char *stack, size_t len,
+                             int vmstate, const char *zone, uint64_t count);
+LJPROF_API int ljprof_summary(lua_State *L, ljprof_visit fn, void *data);
+
+/* Lua module entry point (require "ljprof"). */
+LJPROF_API int luaopen_ljprof(lua_State *L);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

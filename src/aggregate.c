@@ -1,0 +1,87 @@
+/*
+** Aggregation: completed ring records -> (stack, vmstate, zone) counts.
+** Runs at a safe point when the ring passes its high-water mark, at stop,
+** and before any summary is read; never in signal context.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ljp.h"
+
+void ljp_aggregate(ljp_ctx *ctx)
+{
+  uint64_t pos, tail, done;
+  if (!ctx->ring.rec) return;
+  tail = atomic_load_explicit(&ctx->ring.tail, memory_order_relaxed);
+  done = atomic_load_explicit(&ctx->ring.done, memory_order_acquire);
+  for (pos = tail; pos < done; pos++) {
+    ljp_record *r = ljp_ring_at(&ctx->ring, pos);
+    uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
+    if (ljp_counts_add(&ctx->counts,
+                       ljp_count_key(r->stack, r->vmstate, r->zone), w) != 0)
+      atomic_fetch_add(&ctx->n_dropped, w);  /* out of memory */
+  }
+  ljp_ring_retire(&ctx->ring, done);
+  if (done != tail) ctx->batches++;
+}
+
+void ljp_aggregate_reset(ljp_ctx *ctx)
+{
+  ljp_counts_free(&ctx->counts);
+  ljp_strtab_free(&ctx->strs);
+  ljp_counts_init(&ctx->counts);
+  ljp_strtab_init(&ctx->strs);
+  ctx->last_stack = 0;
+  ctx->completed = ctx->safepoints = ctx->batches = ctx->hook_ns = 0;
+  ctx->cb_ticks = 0;
+  memset(ctx->vm, 0, sizeof(ctx->vm));
+}
+
+/* Folded stacks, one "stack count" line per unique stack (VM states
+** summed), written to a temporary file and renamed into place. */
+int ljp_write_folded(ljp_ctx *ctx, const char *path, char *err, size_t n)
+{
+  ljp_counts sum;
+  char *tmp;
+  FILE *f;
+  uint32_t i;
+  int rc = 0;
+  size_t len = strlen(path);
+  if (ljp_counts_init(&sum) != 0) goto oom;
+  for (i = 0; i < ctx->counts.cap; i++) {
+    const ljp_count *c = &ctx->counts.slot[i];
+    if (c->key)
+      ljp_counts_add(&sum, ljp_count_key(ljp_key_stack(c->key), 1, 0),
+                     c->count);
+  }
+  if (!(tmp = malloc(len + 32))) { ljp_counts_free(&sum); goto oom; }
+  snprintf(tmp, len + 32, "%s.tmp.%d", path, (int)getpid());
+  if (!(f = fopen(tmp, "w"))) {
+    snprintf(err, n, "ljprof: cannot write %s: %s", path, strerror(errno));
+    rc = -1;
+  } else {
+    for (i = 0; i < sum.cap; i++) {
+      const ljp_count *c = &sum.slot[i];
+      if (c->key) {
+        const ljp_str *s = ljp_strtab_get(&ctx->strs, ljp_key_stack(c->key));
+        fprintf(f, "%s %llu\n", s->len ? s->s : "(no stack)",
+                (unsigned long long)c->count);
+      }
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+      snprintf(err, n, "ljprof: cannot write %s: %s", path, strerror(errno));
+      unlink(tmp);
+      rc = -1;
+    }
+  }
+  free(tmp);
+  ljp_counts_free(&sum);
+  return rc;
+oom:
+  snprintf(err, n, "ljprof: out of memory writing %s", path);
+  return -1;
+}

@@ -1,0 +1,214 @@
+/*
+** ljprof internals: the per-state context and the interfaces between the
+** pipeline stages
+**
+**   timer_*.c   -> signal.c     -> ring.c  -> safepoint.c -> aggregate.c
+**   (ticks)        (handler:       (SPSC)     (count hook:   (ring ->
+**                  pc, vmstate)               Lua stack)     table)
+**
+** plus vmstate.c/traces.c (code map used to classify the PC), dumpstack.c
+** (jit.profile-identical stack strings), profiler.c (public C API and
+** context lifecycle) and lua_ljprof.c (the Lua module).
+*/
+#ifndef LJP_H
+#define LJP_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <lua.h>
+
+#include "../include/ljprof.h"
+#include "ring.h"
+#include "table.h"
+
+#define LJP_MAX_SLOTS 256  /* contexts (profiled states) alive at once */
+
+/* -- Growable byte buffer (normal context) ------------------------------ */
+
+typedef struct ljp_buf {
+  char *b;
+  size_t n, cap;
+} ljp_buf;
+
+int ljp_buf_reserve(ljp_buf *sb, size_t extra);
+void ljp_buf_free(ljp_buf *sb);
+
+/* -- Code map: what the PC points at (vmstate.c, traces.c) --------------- */
+
+typedef struct ljp_range {
+  uintptr_t lo, hi;  /* [lo, hi) */
+  int32_t trace;     /* trace number (trace ranges only) */
+} ljp_range;
+
+typedef struct ljp_rangeset {
+  ljp_range *r;      /* sorted by lo, non-overlapping */
+  uint32_t n, cap;
+} ljp_rangeset;
+
+/* Read lock-free by the handler under a seqlock; written only in normal
+** context on the profiled thread. Replaced arrays are kept until stop, so
+** a reader on another thread never touches freed memory. */
+typedef struct ljp_codemap {
+  _Atomic uint32_t seq;   /* odd while a writer is updating */
+  ljp_rangeset traces;    /* compiled traces (jit.util.tracemc) */
+  ljp_rangeset vm;        /* LuaJIT's own code: interpreter, library, GC */
+  ljp_rangeset objs;      /* every other loaded object's code */
+  unsigned long long dlgen; /* loader's adds+subs at the last refresh */
+  void **garbage;         /* arrays retired while running */
+  uint32_t ngarbage, gcap;
+} ljp_codemap;
+
+int ljp_codemap_init(ljp_codemap *m);
+void ljp_codemap_free(ljp_codemap *m);
+/* Signal context. 'N' 'I' 'C', or 'U' when it cannot tell right now. */
+int ljp_codemap_classify(ljp_codemap *m, uintptr_t pc, int32_t *trace);
+/* Normal context: also resolves 'U' (anonymous code = machine code). */
+int ljp_codemap_resolve(ljp_codemap *m, uintptr_t pc, int32_t *trace);
+void ljp_codemap_trace_set(ljp_codemap *m, int32_t trace, uintptr_t lo,
+                           size_t size);
+void ljp_codemap_trace_flush(ljp_codemap *m);
+void ljp_codemap_refresh_objs(ljp_codemap *m);
+void ljp_codemap_collect(ljp_codemap *m); /* free retired arrays (stopped) */
+
+/* -- Timer interface (timer_posix.c, timer_itimer.c, timer_thread.c) ----- */
+
+typedef struct ljp_ctx ljp_ctx;
+
+typedef struct ljp_timer_ops {
+  const char *name;
+  int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
+  void (*stop)(ljp_ctx *ctx);
+} ljp_timer_ops;
+
+extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
+    ljp_timer_thread;
+
+/* Random first expiry in (0, interval], so short runs and periodic work
+** are not sampled in lock-step. */
+uint64_t ljp_timer_first_ns(ljp_ctx *ctx);
+
+/* -- The per-state context ----------------------------------------------- */
+
+typedef enum { LJP_IDLE, LJP_RUNNING, LJP_FAILED } ljp_run_state;
+
+struct ljp_ctx {
+  /* Identity. */
+  int slot;                 /* index in the process-wide slot table */
+  lua_State *L;             /* private anchored thread of the state; hooks
+                               are per state, so any thread of it will do */
+  int anchor_ref;           /* registry ref keeping L alive */
+  pid_t pid, tid;           /* profiled OS thread */
+  pthread_t thread;
+
+  /* Configuration of the current run. */
+  ljprof_options opt;       /* strings below are owned copies */
+  char *stack_fmt, *output;
+  const ljp_timer_ops *timer;
+  union {
+    timer_t posix;          /* cpu, wall */
+    struct {
+      pthread_t th;
+      pthread_mutex_t mu;
+      pthread_cond_t cv;
+      int stop;
+    } thr;                  /* thread */
+  } tm;
+  int timer_live;
+  uint64_t rng;             /* xorshift state (first expiry) */
+
+  /* Sampling path: written by the handler. */
+  _Atomic uint32_t token;   /* signal token of the run (0: none) */
+  ljp_ring ring;
+  _Atomic uint64_t seq, n_signals, n_ticks, n_dropped, n_merged;
+  _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
+  volatile sig_atomic_t busy;      /* profiler code is changing hooks */
+  volatile sig_atomic_t recording; /* the trace recorder is active */
+  volatile sig_atomic_t state;     /* ljp_run_state */
+
+  /* The program's own hook, saved while ours is armed. */
+  lua_Hook user_hook;
+  int user_mask, user_count;
+
+  /* VM state classification. */
+  ljp_codemap map;
+  int traces_ref;           /* registry ref of our jit.attach handler */
+  lua_Integer traces_key;   /* _VMEVENTS slot of "trace" (0: unknown) */
+
+  /* Safe point and aggregation (normal context). */
+  int in_safepoint, stop_requested;
+  ljp_buf dump;             /* current stack dump */
+  uint32_t last_stack;      /* id of the previous dump, for reuse */
+  ljp_strtab strs;
+  ljp_counts counts;
+  uint64_t completed, safepoints, batches, hook_ns, vm[5];
+  uint64_t cb_ticks;        /* ticks not yet delivered to the callback */
+  int cb_vmstate;
+
+  char *error;              /* why the run failed (callback error) */
+};
+
+/* Slot table (signal.c). A slot names a context for its whole life; the
+** token in it is valid only while a run is live. */
+int ljp_slot_alloc(ljp_ctx *ctx, const void *registry);
+void ljp_slot_free(int slot);
+ljp_ctx *ljp_slot_find(const void *registry); /* by lua registry pointer */
+ljp_ctx *ljp_slot_ctx(uint32_t token);        /* normal context */
+uint32_t ljp_slot_open(int slot);    /* new run: returns its token */
+void ljp_slot_close(int slot);       /* invalidate token, wait for handlers */
+void ljp_itimer_bind(uint32_t token);         /* 0 unbinds */
+uint32_t ljp_itimer_bound(void);
+
+/* Signal installation (signal.c). The handler stays installed once set
+** (inert when no run is live), so a late signal can never kill the
+** process; the library pins itself in memory for the same reason. */
+int ljp_signal_install(int signo, char *err, size_t errlen);
+pid_t ljp_gettid(void);
+extern _Atomic uint64_t ljp_stale_signals;
+
+/* Safe point (safepoint.c). */
+void ljp_arm(ljp_ctx *ctx);                    /* signal context */
+void ljp_settle(ljp_ctx *ctx);                 /* normal context */
+void ljp_disarm(ljp_ctx *ctx);
+void ljp_hook(lua_State *L, lua_Debug *ar);
+void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
+
+/* Aggregation (aggregate.c). */
+void ljp_aggregate(ljp_ctx *ctx);  /* completed ring records -> table */
+void ljp_aggregate_reset(ljp_ctx *ctx);
+int ljp_write_folded(ljp_ctx *ctx, const char *path, char *err, size_t n);
+
+/* Trace tracking through jit.attach (traces.c). */
+void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
+void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
+void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
+
+/* Stack dumps (dumpstack.c). helper: a running or fresh thread of the
+** same state on which jit.util.funcinfo may be called. */
+int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
+                  const char *fmt, int depth);
+
+/* Profiler control (profiler.c). */
+void ljp_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */
+void ljp_stop_ctx(ljp_ctx *ctx, lua_State *L);
+ljp_ctx *ljp_ctx_get(lua_State *L, int create);
+uint64_t ljp_now_ns(void);
+void ljp_parse_mode(const char *mode, ljprof_options *opt); /* jit.profile */
+
+static inline int ljp_vm_index(int vmstate)
+{
+  switch (vmstate) {
+  case 'N': return 0;
+  case 'I': return 1;
+  case 'C': return 2;
+  case 'G': return 3;
+  default: return 4;
+  }
+}
+
+#endif

@@ -1,0 +1,330 @@
+/*
+** The Lua module: require "ljprof".
+**
+**   start(mode, cb [, opts])      exactly jit.profile.start (cb required)
+**   stop()                        -> true, or false + message if the
+**                                    callback failed and stopped profiling
+**   dumpstack([thread,] fmt, depth)   exactly jit.profile.dumpstack
+**   record([mode | opts])         sample and aggregate, no callback
+**   summary()                     -> { {stack=, vmstate=, zone=, count=}, ...}
+**   stats()                       -> counters of the current/last run
+**   running()                     -> boolean
+**
+** opts: clock ("cpu" "wall" "itimer" "thread"), interval (ms) or rate
+** (Hz), signal, ring, fmt, depth, output, mode.
+** A thin layer over the C API; normal context only.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "ljp.h"
+
+/* -- Lua callbacks ----------------------------------------------------------- */
+
+typedef struct luacb {
+  ljp_ctx *ctx;
+  lua_State *co;     /* private coroutine the callback runs on */
+  int cb_ref, co_ref;
+} luacb;
+
+static const char luacb_key = 'l'; /* registry: the current run's luacb */
+
+static void lua_trampoline(void *data, lua_State *L, int samples, int vmstate)
+{
+  luacb *d = data;
+  lua_State *co = d->co;
+  char vs = (char)vmstate;
+  lua_settop(co, 0);
+  lua_rawgeti(co, LUA_REGISTRYINDEX, d->cb_ref);
+  lua_pushthread(L);
+  lua_xmove(L, co, 1);
+  lua_pushinteger(co, samples);
+  lua_pushlstring(co, &vs, 1);
+  if (lua_pcall(co, 3, 0, 0) != 0) {
+    const char *msg = lua_tostring(co, -1);
+    ljp_fail(d->ctx, msg ? msg : "(error object is not a string)");
+    lua_settop(co, 0);
+  }
+}
+
+static int luacb_gc(lua_State *L)
+{
+  luacb *d = lua_touserdata(L, 1);
+  luaL_unref(L, LUA_REGISTRYINDEX, d->cb_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, d->co_ref);
+  return 0;
+}
+
+/* Anchor a luacb for the function at idx; replaces the previous run's. */
+static luacb *luacb_new(lua_State *L, int idx, ljp_ctx *ctx)
+{
+  luacb *d;
+  lua_pushlightuserdata(L, (void *)&luacb_key);
+  d = lua_newuserdata(L, sizeof(luacb));
+  d->ctx = ctx;
+  d->co = lua_newthread(L);
+  d->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushvalue(L, idx);
+  d->cb_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_newtable(L);
+  lua_pushcfunction(L, luacb_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_rawset(L, LUA_REGISTRYINDEX);
+  return d;
+}
+
+/* -- Options ------------------------------------------------------------------ */
+
+static const char *const clock_names[] = {"cpu", "wall", "itimer", "thread",
+                                          NULL};
+
+static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
+{
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    if (!strcmp(k, "clock")) {
+      const char *v = lua_tostring(L, -1);
+      int i;
+      for (i = 0; clock_names[i]; i++)
+        if (v && !strcmp(v, clock_names[i])) break;
+      if (!clock_names[i])
+        luaL_error(L, "ljprof: bad clock '%s' (accepted: cpu, wall, itimer, "
+                   "thread)", v ? v : luaL_typename(L, -1));
+      opt->clock = (ljprof_clock)i;
+    } else if (!strcmp(k, "interval") || !strcmp(k, "rate")) {
+      double v = lua_tonumber(L, -1), us;
+      if (!lua_isnumber(L, -1) || !(v > 0))
+        luaL_error(L, "ljprof: bad %s '%s' (accepted: a positive number%s)",
+                   k, lua_tostring(L, -1) ? lua_tostring(L, -1)
+                                          : luaL_typename(L, -1),
+                   k[0] == 'i' ? " of milliseconds" : " of samples per second");
+      us = k[0] == 'i' ? v * 1000.0 : 1e6 / v;
+      opt->interval_us = us > 4e9 ? 4000000000u : (uint32_t)floor(us + 0.5);
+      if (!opt->interval_us) opt->interval_us = 1;
+    } else if (!strcmp(k, "signal")) {
+      opt->signo = (int)luaL_checkinteger(L, -1);
+    } else if (!strcmp(k, "ring")) {
+      lua_Integer v = luaL_checkinteger(L, -1);
+      opt->ring_size = v < 0 ? 0 : (uint32_t)v;
+      if (!opt->ring_size) opt->ring_size = 1;  /* rejected by start */
+    } else if (!strcmp(k, "fmt")) {
+      opt->stack_fmt = luaL_checkstring(L, -1);
+    } else if (!strcmp(k, "depth")) {
+      opt->stack_depth = (int)luaL_checkinteger(L, -1);
+    } else if (!strcmp(k, "output")) {
+      opt->output = luaL_checkstring(L, -1);
+    } else if (!strcmp(k, "mode")) {
+      ljp_parse_mode(luaL_checkstring(L, -1), opt);
+    } else {
+      luaL_error(L, "ljprof: unknown option '%s' (accepted: clock, interval, "
+                 "rate, signal, ring, fmt, depth, output, mode)", k);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+static int start_run(lua_State *L, ljprof_options *opt)
+{
+  char err[256];
+  if (ljprof_start_ex(L, opt, err, sizeof(err)) != 0)
+    return luaL_error(L, "%s", err);
+  return 0;
+}
+
+/* -- Module functions ----------------------------------------------------- */
+
+static int l_start(lua_State *L)
+{
+  ljprof_options opt;
+  ljp_ctx *ctx;
+  const char *mode = luaL_optstring(L, 1, "");
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  ljprof_options_init(&opt);
+  ljp_parse_mode(mode, &opt);
+  if (!lua_isnoneornil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    parse_opts(L, 3, &opt);
+  }
+  if (!(ctx = ljp_ctx_get(L, 1)))
+    return luaL_error(L, "ljprof: out of memory or too many profiled states");
+  if (ctx->state != LJP_IDLE)
+    return luaL_error(L, "ljprof: already running for this Lua state (call "
+                      "stop first)");
+  opt.cb = lua_trampoline;
+  opt.cb_data = luacb_new(L, 2, ctx);
+  return start_run(L, &opt);
+}
+
+static int l_record(lua_State *L)
+{
+  ljprof_options opt;
+  ljprof_options_init(&opt);
+  if (lua_type(L, 1) == LUA_TTABLE) parse_opts(L, 1, &opt);
+  else ljp_parse_mode(luaL_optstring(L, 1, ""), &opt);
+  return start_run(L, &opt);
+}
+
+static int l_stop(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  ljprof_stop(L);
+  if (ctx && ctx->error) {
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, ctx->error);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_dumpstack(lua_State *L)
+{
+  static __thread ljp_buf sb;
+  lua_State *L2 = L;
+  int arg = 0, depth;
+  const char *fmt;
+  if (lua_gettop(L) > 0 && lua_type(L, 1) == LUA_TTHREAD) {
+    L2 = lua_tothread(L, 1);
+    arg = 1;
+  }
+  fmt = luaL_checkstring(L, arg + 1);
+  depth = (int)luaL_checkinteger(L, arg + 2);
+  if (ljp_dumpstack(L2, L, &sb, fmt, depth) != 0)
+    return luaL_error(L, "ljprof: out of memory");
+  lua_pushlstring(L, sb.b, sb.n);
+  return 1;
+}
+
+typedef struct summary_acc {
+  lua_State *L;
+  int n;
+} summary_acc;
+
+static void summary_visit(void *data, const char *stack, size_t len,
+                          int vmstate, const char *zone, uint64_t count)
+{
+  summary_acc *a = data;
+  lua_State *L = a->L;
+  char vs = (char)vmstate;
+  lua_createtable(L, 0, 4);
+  lua_pushlstring(L, stack, len);
+  lua_setfield(L, -2, "stack");
+  lua_pushlstring(L, &vs, 1);
+  lua_setfield(L, -2, "vmstate");
+  lua_pushstring(L, zone);
+  lua_setfield(L, -2, "zone");
+  lua_pushnumber(L, (lua_Number)count);
+  lua_setfield(L, -2, "count");
+  lua_rawseti(L, -2, ++a->n);
+}
+
+static int by_count(lua_State *L)
+{
+  lua_Number a, b;
+  lua_getfield(L, 1, "count");
+  lua_getfield(L, 2, "count");
+  a = lua_tonumber(L, -2);
+  b = lua_tonumber(L, -1);
+  if (a != b) { lua_pushboolean(L, a > b); return 1; }
+  lua_getfield(L, 1, "stack");
+  lua_getfield(L, 2, "stack");
+  lua_pushboolean(L, strcmp(lua_tostring(L, -2), lua_tostring(L, -1)) < 0);
+  return 1;
+}
+
+static int l_summary(lua_State *L)
+{
+  summary_acc a;
+  a.L = L;
+  a.n = 0;
+  lua_newtable(L);
+  ljprof_summary(L, summary_visit, &a);
+  /* Sorted by count, most first (ties by stack, so output is stable). */
+  lua_getglobal(L, "table");
+  lua_getfield(L, -1, "sort");
+  lua_pushvalue(L, -3);
+  lua_pushcfunction(L, by_count);
+  lua_call(L, 2, 0);
+  lua_pop(L, 1);
+  return 1;
+}
+
+static void setnum(lua_State *L, const char *k, uint64_t v)
+{
+  lua_pushnumber(L, (lua_Number)v);
+  lua_setfield(L, -2, k);
+}
+
+static int l_stats(lua_State *L)
+{
+  ljprof_stats st;
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  static const char vmletters[] = "NICGJ";
+  int i;
+  ljprof_get_stats(L, &st);
+  lua_createtable(L, 0, 20);
+  setnum(L, "signals", st.signals);
+  setnum(L, "ticks", st.ticks);
+  setnum(L, "samples", st.ticks);
+  setnum(L, "completed", st.completed);
+  setnum(L, "dropped", st.dropped);
+  setnum(L, "merged", st.merged);
+  setnum(L, "pending", st.pending);
+  setnum(L, "safepoints", st.safepoints);
+  setnum(L, "batches", st.batches);
+  setnum(L, "stacks", st.stacks);
+  setnum(L, "entries", st.entries);
+  setnum(L, "hook_ns", st.hook_ns);
+  setnum(L, "bytes", st.bytes);
+  setnum(L, "stale_signals", atomic_load(&ljp_stale_signals));
+  lua_createtable(L, 0, 5);
+  for (i = 0; i < 5; i++) {
+    lua_pushnumber(L, (lua_Number)st.vm[i]);
+    lua_setfield(L, -2, (char[2]){vmletters[i], 0});
+  }
+  lua_setfield(L, -2, "vmstate");
+  if (ctx) {
+    lua_pushstring(L, ctx->timer ? ctx->timer->name : "none");
+    lua_setfield(L, -2, "clock");
+    setnum(L, "interval_us", ctx->opt.interval_us);
+    setnum(L, "signal", (uint64_t)ctx->opt.signo);
+    lua_pushboolean(L, ctx->state == LJP_RUNNING);
+    lua_setfield(L, -2, "running");
+    if (ctx->error) {
+      lua_pushstring(L, ctx->error);
+      lua_setfield(L, -2, "error");
+    }
+  }
+  return 1;
+}
+
+static int l_running(lua_State *L)
+{
+  lua_pushboolean(L, ljprof_running(L));
+  return 1;
+}
+
+static const luaL_Reg ljprof_funcs[] = {
+  {"start", l_start},
+  {"stop", l_stop},
+  {"dumpstack", l_dumpstack},
+  {"record", l_record},
+  {"summary", l_summary},
+  {"stats", l_stats},
+  {"running", l_running},
+  {NULL, NULL}
+};
+
+int luaopen_ljprof(lua_State *L)
+{
+  lua_newtable(L);
+  luaL_register(L, NULL, ljprof_funcs);
+  lua_pushstring(L, LJPROF_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}

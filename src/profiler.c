@@ -1,0 +1,386 @@
+/*
+** Public C API (ljprof.h) and the context lifecycle.
+**
+** A context is created per Lua state on first use and lives until
+** lua_close: a userdata in the registry owns it and its __gc stops the run
+** and frees everything. Results of the last run stay readable after stop
+** until the next start. Normal context only.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+#include "ljp.h"
+
+static const char ctx_key = 'c'; /* registry key of the owning userdata */
+
+uint64_t ljp_now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ljprof_options_init(ljprof_options *opt)
+{
+  memset(opt, 0, sizeof(*opt));
+  opt->clock = LJPROF_CLOCK_CPU;
+  opt->interval_us = 10000;
+  opt->ring_size = 1024;
+  opt->stack_fmt = "fZ;";
+  opt->stack_depth = -100;
+}
+
+/* -- Context lifecycle ----------------------------------------------------- */
+
+static void ctx_free(ljp_ctx *ctx)
+{
+  ljp_ring_free(&ctx->ring);
+  ljp_codemap_free(&ctx->map);
+  ljp_counts_free(&ctx->counts);
+  ljp_strtab_free(&ctx->strs);
+  ljp_buf_free(&ctx->dump);
+  free(ctx->stack_fmt);
+  free(ctx->output);
+  free(ctx->error);
+  ljp_slot_free(ctx->slot);
+  free(ctx);
+}
+
+static int ctx_gc(lua_State *L)
+{
+  ljp_ctx **ud = lua_touserdata(L, 1);
+  ljp_ctx *ctx = ud ? *ud : NULL;
+  if (ctx) {
+    *ud = NULL;
+    ctx->in_safepoint = 0;
+    ljp_stop_ctx(ctx, L);
+    ctx_free(ctx);
+  }
+  return 0;
+}
+
+ljp_ctx *ljp_ctx_get(lua_State *L, int create)
+{
+  const void *reg = lua_topointer(L, LUA_REGISTRYINDEX);
+  ljp_ctx *ctx = ljp_slot_find(reg), **ud;
+  if (ctx || !create) return ctx;
+  if (!(ctx = calloc(1, sizeof(*ctx)))) return NULL;
+  ctx->traces_ref = LUA_NOREF;
+  if ((ctx->slot = ljp_slot_alloc(ctx, reg)) < 0) {
+    free(ctx);
+    return NULL;
+  }
+  if (ljp_codemap_init(&ctx->map) != 0 || ljp_strtab_init(&ctx->strs) != 0 ||
+      ljp_counts_init(&ctx->counts) != 0) {
+    ctx_free(ctx);
+    return NULL;
+  }
+  ctx->L = lua_newthread(L);
+  ctx->anchor_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushlightuserdata(L, (void *)&ctx_key);
+  ud = lua_newuserdata(L, sizeof(ljp_ctx *));
+  *ud = ctx;
+  lua_newtable(L);
+  lua_pushcfunction(L, ctx_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_rawset(L, LUA_REGISTRYINDEX);
+  return ctx;
+}
+
+static const ljp_timer_ops *timer_for(ljprof_clock c)
+{
+  switch (c) {
+  case LJPROF_CLOCK_CPU: return &ljp_timer_cpu;
+  case LJPROF_CLOCK_WALL: return &ljp_timer_wall;
+  case LJPROF_CLOCK_ITIMER: return &ljp_timer_itimer;
+  case LJPROF_CLOCK_THREAD: return &ljp_timer_thread;
+  }
+  return NULL;
+}
+
+static char *dup_or_null(const char *s)
+{
+  return s ? strdup(s) : NULL;
+}
+
+/* Can we create files next to path? Checked before profiling starts. */
+static int output_writable(const char *path, char *err, size_t n)
+{
+  size_t len = strlen(path);
+  char *tmp = malloc(len + 32);
+  FILE *f;
+  if (!tmp) return -1;
+  snprintf(tmp, len + 32, "%s.tmp.%d", path, (int)getpid());
+  f = fopen(tmp, "w");
+  if (!f) {
+    snprintf(err, n, "ljprof: cannot write output file %s: %s", path,
+             strerror(errno));
+    free(tmp);
+    return -1;
+  }
+  fclose(f);
+  unlink(tmp);
+  free(tmp);
+  return 0;
+}
+
+int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
+                    size_t errlen)
+{
+  char dummy[8];
+  ljp_ctx *ctx;
+  ljprof_options opt;
+  if (!err) { err = dummy; errlen = sizeof(dummy); }
+  err[0] = '\0';
+  if (o) opt = *o; else ljprof_options_init(&opt);
+  if (!opt.stack_fmt) opt.stack_fmt = "fZ;";
+  if (!opt.interval_us) opt.interval_us = 10000;
+  if (!opt.ring_size) opt.ring_size = 1024;
+  if (!timer_for(opt.clock)) {
+    snprintf(err, errlen, "ljprof: bad clock %d (accepted: cpu, wall, "
+             "itimer, thread)", (int)opt.clock);
+    return -1;
+  }
+  if (opt.interval_us < 10 || opt.interval_us > 60000000) {
+    snprintf(err, errlen, "ljprof: bad interval %u us (accepted: 10 us to "
+             "60 s)", opt.interval_us);
+    return -1;
+  }
+  if (opt.ring_size < 16 || opt.ring_size > (1u << 24)) {
+    snprintf(err, errlen, "ljprof: bad ring size %u (accepted: 16 to %u "
+             "records)", opt.ring_size, 1u << 24);
+    return -1;
+  }
+  if (opt.clock == LJPROF_CLOCK_ITIMER) {
+    if (opt.signo && opt.signo != SIGPROF) {
+      snprintf(err, errlen, "ljprof: the itimer clock always uses SIGPROF "
+               "(signal %d given)", opt.signo);
+      return -1;
+    }
+    opt.signo = SIGPROF;
+  } else if (!opt.signo) {
+    opt.signo = LJPROF_DEFAULT_SIGNAL;
+  }
+  if (!(ctx = ljp_ctx_get(L, 1))) {
+    snprintf(err, errlen, "ljprof: out of memory or more than %d profiled "
+             "states", LJP_MAX_SLOTS);
+    return -1;
+  }
+  if (ctx->state != LJP_IDLE || ctx->timer_live) {
+    snprintf(err, errlen, "ljprof: already running for this Lua state "
+             "(call stop first)");
+    return -1;
+  }
+  if (opt.output && output_writable(opt.output, err, errlen) != 0) return -1;
+  if (ljp_signal_install(opt.signo, err, errlen) != 0) return -1;
+
+  /* New run: fresh results. */
+  free(ctx->stack_fmt);
+  free(ctx->output);
+  free(ctx->error);
+  ctx->error = NULL;
+  ctx->stack_fmt = strdup(opt.stack_fmt);
+  ctx->output = dup_or_null(opt.output);
+  opt.stack_fmt = ctx->stack_fmt;
+  opt.output = ctx->output;
+  ctx->opt = opt;
+  ctx->timer = timer_for(opt.clock);
+  ljp_aggregate_reset(ctx);
+  ljp_ring_free(&ctx->ring);
+  if (!ctx->stack_fmt || (opt.output && !ctx->output) ||
+      ljp_ring_init(&ctx->ring, opt.ring_size) != 0) {
+    snprintf(err, errlen, "ljprof: out of memory");
+    return -1;
+  }
+  atomic_store(&ctx->seq, 0);
+  atomic_store(&ctx->n_signals, 0);
+  atomic_store(&ctx->n_ticks, 0);
+  atomic_store(&ctx->n_dropped, 0);
+  atomic_store(&ctx->n_merged, 0);
+  atomic_store(&ctx->thr_overrun, 0);
+  ctx->pid = getpid();
+  ctx->tid = ljp_gettid();
+  ctx->thread = pthread_self();
+  ctx->user_hook = NULL;
+  ctx->stop_requested = 0;
+  ljp_codemap_trace_flush(&ctx->map);
+  ljp_codemap_refresh_objs(&ctx->map);
+
+  atomic_store(&ctx->token, ljp_slot_open(ctx->slot));
+  ljp_traces_attach(ctx, L);
+  ctx->state = LJP_RUNNING;
+  if (ctx->timer->start(ctx, err, errlen) != 0) {
+    ctx->state = LJP_IDLE;
+    ljp_slot_close(ctx->slot);
+    atomic_store(&ctx->token, 0);
+    ljp_traces_detach(ctx, L);
+    return -1;
+  }
+  ctx->timer_live = 1;
+  return 0;
+}
+
+static void stop_timer(ljp_ctx *ctx)
+{
+  if (ctx->timer_live) {
+    ctx->timer->stop(ctx);
+    ctx->timer_live = 0;
+  }
+}
+
+void ljp_fail(ljp_ctx *ctx, const char *msg)
+{
+  size_t len = strlen(msg);
+  free(ctx->error);
+  if ((ctx->error = malloc(len + 1))) memcpy(ctx->error, msg, len + 1);
+  stop_timer(ctx);
+  ctx->state = LJP_FAILED;
+  fprintf(stderr, "ljprof: profiler callback failed, profiling stopped: %s\n",
+          msg);
+}
+
+void ljp_stop_ctx(ljp_ctx *ctx, lua_State *L)
+{
+  char err[256];
+  if (ctx->state == LJP_IDLE && !ctx->timer_live) return;
+  stop_timer(ctx);
+  if (ctx->in_safepoint) {  /* stop from the callback: finish in the hook */
+    ctx->stop_requested = 1;
+    return;
+  }
+  ctx->stop_requested = 0;
+  ljp_slot_close(ctx->slot);     /* no handler inside; later signals inert */
+  atomic_store(&ctx->token, 0);
+  ctx->state = LJP_IDLE;
+  ljp_disarm(ctx);
+  ljp_complete(ctx, L);          /* what never reached a safe point */
+  ljp_aggregate(ctx);
+  ljp_traces_detach(ctx, L);
+  ljp_codemap_collect(&ctx->map);
+  if (ctx->output && ljp_write_folded(ctx, ctx->output, err, sizeof(err)))
+    fprintf(stderr, "%s\n", err);
+}
+
+/* -- jit.profile-shaped API ------------------------------------------------ */
+
+void ljp_parse_mode(const char *mode, ljprof_options *opt)
+{
+  while (mode && *mode) {
+    int m = *mode++;
+    if (m == 'i') {
+      long ms = 0;
+      while (*mode >= '0' && *mode <= '9') {
+        if (ms < 1000000) ms = ms * 10 + (*mode - '0');
+        mode++;
+      }
+      opt->interval_us = (uint32_t)(ms <= 0 ? 1 : ms) * 1000u;
+    }
+    /* 'f' and 'l' ask the built-in to flush and instrument traces; the
+    ** PC taken at signal time makes that unnecessary here. Unknown letters
+    ** are ignored, as by jit.profile. */
+  }
+}
+
+void ljprof_start(lua_State *L, const char *mode, ljprof_callback cb,
+                  void *data)
+{
+  ljprof_options opt;
+  char err[256];
+  ljprof_options_init(&opt);
+  ljp_parse_mode(mode, &opt);
+  opt.cb = cb;
+  opt.cb_data = data;
+  if (ljprof_start_ex(L, &opt, err, sizeof(err)) != 0)
+    fprintf(stderr, "%s\n", err);
+}
+
+void ljprof_stop(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (ctx) ljp_stop_ctx(ctx, L);
+}
+
+int ljprof_running(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  return ctx && ctx->state == LJP_RUNNING;
+}
+
+/* Per-OS-thread dump buffer for ljprof_dumpstack. */
+static pthread_key_t dump_key;
+static pthread_once_t dump_once = PTHREAD_ONCE_INIT;
+
+static void dump_free(void *p)
+{
+  ljp_buf_free(p);
+  free(p);
+}
+
+static void dump_key_init(void) { pthread_key_create(&dump_key, dump_free); }
+
+const char *ljprof_dumpstack(lua_State *L, const char *fmt, int depth,
+                             size_t *len)
+{
+  ljp_buf *sb;
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  pthread_once(&dump_once, dump_key_init);
+  if (!(sb = pthread_getspecific(dump_key))) {
+    if (!(sb = calloc(1, sizeof(*sb)))) { if (len) *len = 0; return ""; }
+    pthread_setspecific(dump_key, sb);
+  }
+  if (ljp_dumpstack(L, ctx ? ctx->L : L, sb, fmt ? fmt : "", depth) != 0) {
+    if (len) *len = 0;
+    return "";
+  }
+  if (len) *len = sb->n;
+  return sb->b;
+}
+
+/* -- Results ----------------------------------------------------------------- */
+
+int ljprof_get_stats(lua_State *L, ljprof_stats *st)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  memset(st, 0, sizeof(*st));
+  if (!ctx) return -1;
+  st->signals = atomic_load(&ctx->n_signals);
+  st->ticks = atomic_load(&ctx->n_ticks);
+  st->dropped = atomic_load(&ctx->n_dropped);
+  st->merged = atomic_load(&ctx->n_merged);
+  st->completed = ctx->completed;
+  st->pending = st->ticks > st->completed + st->dropped
+                    ? st->ticks - st->completed - st->dropped : 0;
+  st->safepoints = ctx->safepoints;
+  st->batches = ctx->batches;
+  st->stacks = ctx->strs.n;
+  st->entries = ctx->counts.n;
+  st->hook_ns = ctx->hook_ns;
+  st->bytes = (uint64_t)ctx->ring.cap * sizeof(ljp_record) + ctx->strs.bytes +
+              (uint64_t)ctx->counts.cap * sizeof(ljp_count);
+  memcpy(st->vm, ctx->vm, sizeof(st->vm));
+  return 0;
+}
+
+int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  uint32_t i;
+  if (!ctx) return -1;
+  ljp_aggregate(ctx);
+  for (i = 0; i < ctx->counts.cap; i++) {
+    const ljp_count *c = &ctx->counts.slot[i];
+    if (c->key) {
+      const ljp_str *s = ljp_strtab_get(&ctx->strs, ljp_key_stack(c->key));
+      fn(data, s->s, s->len, ljp_key_vmstate(c->key), "", c->count);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,106 @@
+/*
+** Lock-free single-producer ring of sample records.
+**
+** Producer: the signal handler (ljp_ring_push). Consumers, on the profiled
+** thread in normal context: the safe point completes pending records
+** (ljp_ring_claim) and the aggregator retires completed ones
+** (ljp_ring_retire). Three monotonically increasing 64-bit positions:
+**
+**     tail <= done <= head,  head - tail <= cap
+**     [tail, done)  completed (stack assigned), waiting for aggregation
+**     [done, head)  pending (written by the handler, no stack yet)
+**
+** When the ring is full the handler adds the tick to the newest pending
+** record instead of dropping it (its own time and PC are lost, the tick is
+** not); only when no record is pending is the tick dropped.
+*/
+#ifndef LJP_RING_H
+#define LJP_RING_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define LJP_NATIVE_MAX 32 /* native frames per record (filled by unwinder) */
+
+typedef struct ljp_record {
+  uint64_t seq;          /* handler sequence number */
+  uint64_t time_ns;      /* CLOCK_MONOTONIC at signal time */
+  uintptr_t pc;          /* interrupted program counter */
+  _Atomic uint32_t weight; /* timer ticks (1 + overruns + merged) */
+  int32_t trace;         /* trace number when vmstate == 'N', else 0 */
+  uint32_t stack;        /* interned stack id, set at completion */
+  uint16_t zone;         /* zone id at signal time (0: none) */
+  uint8_t vmstate;       /* 'N' 'I' 'C' 'G' 'J', or 'U' = resolve later */
+  uint8_t nnative;       /* valid entries in native[] */
+  uintptr_t native[LJP_NATIVE_MAX]; /* native return addresses, leaf first */
+} ljp_record;
+
+typedef struct ljp_ring {
+  ljp_record *rec;
+  uint32_t cap, mask;
+  _Atomic uint64_t head;  /* next slot the producer writes */
+  _Atomic uint64_t done;  /* first pending record */
+  _Atomic uint64_t tail;  /* first record not yet aggregated */
+} ljp_ring;
+
+typedef enum { LJP_PUSHED, LJP_MERGED, LJP_DROPPED } ljp_push_result;
+
+int ljp_ring_init(ljp_ring *r, uint32_t cap); /* cap rounded up to 2^n */
+void ljp_ring_free(ljp_ring *r);
+
+/* Signal context. Returns the slot to fill, or NULL when the ring is full
+** (then *res says whether the weight was merged or dropped). The record is
+** published by ljp_ring_publish. */
+static inline ljp_record *ljp_ring_reserve(ljp_ring *r, uint32_t weight,
+                                           ljp_push_result *res)
+{
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+  if (h - t < r->cap) { *res = LJP_PUSHED; return &r->rec[h & r->mask]; }
+  if (h > atomic_load_explicit(&r->done, memory_order_acquire)) {
+    atomic_fetch_add_explicit(&r->rec[(h - 1) & r->mask].weight, weight,
+                              memory_order_relaxed);
+    *res = LJP_MERGED;
+  } else {
+    *res = LJP_DROPPED;
+  }
+  return NULL;
+}
+
+static inline void ljp_ring_publish(ljp_ring *r)
+{
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  atomic_store_explicit(&r->head, h + 1, memory_order_release);
+}
+
+/* Number of pending (not yet completed) records. */
+static inline uint64_t ljp_ring_pending(ljp_ring *r)
+{
+  return atomic_load_explicit(&r->head, memory_order_acquire) -
+         atomic_load_explicit(&r->done, memory_order_acquire);
+}
+
+/* Claim all pending records: returns [*from, *to). The claim is published
+** before the caller reads any weight, so a concurrent handler never merges
+** into a claimed record. */
+void ljp_ring_claim(ljp_ring *r, uint64_t *from, uint64_t *to);
+
+/* Completed records waiting for aggregation. */
+static inline uint64_t ljp_ring_completed(ljp_ring *r)
+{
+  return atomic_load_explicit(&r->done, memory_order_acquire) -
+         atomic_load_explicit(&r->tail, memory_order_relaxed);
+}
+
+static inline ljp_record *ljp_ring_at(ljp_ring *r, uint64_t pos)
+{
+  return &r->rec[pos & r->mask];
+}
+
+/* Hand records [tail, to) back to the producer. */
+static inline void ljp_ring_retire(ljp_ring *r, uint64_t to)
+{
+  atomic_store_explicit(&r->tail, to, memory_order_release);
+}
+
+#endif

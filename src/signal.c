@@ -1,0 +1,247 @@
+/*
+** Signal handler and the process-wide slot table that maps a signal to its
+** profiling context.
+**
+** ljp_signal_handler runs in signal context: only async-signal-safe calls,
+** no malloc, no locks, no stdio, bounded work, errno preserved. It records
+** time, PC, VM state and weight into the context's ring and arms the safe
+** point. Every tick it cannot record is counted.
+**
+** A signal carries a token (slot | run generation << 8) in si_value;
+** itimer signals carry none and use the one itimer binding. A context's
+** slot stays valid while the handler runs: closing a run bumps the token
+** and then waits until no handler is inside the slot.
+*/
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "ljp.h"
+
+typedef struct ljp_slot {
+  _Atomic(const void *) registry; /* owner state (NULL: free) */
+  _Atomic(ljp_ctx *) ctx;
+  _Atomic uint32_t token;        /* live run token, 0 when none */
+  _Atomic int inside;            /* handlers currently using the slot */
+} ljp_slot;
+
+static ljp_slot ljp_slots[LJP_MAX_SLOTS];
+static _Atomic uint32_t ljp_run_gen;
+static _Atomic uint32_t ljp_itimer_token;
+static pthread_mutex_t ljp_slot_mu = PTHREAD_MUTEX_INITIALIZER;
+_Atomic uint64_t ljp_stale_signals;
+
+/* -- Slot table (normal context) ----------------------------------------- */
+
+int ljp_slot_alloc(ljp_ctx *ctx, const void *registry)
+{
+  int i, slot = -1;
+  pthread_mutex_lock(&ljp_slot_mu);
+  for (i = 0; i < LJP_MAX_SLOTS; i++) {
+    if (!atomic_load(&ljp_slots[i].registry)) {
+      atomic_store(&ljp_slots[i].ctx, ctx);
+      atomic_store(&ljp_slots[i].token, 0);
+      atomic_store(&ljp_slots[i].registry, registry);
+      slot = i;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&ljp_slot_mu);
+  return slot;
+}
+
+void ljp_slot_free(int slot)
+{
+  pthread_mutex_lock(&ljp_slot_mu);
+  ljp_slot_close(slot);
+  atomic_store(&ljp_slots[slot].ctx, NULL);
+  atomic_store(&ljp_slots[slot].registry, NULL);
+  pthread_mutex_unlock(&ljp_slot_mu);
+}
+
+ljp_ctx *ljp_slot_find(const void *registry)
+{
+  static __thread int last;  /* most lookups repeat the previous one */
+  int i;
+  if (atomic_load_explicit(&ljp_slots[last].registry, memory_order_acquire) ==
+      registry)
+    return atomic_load(&ljp_slots[last].ctx);
+  for (i = 0; i < LJP_MAX_SLOTS; i++) {
+    if (atomic_load_explicit(&ljp_slots[i].registry, memory_order_acquire) ==
+        registry) {
+      last = i;
+      return atomic_load(&ljp_slots[i].ctx);
+    }
+  }
+  return NULL;
+}
+
+ljp_ctx *ljp_slot_ctx(uint32_t token)
+{
+  ljp_slot *s = &ljp_slots[token & 0xff];
+  if (token == 0 || atomic_load(&s->token) != token) return NULL;
+  return atomic_load(&s->ctx);
+}
+
+uint32_t ljp_slot_open(int slot)
+{
+  uint32_t gen = atomic_fetch_add(&ljp_run_gen, 1) + 1;
+  uint32_t token = ((gen & 0xffffff) << 8) | (uint32_t)slot;
+  if ((token >> 8) == 0) token |= 1u << 8; /* never 0 */
+  atomic_store(&ljp_slots[slot].token, token);
+  return token;
+}
+
+void ljp_slot_close(int slot)
+{
+  atomic_store(&ljp_slots[slot].token, 0);
+  while (atomic_load(&ljp_slots[slot].inside) > 0) sched_yield();
+}
+
+void ljp_itimer_bind(uint32_t token) { atomic_store(&ljp_itimer_token, token); }
+uint32_t ljp_itimer_bound(void) { return atomic_load(&ljp_itimer_token); }
+
+pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+
+/* -- Signal context ------------------------------------------------------ */
+
+static inline uintptr_t ucontext_pc(void *ucv)
+{
+  ucontext_t *uc = ucv;
+#if defined(__x86_64__)
+  return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+  return (uintptr_t)uc->uc_mcontext.pc;
+#else
+  (void)uc;
+  return 0;
+#endif
+}
+
+/* Record one sample of weight w. Signal context. */
+static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
+{
+  ljp_push_result res;
+  ljp_record *rec;
+  atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
+  rec = ljp_ring_reserve(&ctx->ring, w, &res);
+  if (rec) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
+    rec->time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    rec->pc = ucontext_pc(ucv);
+    rec->trace = 0;
+    rec->vmstate = (uint8_t)ljp_codemap_classify(&ctx->map, rec->pc,
+                                                 &rec->trace);
+    rec->zone = 0;
+    rec->nnative = 0;
+    rec->stack = 0;
+    atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
+    ljp_ring_publish(&ctx->ring);
+  } else if (res == LJP_MERGED) {
+    atomic_fetch_add_explicit(&ctx->n_merged, 1, memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
+  }
+  if (!ctx->busy && !ctx->recording && ctx->state == LJP_RUNNING)
+    ljp_arm(ctx);
+}
+
+static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
+{
+  int saved_errno = errno;
+  uint32_t token, w = 1;
+  ljp_slot *s;
+  ljp_ctx *ctx;
+  int from_kernel = 0;
+
+  if (si->si_code == SI_TIMER) {        /* timer_create: cpu, wall */
+    token = (uint32_t)si->si_value.sival_int;
+    if (si->si_overrun > 0) w += (uint32_t)si->si_overrun;
+  } else if (si->si_code == SI_QUEUE) { /* timer thread */
+    token = (uint32_t)si->si_value.sival_int;
+  } else if (sig == SIGPROF) {          /* itimer (or forwarded) */
+    token = atomic_load_explicit(&ljp_itimer_token, memory_order_acquire);
+    from_kernel = si->si_code == SI_KERNEL;
+  } else {
+    token = 0;
+  }
+  s = &ljp_slots[token & 0xff];
+  atomic_fetch_add(&s->inside, 1);
+  if (token && atomic_load(&s->token) == token &&
+      (ctx = atomic_load_explicit(&s->ctx, memory_order_acquire)) != NULL) {
+    if (from_kernel && ljp_gettid() != ctx->tid) {
+      /* Process-wide timer landed on another thread: hand it over. */
+      syscall(SYS_tgkill, ctx->pid, ctx->tid, SIGPROF);
+    } else {
+      w += atomic_exchange_explicit(&ctx->thr_overrun, 0,
+                                    memory_order_relaxed);
+      ljp_sample(ctx, ucv, w);
+    }
+  } else {
+    atomic_fetch_add_explicit(&ljp_stale_signals, 1, memory_order_relaxed);
+  }
+  atomic_fetch_sub(&s->inside, 1);
+  errno = saved_errno;
+}
+
+/* -- Installation (normal context) --------------------------------------- */
+
+static void ljp_pin_library(void)
+{
+  static int pinned;
+  Dl_info di;
+  if (pinned) return;
+  pinned = 1;
+  if (dladdr((void *)ljp_signal_handler, &di) && di.dli_fname)
+    dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+int ljp_signal_install(int signo, char *err, size_t errlen)
+{
+  struct sigaction sa, old;
+  int rc = 0;
+  if (signo <= 0 || signo >= _NSIG || signo == SIGKILL || signo == SIGSTOP) {
+    snprintf(err, errlen, "ljprof: bad signal %d (accepted: 1-%d except "
+             "SIGKILL/SIGSTOP)", signo, _NSIG - 1);
+    return -1;
+  }
+  pthread_mutex_lock(&ljp_slot_mu);
+  if (sigaction(signo, NULL, &old) != 0) {
+    snprintf(err, errlen, "ljprof: cannot query signal %d: %s", signo,
+             strerror(errno));
+    rc = -1;
+  } else if ((old.sa_flags & SA_SIGINFO) &&
+             old.sa_sigaction == ljp_signal_handler) {
+    /* ours already */
+  } else if (!(old.sa_flags & SA_SIGINFO) && (old.sa_handler == SIG_DFL ||
+                                              old.sa_handler == SIG_IGN)) {
+    ljp_pin_library();
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = ljp_signal_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(signo, &sa, NULL) != 0) {
+      snprintf(err, errlen, "ljprof: cannot install handler for signal %d: "
+               "%s", signo, strerror(errno));
+      rc = -1;
+    }
+  } else if (signo == SIGPROF) {
+    snprintf(err, errlen, "ljprof: SIGPROF already has a handler (is "
+             "jit.profile or -jp running?); use clock cpu, wall or thread");
+    rc = -1;
+  } else {
+    snprintf(err, errlen, "ljprof: signal %d already has a handler; choose "
+             "another signal (option signal)", signo);
+    rc = -1;
+  }
+  pthread_mutex_unlock(&ljp_slot_mu);
+  return rc;
+}

@@ -1,0 +1,67 @@
+/*
+** Aggregation tables (normal context only; never touched by the handler).
+**
+** ljp_strtab interns stack strings: each distinct dump is stored once and
+** named by a dense 32-bit id (id 0 is the empty stack). ljp_counts maps a
+** key (stack id, VM state, zone id) to a tick count. Both are open-
+** addressing hash tables with power-of-two capacity that double at 70%
+** load, so memory is proportional to the number of unique stacks.
+*/
+#ifndef LJP_TABLE_H
+#define LJP_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+uint64_t ljp_hash(const void *p, size_t len);
+
+typedef struct ljp_str {
+  const char *s;
+  uint32_t len;
+  uint64_t hash;
+} ljp_str;
+
+typedef struct ljp_strtab {
+  ljp_str *str;        /* id -> string */
+  uint32_t n, ncap;
+  uint32_t *index;     /* hash slot -> id + 1 (0 = empty) */
+  uint32_t icap;
+  char *chunk;         /* current string chunk; chunks are chained */
+  size_t used, size;
+  size_t bytes;        /* memory held */
+} ljp_strtab;
+
+int ljp_strtab_init(ljp_strtab *t);
+void ljp_strtab_free(ljp_strtab *t);
+/* Intern s; returns its id, or UINT32_MAX when out of memory. */
+uint32_t ljp_strtab_intern(ljp_strtab *t, const char *s, size_t len);
+static inline const ljp_str *ljp_strtab_get(const ljp_strtab *t, uint32_t id)
+{
+  return &t->str[id];
+}
+
+typedef struct ljp_count {
+  uint64_t key;        /* ljp_count_key(); 0 = empty slot */
+  uint64_t count;
+} ljp_count;
+
+typedef struct ljp_counts {
+  ljp_count *slot;
+  uint32_t cap, n;
+} ljp_counts;
+
+static inline uint64_t ljp_count_key(uint32_t stack, int vmstate, uint16_t zone)
+{
+  return ((uint64_t)(uint8_t)vmstate << 48) | ((uint64_t)zone << 32) | stack;
+}
+static inline uint32_t ljp_key_stack(uint64_t k) { return (uint32_t)k; }
+static inline uint16_t ljp_key_zone(uint64_t k) { return (uint16_t)(k >> 32); }
+static inline int ljp_key_vmstate(uint64_t k) { return (int)(uint8_t)(k >> 48); }
+
+int ljp_counts_init(ljp_counts *c);
+void ljp_counts_free(ljp_counts *c);
+/* Add n to key's count; -1 when out of memory. key must be nonzero. */
+int ljp_counts_add(ljp_counts *c, uint64_t key, uint64_t n);
+uint64_t ljp_counts_get(const ljp_counts *c, uint64_t key);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+** setitimer(ITIMER_PROF): process CPU time of all threads, SIGPROF, what
+** LuaJIT's jit.profile uses. Only one per process, so one state at a time;
+** it cannot run together with jit.profile. A signal that lands on another
+** thread is handed to the profiled thread by the handler (tgkill), so CPU
+** time burnt by any thread is charged to the Lua state, as with jit.p.
+** Normal context.
+*/
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "ljp.h"
+
+static int itimer_start(ljp_ctx *ctx, char *err, size_t n)
+{
+  struct itimerval it;
+  uint64_t first = ljp_timer_first_ns(ctx) / 1000u;
+  if (ljp_itimer_bound()) {
+    snprintf(err, n, "ljprof: the itimer clock is process-wide and already "
+             "used by another Lua state");
+    return -1;
+  }
+  ljp_itimer_bind(atomic_load(&ctx->token));
+  it.it_interval.tv_sec = ctx->opt.interval_us / 1000000u;
+  it.it_interval.tv_usec = ctx->opt.interval_us % 1000000u;
+  if (first == 0) first = 1;
+  it.it_value.tv_sec = (time_t)(first / 1000000u);
+  it.it_value.tv_usec = (suseconds_t)(first % 1000000u);
+  if (setitimer(ITIMER_PROF, &it, NULL) != 0) {
+    snprintf(err, n, "ljprof: setitimer failed");
+    ljp_itimer_bind(0);
+    return -1;
+  }
+  return 0;
+}
+
+static void itimer_stop(ljp_ctx *ctx)
+{
+  struct itimerval it;
+  (void)ctx;
+  memset(&it, 0, sizeof(it));
+  setitimer(ITIMER_PROF, &it, NULL);
+  ljp_itimer_bind(0);  /* a late SIGPROF now finds no context */
+}
+
+const ljp_timer_ops ljp_timer_itimer = {"itimer", itimer_start, itimer_stop};

@@ -1,0 +1,92 @@
+/*
+** A timer thread that wakes every interval (wall clock) and signals the
+** profiled thread, the shape LuaJIT uses on Windows. Two calls make it
+** portable: the wake-up (a condition-variable timed wait, so stop wakes it
+** at once) and the signalling (pthread_sigqueue, carrying the run token).
+** Ticks the thread could not deliver (it overslept, or the signal queue
+** was full) are added to the next sample's weight. Normal context.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "ljp.h"
+
+static void ts_add(struct timespec *ts, uint64_t ns)
+{
+  ns += (uint64_t)ts->tv_nsec;
+  ts->tv_sec += (time_t)(ns / 1000000000u);
+  ts->tv_nsec = (long)(ns % 1000000000u);
+}
+
+static int64_t ts_diff(const struct timespec *a, const struct timespec *b)
+{
+  return (int64_t)(a->tv_sec - b->tv_sec) * 1000000000 +
+         (a->tv_nsec - b->tv_nsec);
+}
+
+static void *timer_main(void *arg)
+{
+  ljp_ctx *ctx = arg;
+  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
+  union sigval val;
+  struct timespec next, now;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);  /* never run handlers here */
+  val.sival_int = (int)atomic_load(&ctx->token);
+  clock_gettime(CLOCK_MONOTONIC, &next);
+  ts_add(&next, ljp_timer_first_ns(ctx));
+  pthread_mutex_lock(&ctx->tm.thr.mu);
+  while (!ctx->tm.thr.stop) {
+    int rc = pthread_cond_timedwait(&ctx->tm.thr.cv, &ctx->tm.thr.mu, &next);
+    if (ctx->tm.thr.stop) break;
+    if (rc != ETIMEDOUT) continue;
+    if (pthread_sigqueue(ctx->thread, ctx->opt.signo, val) != 0)
+      atomic_fetch_add(&ctx->thr_overrun, 1);
+    ts_add(&next, period);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (ts_diff(&now, &next) > 0) {  /* overslept: skip, but count, ticks */
+      uint64_t late = (uint64_t)ts_diff(&now, &next) / period + 1;
+      atomic_fetch_add(&ctx->thr_overrun, (uint32_t)late);
+      ts_add(&next, late * period);
+    }
+  }
+  pthread_mutex_unlock(&ctx->tm.thr.mu);
+  return NULL;
+}
+
+static int thread_start(ljp_ctx *ctx, char *err, size_t n)
+{
+  pthread_condattr_t ca;
+  int rc;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&ctx->tm.thr.mu, NULL);
+  pthread_cond_init(&ctx->tm.thr.cv, &ca);
+  pthread_condattr_destroy(&ca);
+  ctx->tm.thr.stop = 0;
+  if ((rc = pthread_create(&ctx->tm.thr.th, NULL, timer_main, ctx)) != 0) {
+    snprintf(err, n, "ljprof: cannot create the timer thread: %s",
+             strerror(rc));
+    pthread_cond_destroy(&ctx->tm.thr.cv);
+    pthread_mutex_destroy(&ctx->tm.thr.mu);
+    return -1;
+  }
+  return 0;
+}
+
+static void thread_stop(ljp_ctx *ctx)
+{
+  pthread_mutex_lock(&ctx->tm.thr.mu);
+  ctx->tm.thr.stop = 1;
+  pthread_cond_signal(&ctx->tm.thr.cv);
+  pthread_mutex_unlock(&ctx->tm.thr.mu);
+  pthread_join(ctx->tm.thr.th, NULL);
+  pthread_cond_destroy(&ctx->tm.thr.cv);
+  pthread_mutex_destroy(&ctx->tm.thr.mu);
+}
+
+const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop};

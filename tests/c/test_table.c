@@ -1,0 +1,106 @@
+/* Unit tests for the aggregation tables: interning (identity, growth,
+** forced collisions), counts (growth, keys differing only in vmstate or
+** zone), and agreement with a naive reference on random data. */
+#include <string.h>
+
+#include "../../src/table.h"
+#include "check.h"
+
+static void test_intern(void)
+{
+  ljp_strtab t;
+  char buf[64];
+  uint32_t ids[5000];
+  int i, ok = 1;
+  CHECK_EQ(ljp_strtab_init(&t), 0);
+  CHECK_EQ(ljp_strtab_intern(&t, "", 0), 0);      /* id 0: empty stack */
+  CHECK_EQ(ljp_strtab_intern(&t, "a;b;c", 5), 1);
+  CHECK_EQ(ljp_strtab_intern(&t, "a;b;c", 5), 1);
+  CHECK_EQ(ljp_strtab_intern(&t, "a;b", 3), 2);
+  CHECK_EQ(ljp_strtab_intern(&t, "a;b;c", 3), 2); /* length matters */
+  CHECK(memcmp(ljp_strtab_get(&t, 1)->s, "a;b;c", 6) == 0);
+  for (i = 0; i < 5000; i++) {                    /* grows many times */
+    int n = snprintf(buf, sizeof(buf), "main;f%d;g%d", i, i * 7);
+    ids[i] = ljp_strtab_intern(&t, buf, (size_t)n);
+  }
+  for (i = 0; i < 5000; i++) {
+    int n = snprintf(buf, sizeof(buf), "main;f%d;g%d", i, i * 7);
+    const ljp_str *s = ljp_strtab_get(&t, ids[i]);
+    ok &= ljp_strtab_intern(&t, buf, (size_t)n) == ids[i];
+    ok &= s->len == (uint32_t)n && memcmp(s->s, buf, (size_t)n) == 0;
+  }
+  CHECK(ok);
+  CHECK_EQ(t.n, 5003);
+  CHECK(t.icap >= 8192);
+  /* Long strings get their own chunk. */
+  {
+    static char big[200000];
+    memset(big, 'x', sizeof(big));
+    uint32_t id = ljp_strtab_intern(&t, big, sizeof(big));
+    CHECK_EQ(ljp_strtab_intern(&t, big, sizeof(big)), id);
+    CHECK_EQ(ljp_strtab_get(&t, id)->len, sizeof(big));
+  }
+  ljp_strtab_free(&t);
+}
+
+/* Collisions: a table whose index is tiny relative to the keys keeps
+** correct identities (linear probing across many equal buckets). */
+static void test_collisions(void)
+{
+  ljp_strtab t;
+  char buf[16];
+  int i, ok = 1;
+  ljp_strtab_init(&t);
+  for (i = 0; i < 300; i++) {
+    int n = snprintf(buf, sizeof(buf), "%d", i);
+    ok &= ljp_strtab_intern(&t, buf, (size_t)n) == (uint32_t)i + 1;
+  }
+  for (i = 0; i < 300; i++) {
+    int n = snprintf(buf, sizeof(buf), "%d", i);
+    ok &= ljp_strtab_intern(&t, buf, (size_t)n) == (uint32_t)i + 1;
+  }
+  CHECK(ok);
+  ljp_strtab_free(&t);
+}
+
+static uint64_t lcg(uint64_t *s) { *s = *s * 6364136223846793005ull + 1442695040888963407ull; return *s >> 33; }
+
+static void test_counts(void)
+{
+  ljp_counts c;
+  static uint64_t ref[64][5][4];
+  const char vm[] = "NICGJ";
+  uint64_t seed = 42;
+  int i, s, v, z, ok = 1;
+  CHECK_EQ(ljp_counts_init(&c), 0);
+  for (i = 0; i < 200000; i++) {
+    s = (int)(lcg(&seed) % 64);
+    v = (int)(lcg(&seed) % 5);
+    z = (int)(lcg(&seed) % 4);
+    ref[s][v][z] += (uint64_t)(i % 3 + 1);
+    CHECK(ljp_counts_add(&c, ljp_count_key((uint32_t)s, vm[v], (uint16_t)z),
+                         (uint64_t)(i % 3 + 1)) == 0);
+  }
+  for (s = 0; s < 64; s++)
+    for (v = 0; v < 5; v++)
+      for (z = 0; z < 4; z++)
+        ok &= ljp_counts_get(&c, ljp_count_key((uint32_t)s, vm[v], (uint16_t)z)) == ref[s][v][z];
+  CHECK(ok);
+  CHECK_EQ(c.n, 64 * 5 * 4);
+  CHECK(c.cap >= 2048);                 /* grew from 256 */
+  {
+    uint64_t k = ljp_count_key(123456, 'J', 65535);
+    CHECK_EQ(ljp_key_stack(k), 123456);
+    CHECK_EQ(ljp_key_vmstate(k), 'J');
+    CHECK_EQ(ljp_key_zone(k), 65535);
+  }
+  ljp_counts_free(&c);
+}
+
+int main(void)
+{
+  test_intern();
+  test_collisions();
+  test_counts();
+  return check_done("table");
+}

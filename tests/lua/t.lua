@@ -1,0 +1,64 @@
+-- Tiny test helper for the Lua tests: named cases, assertions that say
+-- what differed, and an exit status (non-zero on any failure).
+local t = {failed = 0, passed = 0}
+
+local function fmt(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  return tostring(v)
+end
+
+-- Run fn as a named case; an error inside counts as a failure.
+function t.case(name, fn)
+  local before = t.failed
+  local ok, err = xpcall(fn, debug.traceback)
+  if not ok then
+    t.failed = t.failed + 1
+    io.stderr:write("ERROR in ", name, ": ", tostring(err), "\n")
+  end
+  if t.failed == before then
+    t.passed = t.passed + 1
+    print("ok   " .. name)
+  else
+    print("FAIL " .. name)
+  end
+end
+
+function t.ok(cond, msg)
+  if not cond then
+    t.failed = t.failed + 1
+    io.stderr:write("  check failed: ", msg or "?", "\n", debug.traceback("", 2), "\n")
+  end
+  return cond
+end
+
+function t.eq(a, b, msg)
+  if a ~= b then
+    t.failed = t.failed + 1
+    io.stderr:write("  ", msg or "values differ", ": got ", fmt(a), ", expected ", fmt(b), "\n",
+      debug.traceback("", 2), "\n")
+  end
+  return a == b
+end
+
+-- Expect fn to raise an error whose message contains pattern (plain text).
+function t.raises(fn, pattern, msg)
+  local ok, err = pcall(fn)
+  if ok then return t.ok(false, (msg or "expected an error") .. " (none raised)") end
+  return t.ok(tostring(err):find(pattern, 1, true) ~= nil,
+    (msg or "error message") .. ": " .. tostring(err) .. " lacks '" .. pattern .. "'")
+end
+
+-- Burn CPU in the interpreter for about sec seconds of CPU time.
+function t.burn(sec, fn)
+  local t0 = os.clock()
+  local r = 0
+  while os.clock() - t0 < sec do r = r + (fn or function(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end)(20000) end
+  return r
+end
+
+function t.done()
+  print(string.format("%d cases passed, %d failed", t.passed, t.failed))
+  os.exit(t.failed == 0 and 0 or 1)
+end
+
+return t

@@ -152,7 +152,7 @@ static int l_start(lua_State *L)
   }
   if (!(ctx = ljp_ctx_get(L, 1)))
     return luaL_error(L, "ljprof: out of memory or too many profiled states");
-  if (ctx->state != LJP_IDLE)
+  if (ctx->state == LJP_RUNNING)
     return luaL_error(L, "ljprof: already running for this Lua state (call "
                       "stop first)");
   opt.cb = lua_trampoline;

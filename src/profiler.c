@@ -174,6 +174,8 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
              "states", LJP_MAX_SLOTS);
     return -1;
   }
+  if (ctx->state == LJP_FAILED) /* already reported; finish that run */
+    ljp_stop_ctx(ctx, L);
   if (ctx->state != LJP_IDLE || ctx->timer_live) {
     snprintf(err, errlen, "ljprof: already running for this Lua state "
              "(call stop first)");

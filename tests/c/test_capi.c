@@ -1,0 +1,92 @@
+/* The jit.profile-shaped C API: ljprof_start/stop/dumpstack used exactly
+** like luaJIT_profile_start/stop/dumpstack. Inside the callback,
+** ljprof_dumpstack must equal luaJIT_profile_dumpstack on the interrupted
+** thread for several formats; samples add up to the stats; stop twice and
+** dumpstack after stop are safe; starting twice fails with a message. */
+#include <stdio.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <luajit.h>
+#include <lualib.h>
+
+#include "ljprof.h"
+#include "check.h"
+
+typedef struct acc {
+  long calls, samples, compared, mismatched;
+  int vm_ok;
+} acc;
+
+static void cb(void *data, lua_State *L, int samples, int vmstate)
+{
+  static const char *fmts[] = {"fZ;", "F|lZ; ", "pl", "l", "f"};
+  static const int depths[] = {1, 3, -2, -100, 100};
+  acc *a = data;
+  size_t i, j;
+  a->calls++;
+  a->samples += samples;
+  if (!strchr("NICGJ", vmstate)) a->vm_ok = 0;
+  for (i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+    for (j = 0; j < sizeof(depths) / sizeof(depths[0]); j++) {
+      size_t l1, l2;
+      char mine[4096];
+      const char *s1 = ljprof_dumpstack(L, fmts[i], depths[j], &l1);
+      const char *s2;
+      if (l1 >= sizeof(mine)) l1 = sizeof(mine) - 1;
+      memcpy(mine, s1, l1);
+      s2 = luaJIT_profile_dumpstack(L, fmts[i], depths[j], &l2);
+      a->compared++;
+      if (l1 != l2 || memcmp(mine, s2, l1)) {
+        if (a->mismatched++ < 5)
+          fprintf(stderr, "mismatch fmt=%s depth=%d: '%.*s' vs '%.*s'\n",
+                  fmts[i], depths[j], (int)l1, mine, (int)l2, s2);
+      }
+    }
+  }
+}
+
+int main(void)
+{
+  lua_State *L = luaL_newstate();
+  acc a;
+  ljprof_stats st;
+  ljprof_options opt;
+  char err[256];
+  size_t len;
+  memset(&a, 0, sizeof(a));
+  a.vm_ok = 1;
+  luaL_openlibs(L);
+  ljprof_start(L, "i1", cb, &a);
+  CHECK(ljprof_running(L));
+  /* Starting again fails and leaves the first run alone. */
+  ljprof_options_init(&opt);
+  CHECK_EQ(ljprof_start_ex(L, &opt, err, sizeof(err)), -1);
+  CHECK(strstr(err, "already running") != NULL);
+  CHECK(ljprof_running(L));
+  CHECK_EQ(luaL_dostring(L,
+    "local m = {} "
+    "function m.leaf(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end "
+    "local function mid(n) return (m.leaf(n)) end "
+    "local co = coroutine.wrap(function() for k = 1, 3 do coroutine.yield(mid(10)) end end) "
+    "jit.off() local r = 0 "
+    "for k = 1, 2000 do r = r + mid(30000) + (pcall(mid, 100) and 1 or 0) end "
+    "local t = {} for i = 1, 2000 do t[i] = (i * 7919) % 2003 end "
+    "table.sort(t, function(a, b) m.leaf(20) return a < b end) "
+    "return r"), 0);
+  ljprof_stop(L);
+  ljprof_stop(L);                       /* no-op */
+  CHECK(!ljprof_running(L));
+  ljprof_get_stats(L, &st);
+  printf("capi: %ld callbacks, %ld samples, %ld comparisons, %ld mismatches\n",
+         a.calls, a.samples, a.compared, a.mismatched);
+  CHECK(a.calls > 20);
+  CHECK_EQ(a.mismatched, 0);
+  CHECK(a.vm_ok);
+  CHECK_EQ((uint64_t)a.samples, st.completed);
+  CHECK_EQ(st.ticks, st.completed + st.dropped);
+  /* dumpstack after stop: safe, and the top level is the main chunk. */
+  CHECK(ljprof_dumpstack(L, "l", 1, &len) != NULL);
+  lua_close(L);
+  return check_done("capi");
+}

@@ -129,6 +129,10 @@ struct ljp_ctx {
   _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
   volatile sig_atomic_t busy;      /* profiler code is changing hooks */
   volatile sig_atomic_t recording; /* the trace recorder is active */
+  /* Return address of the hook call inside LuaJIT's callhook (learnt at
+  ** each safe point): the signal handler does not arm near it, see
+  ** ljp_arm_safe (signal.c). */
+  _Atomic uintptr_t callhook_ret;
   volatile sig_atomic_t state;     /* ljp_run_state */
 
   /* The program's own hook, saved while ours is armed. */

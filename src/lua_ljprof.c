@@ -86,7 +86,11 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
 {
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    const char *k;
+    if (lua_type(L, -2) != LUA_TSTRING)
+      luaL_error(L, "ljprof: option names must be strings (got a %s key)",
+                 luaL_typename(L, -2));
+    k = lua_tostring(L, -2);
     if (!strcmp(k, "clock")) {
       const char *v = lua_tostring(L, -1);
       int i;
@@ -110,8 +114,10 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
       opt->signo = (int)luaL_checkinteger(L, -1);
     } else if (!strcmp(k, "ring")) {
       lua_Integer v = luaL_checkinteger(L, -1);
-      opt->ring_size = v < 0 ? 0 : (uint32_t)v;
-      if (!opt->ring_size) opt->ring_size = 1;  /* rejected by start */
+      if (v < 16 || v > (1 << 24))  /* name the input, not a clamped value */
+        luaL_error(L, "ljprof: bad ring size %s (accepted: 16 to %d records)",
+                   lua_tostring(L, -1), 1 << 24);
+      opt->ring_size = (uint32_t)v;
     } else if (!strcmp(k, "fmt")) {
       opt->stack_fmt = luaL_checkstring(L, -1);
     } else if (!strcmp(k, "depth")) {
@@ -182,6 +188,21 @@ static int l_stop(lua_State *L)
   return 1;
 }
 
+/* The depth as LuaJIT's lj_lib_checkint converts it: (int32_t) of the
+** number, which on x86 is INT32_MIN (the "integer indefinite") for NaN and
+** anything out of range; luaL_checkinteger would wrap modulo 2^32 instead
+** (2^32+1 -> 1, inf -> 0). Other CPUs saturate. */
+static int check_depth(lua_State *L, int arg)
+{
+  lua_Number n = luaL_checknumber(L, arg);
+  if (n > -2147483649.0 && n < 2147483648.0) return (int)n;
+#if defined(__x86_64__) || defined(__i386__)
+  return INT32_MIN;
+#else
+  return n != n ? 0 : n > 0 ? INT32_MAX : INT32_MIN;
+#endif
+}
+
 static int l_dumpstack(lua_State *L)
 {
   static __thread ljp_buf sb;
@@ -193,7 +214,7 @@ static int l_dumpstack(lua_State *L)
     arg = 1;
   }
   fmt = luaL_checkstring(L, arg + 1);
-  depth = (int)luaL_checkinteger(L, arg + 2);
+  depth = check_depth(L, arg + 2);
   if (ljp_dumpstack(L2, L, &sb, fmt, depth) != 0)
     return luaL_error(L, "ljprof: out of memory");
   lua_pushlstring(L, sb.b, sb.n);

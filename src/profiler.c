@@ -362,7 +362,7 @@ int ljprof_get_stats(lua_State *L, ljprof_stats *st)
                     ? st->ticks - st->completed - st->dropped : 0;
   st->safepoints = ctx->safepoints;
   st->batches = ctx->batches;
-  st->stacks = ctx->strs.n;
+  st->stacks = ctx->strs.n ? ctx->strs.n - 1 : 0; /* not the empty id 0 */
   st->entries = ctx->counts.n;
   st->hook_ns = ctx->hook_ns;
   st->bytes = (uint64_t)ctx->ring.cap * sizeof(ljp_record) + ctx->strs.bytes +

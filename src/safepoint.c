@@ -20,24 +20,25 @@
 
 #include "ljp.h"
 
-/* Signal context (also called from normal context with busy set). */
+static int armed(ljp_ctx *ctx)
+{
+  return lua_gethook(ctx->L) == ljp_hook &&
+         (lua_gethookmask(ctx->L) & LUA_MASKCOUNT);
+}
+
+/* Signal context (also called from normal context with busy set). Decides
+** from the hook state as it is now: our hook without the count bit (a
+** mask written back by LuaJIT over ours, or by the program) is re-armed. */
 void ljp_arm(ljp_ctx *ctx)
 {
   lua_State *L = ctx->L;
+  if (armed(ctx)) return;
   if (lua_gethook(L) != ljp_hook) {
     ctx->user_hook = lua_gethook(L);
     ctx->user_mask = ctx->user_hook ? lua_gethookmask(L) : 0;
     ctx->user_count = lua_gethookcount(L);
   }
-  /* Set again even if it looks armed: a dispatch-table update that we
-  ** interrupted may have overwritten the hook dispatch entries. */
   lua_sethook(L, ljp_hook, ctx->user_mask | LUA_MASKCOUNT, 1);
-}
-
-static int armed(ljp_ctx *ctx)
-{
-  return lua_gethook(ctx->L) == ljp_hook &&
-         (lua_gethookmask(ctx->L) & LUA_MASKCOUNT);
 }
 
 void ljp_disarm(ljp_ctx *ctx)
@@ -122,6 +123,10 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
     lua_sethook(L, NULL, 0, 0);
     return;
   }
+  /* We were called by LuaJIT's callhook: remember where (ljp_arm_safe). */
+  atomic_store_explicit(&ctx->callhook_ret,
+                        (uintptr_t)__builtin_return_address(0),
+                        memory_order_relaxed);
   t0 = ljp_now_ns();
   ctx->busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
@@ -143,9 +148,24 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   } else {
     ljp_settle(ctx);
   }
-  /* A program event that arrived while we were armed. */
+  /* A program event that arrived while we were armed. A signal may have
+  ** armed us again since we restored the program's hook (busy is clear
+  ** from the aggregation on): then the program's hook is the one that
+  ** ljp_arm saved, and the event must still reach it. */
   ev = ar->event == LUA_HOOKTAILRET ? LUA_HOOKRET : ar->event;
-  if (ev != LUA_HOOKCOUNT && lua_gethook(L) && lua_gethook(L) != ljp_hook &&
-      (lua_gethookmask(L) & (1 << ev)))
-    lua_gethook(L)(L, ar);
+  if (ev != LUA_HOOKCOUNT) {
+    lua_Hook h;
+    int mask;
+    ctx->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    h = lua_gethook(L);
+    mask = lua_gethookmask(L);
+    if (h == ljp_hook) {
+      h = ctx->user_hook;
+      mask = ctx->user_mask;
+    }
+    atomic_signal_fence(memory_order_seq_cst);
+    ctx->busy = 0;
+    if (h && (mask & (1 << ev))) h(L, ar);
+  }
 }

@@ -123,11 +123,31 @@ static inline uintptr_t ucontext_pc(void *ucv)
 #endif
 }
 
+/* May the handler arm the safe point hook at this PC? Not while LuaJIT is
+** about to call a hook: its callhook() loads the hook mask, and some
+** instructions later stores it back with the "hook active" bit set (a
+** plain load/modify/store, not one instruction). A lua_sethook from a
+** signal in between is half undone: our hook function stays installed
+** but the count bit we added to the mask is lost, while the dispatch table
+** stays in instruction-hook mode. The sample then waits for the next
+** signal, and a program hook with a return mask but no line or count
+** mask misses return events meanwhile (the instruction-hook dispatch only
+** reaches LuaJIT's hook dispatcher when a line or count event is due).
+** The window lies just before the return address of the hook call, which
+** ljp_hook learns; the next signal arms instead. */
+static inline int ljp_arm_safe(ljp_ctx *ctx, uintptr_t pc)
+{
+  uintptr_t ret = atomic_load_explicit(&ctx->callhook_ret,
+                                       memory_order_relaxed);
+  return !ret || pc + 256 <= ret || pc >= ret + 64;
+}
+
 /* Record one sample of weight w. Signal context. */
 static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
 {
   ljp_push_result res;
   ljp_record *rec;
+  uintptr_t pc = ucontext_pc(ucv);
   atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
   rec = ljp_ring_reserve(&ctx->ring, w, &res);
@@ -136,7 +156,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
     rec->time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    rec->pc = ucontext_pc(ucv);
+    rec->pc = pc;
     rec->trace = 0;
     rec->vmstate = (uint8_t)ljp_codemap_classify(&ctx->map, rec->pc,
                                                  &rec->trace);
@@ -150,7 +170,8 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   } else {
     atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
   }
-  if (!ctx->busy && !ctx->recording && ctx->state == LJP_RUNNING)
+  if (!ctx->busy && !ctx->recording && ctx->state == LJP_RUNNING &&
+      ljp_arm_safe(ctx, pc))
     ljp_arm(ctx);
 }
 

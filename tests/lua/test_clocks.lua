@@ -1,0 +1,161 @@
+-- Clocks and signals: every clock samples a CPU-bound interpreted program
+-- at a plausible rate, custom signals work, taken signals are refused,
+-- and wall-clock timers (unlike CPU-time ones) also tick while the thread
+-- sleeps.
+--
+-- Expected rates (all bounds generous, never on elapsed time itself):
+--   cpu     CLOCK_THREAD_CPUTIME_ID: one tick per interval of the thread's
+--           CPU time. The kernel checks CPU timers once per tick (4 ms at
+--           HZ=250), so at 1 ms there are fewer signals than ticks: the
+--           missed expiries arrive as overruns and are added as weight.
+--   itimer  ITIMER_PROF: process CPU time; no overrun count, so at most
+--           one tick per kernel tick.
+--   wall    CLOCK_MONOTONIC: one tick per interval of wall time.
+--   thread  a timer thread: one tick per interval of wall time.
+
+local t = require "t"
+local ljprof = require "ljprof"
+local ffi = require "ffi"
+
+ffi.cdef [[
+typedef struct { long tv_sec; long tv_nsec; } ljt_timespec;
+typedef void (*ljt_sighandler)(int);
+int clock_gettime(int clk, ljt_timespec *ts);
+int clock_nanosleep(int clk, int flags, const ljt_timespec *req, ljt_timespec *rem);
+ljt_sighandler signal(int sig, ljt_sighandler handler);
+int abs(int);
+int __libc_current_sigrtmin(void);
+]]
+
+local CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, TIMER_ABSTIME = 1, 3, 1
+local SIGUSR2 = 12  -- Linux
+local SIGRTMIN = ffi.C.__libc_current_sigrtmin()  -- 34 with glibc
+
+local tsbuf = ffi.new("ljt_timespec")
+local function clock_s(id)
+  ffi.C.clock_gettime(id, tsbuf)
+  return tonumber(tsbuf.tv_sec) + tonumber(tsbuf.tv_nsec) * 1e-9
+end
+
+-- Sleep sec seconds of wall time; signals interrupt the sleep (EINTR), so
+-- sleep until an absolute deadline.
+local function sleep(sec)
+  local deadline = clock_s(CLOCK_MONOTONIC) + sec
+  local ts = ffi.new("ljt_timespec")
+  ts.tv_sec = math.floor(deadline)
+  ts.tv_nsec = math.floor((deadline - math.floor(deadline)) * 1e9)
+  while ffi.C.clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, ts, nil) ~= 0 do end
+end
+
+jit.off()
+
+local function check_stats(what)
+  local st = ljprof.stats()
+  t.eq(st.pending, 0, what .. ": nothing pending after stop")
+  t.eq(st.completed + st.dropped, st.ticks, what .. ": ticks == completed + dropped")
+  t.ok(st.dropped <= st.ticks * 0.01 + 2, what .. ": few dropped ticks (" .. st.dropped .. ")")
+  t.ok(not ljprof.running(), what .. ": not running after stop")
+  return st
+end
+
+-- Profile sec seconds of CPU-bound interpreted work; returns the stats and
+-- the measured wall and thread CPU seconds.
+local function profile_burn(opts, sec)
+  local w0, c0 = clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_THREAD_CPUTIME_ID)
+  ljprof.record(opts)
+  t.burn(sec)
+  local ok, msg = ljprof.stop()
+  local wall = clock_s(CLOCK_MONOTONIC) - w0
+  local cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0
+  t.ok(ok, "stop: " .. tostring(msg))
+  return check_stats(opts.clock .. " " .. opts.interval .. " ms"), wall, cpu
+end
+
+local function within(x, expect, what)
+  return t.ok(x >= 0.5 * expect and x <= 1.5 * expect + 2,
+              string.format("%s: %d, expected ~%d (0.5x..1.5x)", what, x, expect))
+end
+
+for _, c in ipairs {
+  {clock = "cpu", interval = 10, basis = "cpu", sec = 1.5},
+  {clock = "cpu", interval = 1, basis = "cpu", sec = 1.0},
+  {clock = "itimer", interval = 10, basis = "cpu", sec = 1.5},
+  {clock = "wall", interval = 1, basis = "wall", sec = 1.0},
+  {clock = "thread", interval = 1, basis = "wall", sec = 1.0},
+} do
+  t.case(string.format("clock %s at %g ms: ticks ~ %s time", c.clock, c.interval, c.basis), function()
+    local st, wall, cpu = profile_burn({clock = c.clock, interval = c.interval}, c.sec)
+    print(string.format("  %d ticks, %d signals, %d safe points; %.2f s wall, %.2f s CPU; I %d C %d N %d",
+                        st.ticks, st.signals, st.safepoints, wall, cpu, st.vmstate.I, st.vmstate.C,
+                        st.vmstate.N))
+    t.eq(st.clock, c.clock, "clock")
+    t.eq(st.interval_us, c.interval * 1000, "interval")
+    local basis = c.basis == "cpu" and cpu or wall
+    within(st.ticks, basis * 1000 / c.interval, "ticks")
+    t.ok(st.signals <= st.ticks, "signals <= ticks")
+    t.ok(st.vmstate.I >= 0.5 * st.completed, "interpreted work is mostly 'I'")
+    -- (cpu at 1 ms: the ticks check above passing with about 250 signals
+    -- a second shows that overruns are counted as weight.)
+    if c.clock == "itimer" then
+      t.eq(st.signal, 27, "itimer uses SIGPROF")
+    else
+      t.eq(st.signal, SIGRTMIN + 4, "default signal is SIGRTMIN+4")
+    end
+  end)
+end
+
+t.case("custom signal SIGRTMIN+6", function()
+  t.eq(SIGRTMIN, 34, "glibc's SIGRTMIN on Linux")
+  for _, clock in ipairs {"cpu", "wall", "thread"} do
+    local st, wall, cpu = profile_burn({clock = clock, interval = clock == "cpu" and 10 or 1,
+                                        signal = SIGRTMIN + 6}, 0.5)
+    t.eq(st.signal, SIGRTMIN + 6, clock .. ": signal in stats")
+    local expect = clock == "cpu" and cpu * 100 or wall * 1000
+    within(st.ticks, expect, clock .. " ticks on SIGRTMIN+6")
+  end
+end)
+
+t.case("a signal with a foreign handler is refused", function()
+  -- A harmless C function as the handler (libc's abs(int)): installed via
+  -- signal(2), never raised.
+  local handler = ffi.cast("ljt_sighandler", ffi.C.abs)
+  for _, sig in ipairs {SIGUSR2, SIGRTMIN + 7} do
+    local old = ffi.C.signal(sig, handler)
+    t.ok(old == nil, "signal " .. sig .. " had the default disposition")
+    local ok, err = pcall(ljprof.record, {clock = "wall", interval = 1, signal = sig})
+    ffi.C.signal(sig, nil)  -- SIG_DFL
+    t.ok(not ok, "start refused on signal " .. sig)
+    err = tostring(err)
+    print("  " .. err)
+    t.ok(err:find("already has a handler", 1, true) ~= nil, "error says why: " .. err)
+    t.ok(err:find(tostring(sig), 1, true) ~= nil, "error names the signal")
+    t.ok(not err:find("\n", 1, true), "one line")
+    t.ok(not ljprof.running(), "not running after the refusal")
+  end
+  -- The handler was left alone, and the signal is usable once freed.
+  local st = profile_burn({clock = "wall", interval = 1, signal = SIGUSR2}, 0.3)
+  t.ok(st.ticks > 50, "SIGUSR2 works once it has no foreign handler: " .. st.ticks)
+  t.eq(st.signal, SIGUSR2, "signal in stats")
+end)
+
+t.case("wall clock ticks while the thread sleeps, cpu clock does not", function()
+  local res = {}
+  for _, clock in ipairs {"wall", "thread", "cpu"} do
+    local w0 = clock_s(CLOCK_MONOTONIC)
+    ljprof.record {clock = clock, interval = 1}
+    sleep(0.3)
+    t.ok(ljprof.stop(), "stop")
+    local wall = clock_s(CLOCK_MONOTONIC) - w0
+    local st = check_stats(clock .. " sleeping")
+    res[clock] = st.ticks
+    print(string.format("  %s: %d ticks over %.3f s of sleep", clock, st.ticks, wall))
+    if clock == "cpu" then
+      t.ok(st.ticks <= 30, "cpu clock: few ticks while asleep: " .. st.ticks)
+    else
+      within(st.ticks, wall * 1000, clock .. " clock ticks while asleep")
+    end
+  end
+  t.ok(res.wall > 5 * res.cpu and res.thread > 5 * res.cpu, "wall clocks >> cpu clock while asleep")
+end)
+
+t.done()

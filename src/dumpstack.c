@@ -18,6 +18,7 @@
 **
 ** Normal context only (called at the safe point or from Lua).
 */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,55 +121,236 @@ static int put_chunkname(ljp_buf *sb, const lua_Debug *ar, int pathstrip)
 /* -- Fast-function ids ------------------------------------------------------ */
 
 /* Fast functions print as [builtin#ffid]; the id is only visible through
-** jit.util.funcinfo. Cached per OS thread by (object, C entry): fast
-** function objects are never re-created with a different id at the same
-** address and entry point. */
+** jit.util.funcinfo, a Lua call. Calling Lua from the safe-point hook is
+** not safe (a module load there crashed LuaJIT), so ids are learnt in
+** normal context (ljp_ffid_learn, at start and on first dumpstack): every
+** C function reachable from package.loaded, the string and file methods,
+** and a coroutine.wrap closure. At a safe point an unknown C function is
+** then classified by its entry point: an entry point that no fast
+** function uses is a plain C function, one used by exactly one fast
+** function gives its id (this covers fast functions created later, like
+** coroutine.wrap closures). Only an unseen function object whose entry is
+** shared by several fast functions (math.sin/cos/..., band/bor/...) is
+** unknown there: it prints as [builtin#?].
+**
+** Two process-wide tables (the binary's entry points are the same for
+** every state), guarded by a mutex; plus a lock-free per-OS-thread cache. */
 #define FFCACHE 512
+#define FF_AMBIGUOUS (-1)
 typedef struct ffentry {
   const void *fn;
-  lua_CFunction cf;
-  int ffid;  /* 0: plain C function */
+  lua_CFunction cf;  /* may be NULL: some fast functions have no C entry */
+  int ffid;          /* 0: plain C function */
+  int used;
 } ffentry;
 static __thread ffentry ljp_ffcache[FFCACHE];
 
+static pthread_mutex_t ff_mu = PTHREAD_MUTEX_INITIALIZER;
+static ffentry *ff_obj;    /* by object (hash on fn), cap ff_objcap */
+static uint32_t ff_nobj, ff_objcap;
+static ffentry *ff_entry;  /* by entry point (hash on cf); fn unused */
+static uint32_t ff_nentry, ff_entrycap;
+
+static uint32_t ff_hash(const void *p) { return (uint32_t)(((uintptr_t)p >> 4) * 2654435761u); }
+
+/* Insert into an open-addressing table; key = fn (by_obj) or cf. */
+static void ff_put(ffentry **tab, uint32_t *n, uint32_t *cap, int by_obj,
+                   const void *fn, lua_CFunction cf, int ffid)
+{
+  uint32_t i, h;
+  if ((*n + 1) * 2 > *cap) {  /* grow to keep load under 1/2 */
+    uint32_t ncap = *cap ? *cap * 2 : 256, j;
+    ffentry *t = calloc(ncap, sizeof(ffentry));
+    if (!t) return;
+    for (j = 0; j < *cap; j++) {
+      ffentry *e = &(*tab)[j];
+      if (!e->used) continue;
+      h = ff_hash(by_obj ? e->fn : (const void *)e->cf) & (ncap - 1);
+      while (t[h].used) h = (h + 1) & (ncap - 1);
+      t[h] = *e;
+    }
+    free(*tab);
+    *tab = t;
+    *cap = ncap;
+  }
+  h = ff_hash(by_obj ? fn : (const void *)cf) & (*cap - 1);
+  for (i = 0; i < *cap; i++, h = (h + 1) & (*cap - 1)) {
+    ffentry *e = &(*tab)[h];
+    if (!e->used) {
+      e->fn = fn; e->cf = cf; e->ffid = ffid; e->used = 1;
+      (*n)++;
+      return;
+    }
+    if (by_obj ? (e->fn == fn && e->cf == cf) : e->cf == cf) {
+      if (!by_obj && e->ffid != ffid) e->ffid = FF_AMBIGUOUS;
+      if (by_obj) e->ffid = ffid;
+      return;
+    }
+  }
+}
+
+static const ffentry *ff_get(const ffentry *tab, uint32_t cap, int by_obj,
+                             const void *fn, lua_CFunction cf)
+{
+  uint32_t i, h;
+  if (!cap) return NULL;
+  h = ff_hash(by_obj ? fn : (const void *)cf) & (cap - 1);
+  for (i = 0; i < cap && tab[h].used; i++, h = (h + 1) & (cap - 1)) {
+    if (tab[h].cf == cf && (!by_obj || tab[h].fn == fn)) return &tab[h];
+  }
+  return NULL;
+}
+
 static const char funcinfo_key = 'f'; /* registry key: jit.util.funcinfo */
 
-/* ffid of the C function at the top of L (left in place); uses helper to
-** call jit.util.funcinfo on a cache miss. */
+/* Push jit.util.funcinfo (cached in the registry) or nil. Normal context. */
+static void push_funcinfo(lua_State *L)
+{
+  lua_pushlightuserdata(L, (void *)&funcinfo_key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  if (lua_isfunction(L, -1)) return;
+  lua_pop(L, 1);
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "jit.util");
+  if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+    lua_getfield(L, -1, "funcinfo");
+    lua_remove(L, -2);
+    lua_pushlightuserdata(L, (void *)&funcinfo_key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+  } else {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+  }
+}
+
+/* ffid of the function at idx by calling funcinfo (at fi). Normal context. */
+static int call_funcinfo(lua_State *L, int fi, int idx)
+{
+  int ffid = 0;
+  lua_pushvalue(L, fi);
+  lua_pushvalue(L, idx);
+  if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+    lua_getfield(L, -1, "ffid");
+    ffid = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return ffid;
+}
+
+static void learn_fn(lua_State *L, int fi, int idx)
+{
+  lua_CFunction cf = lua_tocfunction(L, idx);
+  const void *fn = lua_topointer(L, idx);
+  int ffid;
+  pthread_mutex_lock(&ff_mu);
+  if (ff_get(ff_obj, ff_objcap, 1, fn, cf)) {
+    pthread_mutex_unlock(&ff_mu);
+    return;
+  }
+  pthread_mutex_unlock(&ff_mu);
+  ffid = call_funcinfo(L, fi, idx);
+  pthread_mutex_lock(&ff_mu);
+  ff_put(&ff_obj, &ff_nobj, &ff_objcap, 1, fn, cf, ffid);
+  if (ffid) ff_put(&ff_entry, &ff_nentry, &ff_entrycap, 0, NULL, cf, ffid);
+  pthread_mutex_unlock(&ff_mu);
+}
+
+/* Learn the C functions in the table at idx (and one level below). */
+static void learn_table(lua_State *L, int fi, int idx, int depth)
+{
+  if (!lua_istable(L, idx)) return;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int v = lua_gettop(L);
+    if (lua_iscfunction(L, v)) learn_fn(L, fi, v);
+    else if (depth > 0 && lua_istable(L, v)) learn_table(L, fi, v, depth - 1);
+    lua_pop(L, 1);
+  }
+}
+
+void ljp_ffid_learn(lua_State *L)
+{
+  int top = lua_gettop(L), fi;
+  push_funcinfo(L);
+  fi = lua_gettop(L);
+  if (lua_isfunction(L, fi)) {
+    lua_getglobal(L, "package");
+    if (lua_istable(L, -1)) {
+      lua_getfield(L, -1, "loaded");
+      learn_table(L, fi, lua_gettop(L), 1);
+    }
+    lua_settop(L, fi);
+    lua_pushliteral(L, "");                  /* string methods */
+    if (lua_getmetatable(L, -1)) {
+      lua_getfield(L, -1, "__index");
+      learn_table(L, fi, lua_gettop(L), 0);
+    }
+    lua_settop(L, fi);
+    lua_getfield(L, LUA_REGISTRYINDEX, "FILE*"); /* file methods */
+    if (lua_istable(L, -1)) {
+      lua_getfield(L, -1, "__index");
+      learn_table(L, fi, lua_gettop(L), 0);
+    }
+    lua_settop(L, fi);
+    lua_getglobal(L, "coroutine");           /* a wrap closure's entry */
+    if (lua_istable(L, -1)) {
+      lua_getfield(L, -1, "wrap");
+      lua_getglobal(L, "type");
+      if (lua_isfunction(L, -2) && lua_isfunction(L, -1) &&
+          lua_pcall(L, 1, 1, 0) == 0 && lua_isfunction(L, -1))
+        learn_fn(L, fi, lua_gettop(L));
+    }
+  }
+  lua_settop(L, top);
+}
+
+int ljp_ffid_known(void)
+{
+  int n;
+  pthread_mutex_lock(&ff_mu);
+  n = ff_nentry != 0;
+  pthread_mutex_unlock(&ff_mu);
+  return n;
+}
+
+/* ffid of the C function at the top of L (left in place): 0 for a plain
+** C function, FF_AMBIGUOUS when it cannot be told without calling Lua.
+** With a helper (a running thread, normal context) unknown functions are
+** asked from jit.util.funcinfo; without one no Lua is called. */
 static int c_ffid(lua_State *L, lua_State *helper)
 {
   const void *fn = lua_topointer(L, -1);
   lua_CFunction cf = lua_tocfunction(L, -1);
   ffentry *e = &ljp_ffcache[((uintptr_t)fn >> 4) % FFCACHE];
-  int ffid = 0, top, fidx = lua_gettop(L);
-  if (e->fn == fn && e->cf == cf) return e->ffid;
-  top = lua_gettop(helper);
-  lua_pushlightuserdata(helper, (void *)&funcinfo_key);
-  lua_rawget(helper, LUA_REGISTRYINDEX);
-  if (!lua_isfunction(helper, -1)) {
-    lua_pop(helper, 1);
-    lua_getglobal(helper, "require");
-    lua_pushstring(helper, "jit.util");
-    if (lua_pcall(helper, 1, 1, 0) == 0 && lua_istable(helper, -1)) {
-      lua_getfield(helper, -1, "funcinfo");
-      lua_remove(helper, -2);
-      lua_pushlightuserdata(helper, (void *)&funcinfo_key);
-      lua_pushvalue(helper, -2);
-      lua_rawset(helper, LUA_REGISTRYINDEX);
-    }
-  }
-  if (lua_isfunction(helper, -1)) {
-    lua_pushvalue(L, fidx);
+  const ffentry *k;
+  int ffid;
+  if (e->used && e->fn == fn && e->cf == cf) return e->ffid;
+  pthread_mutex_lock(&ff_mu);
+  if ((k = ff_get(ff_obj, ff_objcap, 1, fn, cf))) ffid = k->ffid;
+  else if ((k = ff_get(ff_entry, ff_entrycap, 0, NULL, cf))) ffid = k->ffid;
+  else ffid = 0;  /* no fast function has this entry point */
+  pthread_mutex_unlock(&ff_mu);
+  if (ffid == FF_AMBIGUOUS && helper) {
+    int top = lua_gettop(helper), fi;
+    push_funcinfo(helper);
+    fi = lua_gettop(helper);
+    lua_pushvalue(L, -1);
     if (L != helper) lua_xmove(L, helper, 1);
-    if (lua_pcall(helper, 1, 1, 0) == 0 && lua_istable(helper, -1)) {
-      lua_getfield(helper, -1, "ffid");
-      ffid = (int)lua_tointeger(helper, -1);
-    }
+    if (lua_isfunction(helper, fi)) learn_fn(helper, fi, fi + 1);
+    lua_settop(helper, top);
+    pthread_mutex_lock(&ff_mu);
+    k = ff_get(ff_obj, ff_objcap, 1, fn, cf);
+    ffid = k ? k->ffid : FF_AMBIGUOUS;
+    pthread_mutex_unlock(&ff_mu);
   }
-  lua_settop(helper, top);
-  e->fn = fn;
-  e->cf = cf;
-  e->ffid = ffid;
+  if (ffid != FF_AMBIGUOUS) {
+    e->fn = fn;
+    e->cf = cf;
+    e->ffid = ffid;
+    e->used = 1;
+  }
   return ffid;
 }
 
@@ -234,7 +416,9 @@ int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
             int ffid;
             lua_getinfo(L, "f", &ar);  /* pushes the function */
             ffid = c_ffid(L, helper);
-            if (ffid) {
+            if (ffid == FF_AMBIGUOUS) {
+              put_mem(sb, "[builtin#?]", 11);
+            } else if (ffid) {
               put_mem(sb, "[builtin#", 9);
               put_int(sb, ffid);
               put_char(sb, ']');

@@ -192,10 +192,13 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
 
-/* Stack dumps (dumpstack.c). helper: a running or fresh thread of the
-** same state on which jit.util.funcinfo may be called. */
+/* Stack dumps (dumpstack.c). helper: the running thread, on which
+** jit.util.funcinfo may be called for a fast function not seen before;
+** NULL at the safe point, where no Lua may be called. */
 int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
                   const char *fmt, int depth);
+void ljp_ffid_learn(lua_State *L); /* normal context, L running */
+int ljp_ffid_known(void);         /* has anything been learnt? */
 
 /* Profiler control (profiler.c). */
 void ljp_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */

@@ -343,6 +343,7 @@ static const luaL_Reg ljprof_funcs[] = {
 
 int luaopen_ljprof(lua_State *L)
 {
+  ljp_ffid_learn(L);  /* fast-function ids, while Lua may be called */
   lua_newtable(L);
   luaL_register(L, NULL, ljprof_funcs);
   lua_pushstring(L, LJPROF_VERSION);

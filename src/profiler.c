@@ -216,6 +216,7 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
   ljp_codemap_trace_flush(&ctx->map);
   ljp_codemap_refresh_objs(&ctx->map);
 
+  ljp_ffid_learn(L);
   atomic_store(&ctx->token, ljp_slot_open(ctx->slot));
   ljp_traces_attach(ctx, L);
   ctx->state = LJP_RUNNING;
@@ -332,13 +333,13 @@ const char *ljprof_dumpstack(lua_State *L, const char *fmt, int depth,
                              size_t *len)
 {
   ljp_buf *sb;
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
   pthread_once(&dump_once, dump_key_init);
+  if (!ljp_ffid_known()) ljp_ffid_learn(L); /* first use, never profiled */
   if (!(sb = pthread_getspecific(dump_key))) {
     if (!(sb = calloc(1, sizeof(*sb)))) { if (len) *len = 0; return ""; }
     pthread_setspecific(dump_key, sb);
   }
-  if (ljp_dumpstack(L, ctx ? ctx->L : L, sb, fmt ? fmt : "", depth) != 0) {
+  if (ljp_dumpstack(L, NULL, sb, fmt ? fmt : "", depth) != 0) {
     if (len) *len = 0;
     return "";
   }

@@ -75,7 +75,7 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
   if (from == to) return;
   if (!ctx->opt.cb) {  /* aggregating: key by the stack dump */
     const ljp_str *last = ljp_strtab_get(&ctx->strs, ctx->last_stack);
-    if (ljp_dumpstack(L, ctx->L, &ctx->dump, ctx->stack_fmt,
+    if (ljp_dumpstack(L, NULL, &ctx->dump, ctx->stack_fmt,
                       ctx->opt.stack_depth) == 0) {
       if (ctx->dump.n == last->len &&
           memcmp(ctx->dump.b, last->s, last->len) == 0) {

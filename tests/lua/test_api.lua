@@ -574,4 +574,33 @@ t.case("dumpstack after stop", function()
   t.ok(s:find("^dumpstack;") ~= nil, "direct call: " .. s)
 end)
 
+
+-- At the safe point no Lua may be called, so fast-function ids in the
+-- aggregation keys come from ids learnt in normal context: they must be
+-- the real ids, also for a coroutine.wrap closure created after start.
+t.case("aggregated keys name fast functions like jit.profile", function()
+  local ju = require("jit.util")
+  local sort_id = ju.funcinfo(table.sort).ffid
+  ljprof.record({clock = "wall", interval = 0.5, fmt = "lZ;", depth = -100})
+  local function cmp(a, b) local s = 0 for i = 1, 30 do s = s + i end return a < b end
+  jit.off(cmp)
+  local gen = coroutine.wrap(function()
+    for k = 1, 40 do
+      local arr = {} for i = 1, 3000 do arr[i] = (i * 7919) % 3001 end
+      table.sort(arr, cmp)
+      coroutine.yield(k)
+    end
+  end)
+  while gen() do end
+  ljprof.stop()
+  local wrap_id = ju.funcinfo(gen).ffid
+  local saw_sort = false
+  for _, e in ipairs(ljprof.summary()) do
+    t.ok(not e.stack:find("[builtin#?]", 1, true), "no unknown builtin: " .. e.stack)
+    if e.stack:find("[builtin#" .. sort_id .. "]", 1, true) then saw_sort = true end
+  end
+  t.ok(saw_sort, "table.sort appears as [builtin#" .. sort_id .. "]")
+  t.ok(wrap_id ~= nil, "coroutine.wrap closures are fast functions")
+end)
+
 t.done()

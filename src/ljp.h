@@ -142,6 +142,7 @@ struct ljp_ctx {
   /* VM state classification. */
   ljp_codemap map;
   int traces_ref;           /* registry ref of our jit.attach handler */
+  int attach_ref, tracemc_ref; /* jit.attach, jit.util.tracemc (or nil) */
   lua_Integer traces_key;   /* _VMEVENTS slot of "trace" (0: unknown) */
 
   /* Safe point and aggregation (normal context). */

@@ -72,7 +72,7 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
   ljp_ctx *ctx = ljp_slot_find(reg), **ud;
   if (ctx || !create) return ctx;
   if (!(ctx = calloc(1, sizeof(*ctx)))) return NULL;
-  ctx->traces_ref = LUA_NOREF;
+  ctx->traces_ref = ctx->attach_ref = ctx->tracemc_ref = LUA_NOREF;
   if ((ctx->slot = ljp_slot_alloc(ctx, reg)) < 0) {
     free(ctx);
     return NULL;

@@ -80,17 +80,25 @@ static void push_jitfn(lua_State *L, const char *mod, const char *name)
   lua_remove(L, -2);
 }
 
+static void unref(lua_State *L, int *ref)
+{
+  if (*ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, *ref);
+  *ref = LUA_NOREF;
+}
+
 /* Push _VMEVENTS (may be nil before the first jit.attach). */
 static void push_vmevents(lua_State *L)
 {
   lua_getfield(L, LUA_REGISTRYINDEX, "_VMEVENTS");
 }
 
-/* Attach our handler chaining to whatever is in the "trace" slot now. */
+/* Attach our handler chaining to whatever is in the "trace" slot now.
+** Calls only jit.attach (resolved at start): this also runs at a safe
+** point, where no module may be loaded. */
 static int traces_install(ljp_ctx *ctx, lua_State *L)
 {
   int top = lua_gettop(L), snap, attach, handler;
-  push_jitfn(L, "jit", "attach");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->attach_ref);
   attach = lua_gettop(L);
   if (!lua_isfunction(L, attach)) goto out;  /* no JIT in this build */
   /* Snapshot the event table, then attach a fresh closure and find the
@@ -109,7 +117,7 @@ static int traces_install(ljp_ctx *ctx, lua_State *L)
   lua_pop(L, 1);
   lua_pushinteger(L, (lua_Integer)atomic_load(&ctx->token));
   lua_pushnil(L);
-  push_jitfn(L, "jit.util", "tracemc");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tracemc_ref);
   lua_pushcclosure(L, traces_event, 3);
   handler = lua_gettop(L);
   lua_pushvalue(L, attach);
@@ -133,8 +141,7 @@ static int traces_install(ljp_ctx *ctx, lua_State *L)
   }
   lua_pop(L, 1);
   if (ctx->traces_key) {
-    if (ctx->traces_ref != LUA_NOREF)
-      luaL_unref(L, LUA_REGISTRYINDEX, ctx->traces_ref);
+    unref(L, &ctx->traces_ref);
     lua_pushvalue(L, handler);
     ctx->traces_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
@@ -149,10 +156,16 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
   lua_Integer tr, miss = 0;
   ctx->traces_key = 0;
   ctx->recording = 0;
+  unref(L, &ctx->attach_ref);
+  unref(L, &ctx->tracemc_ref);
+  push_jitfn(L, "jit", "attach");
+  ctx->attach_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  push_jitfn(L, "jit.util", "tracemc");
+  ctx->tracemc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   if (!traces_install(ctx, L)) return;
   /* Traces compiled before the start. Numbers are reused lowest-first, so
   ** live traces are dense; stop after a long run of free numbers. */
-  push_jitfn(L, "jit.util", "tracemc");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tracemc_ref);
   mc = lua_gettop(L);
   if (lua_isfunction(L, mc)) {
     for (tr = 1; tr < 65536 && miss < 1024; tr++) {
@@ -193,7 +206,7 @@ void ljp_traces_detach(ljp_ctx *ctx, lua_State *L)
 {
   int top = lua_gettop(L);
   if (traces_installed(ctx, L)) {
-    push_jitfn(L, "jit", "attach");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->attach_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->traces_ref);
     lua_getupvalue(L, -1, 2);         /* the handler we replaced */
     if (lua_isfunction(L, -1)) {
@@ -205,10 +218,9 @@ void ljp_traces_detach(ljp_ctx *ctx, lua_State *L)
       lua_pcall(L, 1, 0, 0);          /* jit.attach(ours): detach */
     }
   }
-  if (ctx->traces_ref != LUA_NOREF) {
-    luaL_unref(L, LUA_REGISTRYINDEX, ctx->traces_ref);
-    ctx->traces_ref = LUA_NOREF;
-  }
+  unref(L, &ctx->traces_ref);
+  unref(L, &ctx->attach_ref);
+  unref(L, &ctx->tracemc_ref);
   ctx->traces_key = 0;
   ctx->recording = 0;
   lua_settop(L, top);

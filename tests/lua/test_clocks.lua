@@ -158,4 +158,31 @@ t.case("wall clock ticks while the thread sleeps, cpu clock does not", function(
   t.ok(res.wall > 5 * res.cpu and res.thread > 5 * res.cpu, "wall clocks >> cpu clock while asleep")
 end)
 
+
+-- The first expiry is random in (0, interval]: runs much shorter than the
+-- interval are sampled with a probability near run/interval, not never.
+-- 3 ms per run at a 10 ms interval: about 12% (cpu: the timer is checked
+-- on 4 ms kernel ticks) to 30% (thread) of runs get a sample; a fixed first
+-- expiry would give 0%. 300 runs, lower bound 3%: about 5 sigma away.
+t.case("first expiry is randomised", function()
+  for _, clock in ipairs{"cpu", "thread"} do
+    local hit, runs = 0, 300
+    for _ = 1, runs do
+      local c0 = clock_s(CLOCK_THREAD_CPUTIME_ID)
+      ljprof.record({clock = clock, interval = 10})
+      local w0 = clock_s(CLOCK_MONOTONIC)
+      if clock == "cpu" then
+        while clock_s(CLOCK_THREAD_CPUTIME_ID) - c0 < 0.003 do end
+      else
+        while clock_s(CLOCK_MONOTONIC) - w0 < 0.003 do end
+      end
+      ljprof.stop()
+      if ljprof.stats().ticks > 0 then hit = hit + 1 end
+    end
+    print(string.format("  %s: %d of %d short runs sampled", clock, hit, runs))
+    t.ok(hit >= runs * 0.03, clock .. ": short runs are sometimes sampled (" .. hit .. ")")
+    t.ok(hit <= runs * 0.85, clock .. ": but not always (" .. hit .. ")")
+  end
+end)
+
 t.done()

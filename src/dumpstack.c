@@ -151,7 +151,10 @@ static uint32_t ff_nobj, ff_objcap;
 static ffentry *ff_entry;  /* by entry point (hash on cf); fn unused */
 static uint32_t ff_nentry, ff_entrycap;
 
-static uint32_t ff_hash(const void *p) { return (uint32_t)(((uintptr_t)p >> 4) * 2654435761u); }
+static uint32_t ff_hash(const void *p)
+{
+  return (uint32_t)(((uintptr_t)p >> 4) * 2654435761u);
+}
 
 /* Insert into an open-addressing table; key = fn (by_obj) or cf. */
 static void ff_put(ffentry **tab, uint32_t *n, uint32_t *cap, int by_obj,

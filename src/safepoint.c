@@ -4,9 +4,10 @@
 ** restore the program's own hook, read the stack once, and complete every
 ** pending ring record with it.
 **
-** ljp_arm runs in signal context (lua_gethook, lua_gethookmask and lua_sethook only, which
-** LuaJIT documents as async-signal-safe). It re-arms from the actual hook
-** state every time and never trusts a remembered "armed" flag: LuaJIT
+** ljp_arm runs in signal context (lua_gethook, lua_gethookmask and
+** lua_sethook only; LuaJIT's own luajit.c sets a hook from its SIGINT
+** handler). It decides from the actual hook state every time and never
+** trusts a remembered "armed" flag: LuaJIT
 ** restores hook masks after __gc finalizers, hooks do not run inside hooks
 ** (LuaJIT issue 512), and the program may set its own hook at any time.
 ** ctx->busy keeps the handler away while normal-context code changes hooks.

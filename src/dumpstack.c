@@ -395,8 +395,10 @@ int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
           pathstrip = 0;
           break;
         case 'F': case 'f':
-          if (!have_n) { lua_getinfo(L, "n", &ar); have_n = 1; }
-          if (!have_sl) { lua_getinfo(L, "Sl", &ar); have_sl = 1; }
+          if (!have_n) {  /* one call for all that f/F/l need */
+            lua_getinfo(L, have_sl ? "n" : "nSl", &ar);
+            have_n = have_sl = 1;
+          }
           if (ar.name) {
             if (c == 'F' && ar.what[0] != 'C' && ar.linedefined != -1) {
               put_chunkname(sb, &ar, pathstrip);

@@ -596,8 +596,8 @@ p("- ljprof at commit " .. m0.commit .. (m0.dirty ~= "" and
   ", meson `debugoptimized` build; the library was copied once at the start so " ..
   "that rebuilds during the run could not mix versions.")
 p("- Load average (1/5/15 min) at start " .. m0.load .. ", at end " .. m1.load ..
-  ". The machine is shared: other agents were building and running tests at " ..
-  "the same time, so single runs are noisy; read medians and the min-max spread.")
+  ". The machine is a shared virtual machine whose load varies, so single " ..
+  "runs are noisy; read medians and the min-max spread.")
 p("")
 p("## Method")
 p("")

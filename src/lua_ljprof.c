@@ -157,7 +157,9 @@ static int l_start(lua_State *L)
     parse_opts(L, 3, &opt);
   }
   if (!(ctx = ljp_ctx_get(L, 1)))
-    return luaL_error(L, "ljprof: out of memory or too many profiled states");
+    return luaL_error(L, "ljprof: cannot set up profiling for this Lua state "
+                      "(out of memory, more than %d profiled states, or "
+                      "LuaJIT's code not found)", LJP_MAX_SLOTS);
   if (ctx->state == LJP_RUNNING)
     return luaL_error(L, "ljprof: already running for this Lua state (call "
                       "stop first)");

@@ -170,8 +170,9 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
     opt.signo = LJPROF_DEFAULT_SIGNAL;
   }
   if (!(ctx = ljp_ctx_get(L, 1))) {
-    snprintf(err, errlen, "ljprof: out of memory or more than %d profiled "
-             "states", LJP_MAX_SLOTS);
+    snprintf(err, errlen, "ljprof: cannot set up profiling for this Lua "
+             "state (out of memory, more than %d profiled states, or "
+             "LuaJIT's code not found)", LJP_MAX_SLOTS);
     return -1;
   }
   if (ctx->state == LJP_FAILED) /* already reported; finish that run */

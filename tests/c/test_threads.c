@@ -34,8 +34,9 @@ static void visit(void *data, const char *stack, size_t len, int vmstate,
   (void)vmstate; (void)zone;
   snprintf(mine, sizeof(mine), "work%d", j->id);
   j->total += count;
-  if (len && memmem(stack, len, mine, strlen(mine))) j->own += count;
-  else if (len && memmem(stack, len, "work", 4)) j->foreign += count;
+  if (!stack || !len) return;
+  if (memmem(stack, len, mine, strlen(mine))) j->own += count;
+  else if (memmem(stack, len, "work", 4)) j->foreign += count;
 }
 
 static void *run(void *arg)

@@ -80,7 +80,11 @@ int main(void)
   ljprof_get_stats(L, &st);
   printf("capi: %ld callbacks, %ld samples, %ld comparisons, %ld mismatches\n",
          a.calls, a.samples, a.compared, a.mismatched);
-  CHECK(a.calls > 20);
+  /* Ticks measure CPU time (~0.3 s of work: ~300 at 1 ms); callbacks may
+  ** be far fewer when they are slow (sanitizers, load): ticks arriving
+  ** during a callback are delivered together with the next one. */
+  CHECK(a.samples >= 100);
+  CHECK(a.calls >= 3);
   CHECK_EQ(a.mismatched, 0);
   CHECK(a.vm_ok);
   CHECK_EQ((uint64_t)a.samples, st.completed);

@@ -84,14 +84,21 @@ typedef struct ljp_timer_ops {
   const char *name;
   int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
   void (*stop)(ljp_ctx *ctx);
+  /* Signal context, may be NULL: schedule the next expiry and return the
+  ** weight of the signal being handled (ticks it stands for, >= 1). */
+  uint32_t (*rearm)(ljp_ctx *ctx);
 } ljp_timer_ops;
 
 extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
     ljp_timer_thread;
 
-/* Random first expiry in (0, interval], so short runs and periodic work
-** are not sampled in lock-step. */
+/* Random first expiry in (0, interval], so that short runs are sampled
+** with a probability proportional to their length. */
 uint64_t ljp_timer_first_ns(ljp_ctx *ctx);
+/* Random gap in [interval/2, 3*interval/2): expiries are not periodic, so
+** a periodic program (a frame loop) is not sampled at one phase only.
+** Async-signal-safe (xorshift on ctx->rng). */
+uint64_t ljp_timer_gap_ns(ljp_ctx *ctx);
 
 /* -- The per-state context ----------------------------------------------- */
 
@@ -120,7 +127,8 @@ struct ljp_ctx {
     } thr;                  /* thread */
   } tm;
   int timer_live;
-  uint64_t rng;             /* xorshift state (first expiry) */
+  uint64_t rng;             /* xorshift state (expiry jitter) */
+  uint64_t next_ns;         /* next scheduled expiry, on the timer's clock */
 
   /* Sampling path: written by the handler. */
   _Atomic uint32_t token;   /* signal token of the run (0: none) */

@@ -245,8 +245,8 @@ void ljp_fail(ljp_ctx *ctx, const char *msg)
   size_t len = strlen(msg);
   free(ctx->error);
   if ((ctx->error = malloc(len + 1))) memcpy(ctx->error, msg, len + 1);
+  ctx->state = LJP_FAILED;  /* first: the handler re-arms only if running */
   stop_timer(ctx);
-  ctx->state = LJP_FAILED;
   fprintf(stderr, "ljprof: profiler callback failed, profiling stopped: %s\n",
           msg);
 }
@@ -255,8 +255,8 @@ void ljp_stop_ctx(ljp_ctx *ctx, lua_State *L)
 {
   char err[256];
   if (ctx->state == LJP_IDLE && !ctx->timer_live) return;
-  stop_timer(ctx);
   if (ctx->in_safepoint) {  /* stop from the callback: finish in the hook */
+    stop_timer(ctx);
     ctx->stop_requested = 1;
     return;
   }
@@ -264,6 +264,7 @@ void ljp_stop_ctx(ljp_ctx *ctx, lua_State *L)
   ljp_slot_close(ctx->slot);     /* no handler inside; later signals inert */
   atomic_store(&ctx->token, 0);
   ctx->state = LJP_IDLE;
+  stop_timer(ctx);               /* no handler can re-arm it any more */
   ljp_disarm(ctx);
   ljp_complete(ctx, L);          /* what never reached a safe point */
   ljp_aggregate(ctx);

@@ -185,7 +185,6 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
 
   if (si->si_code == SI_TIMER) {        /* timer_create: cpu, wall */
     token = (uint32_t)si->si_value.sival_int;
-    if (si->si_overrun > 0) w += (uint32_t)si->si_overrun;
   } else if (si->si_code == SI_QUEUE) { /* timer thread */
     token = (uint32_t)si->si_value.sival_int;
   } else if (sig == SIGPROF) {          /* itimer (or forwarded) */
@@ -202,6 +201,9 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
       /* Process-wide timer landed on another thread: hand it over. */
       syscall(SYS_tgkill, ctx->pid, ctx->tid, SIGPROF);
     } else {
+      if (si->si_code == SI_TIMER && ctx->timer->rearm &&
+          ctx->state == LJP_RUNNING)
+        w = ctx->timer->rearm(ctx);    /* one-shot: schedule the next */
       w += atomic_exchange_explicit(&ctx->thr_overrun, 0,
                                     memory_order_relaxed);
       ljp_sample(ctx, ucv, w);

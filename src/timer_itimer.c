@@ -44,4 +44,7 @@ static void itimer_stop(ljp_ctx *ctx)
   ljp_itimer_bind(0);  /* a late SIGPROF now finds no context */
 }
 
-const ljp_timer_ops ljp_timer_itimer = {"itimer", itimer_start, itimer_stop};
+/* Periodic, like jit.p: setitimer takes only relative times, so a random
+** gap from delivery would be biased by the delivery delay. */
+const ljp_timer_ops ljp_timer_itimer = {"itimer", itimer_start, itimer_stop,
+                                        NULL};

@@ -3,10 +3,18 @@
 ** thread that started profiling:
 **   cpu   CLOCK_THREAD_CPUTIME_ID: the thread's CPU time only. The kernel
 **         checks CPU timers once per tick (250 Hz here), so a shorter
-**         interval fires at tick rate; si_overrun carries the missed
-**         expiries, which the handler adds to the sample's weight.
+**         interval fires at tick rate.
 **   wall  CLOCK_MONOTONIC: precise, also while the thread sleeps.
-** The signal's value carries the run token. Normal context.
+** The signal's value carries the run token.
+**
+** The timer is one-shot with an absolute expiry, re-armed from the signal
+** handler (posix_rearm, signal context: clock_gettime and timer_settime
+** are async-signal-safe). Each gap is random in [interval/2, 3/2 interval)
+** and counts from the previous *scheduled* expiry, not from delivery, so
+** the expiries average one per interval whatever the delivery delay (tick
+** quantisation, preemption), and expiries the thread could not take are
+** added to the weight of the signal that does arrive. Periodic timers would
+** sample a periodic program at one phase only (aliasing).
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,23 +24,72 @@
 
 #include "ljp.h"
 
-uint64_t ljp_timer_first_ns(ljp_ctx *ctx)
+static uint64_t rng_next(ljp_ctx *ctx)
 {
-  uint64_t x = ctx->rng, period = (uint64_t)ctx->opt.interval_us * 1000u;
+  uint64_t x = ctx->rng;
   if (!x) x = ljp_now_ns() ^ ((uint64_t)ctx->tid << 32) ^ 0x9e3779b97f4a7c15ull;
   x ^= x << 13;
   x ^= x >> 7;
   x ^= x << 17;
   ctx->rng = x;
-  return 1 + x % period;
+  return x;
+}
+
+uint64_t ljp_timer_first_ns(ljp_ctx *ctx)
+{
+  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
+  return 1 + rng_next(ctx) % period;
+}
+
+uint64_t ljp_timer_gap_ns(ljp_ctx *ctx)
+{
+  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
+  return period / 2 + rng_next(ctx) % (period ? period : 1);
+}
+
+static clockid_t clock_of(ljp_ctx *ctx)
+{
+  return ctx->opt.clock == LJPROF_CLOCK_CPU ? CLOCK_THREAD_CPUTIME_ID
+                                            : CLOCK_MONOTONIC;
+}
+
+static uint64_t clock_ns(clockid_t c)
+{
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int arm_at(ljp_ctx *ctx, uint64_t when)
+{
+  struct itimerspec its;
+  memset(&its, 0, sizeof(its));
+  its.it_value.tv_sec = (time_t)(when / 1000000000u);
+  its.it_value.tv_nsec = (long)(when % 1000000000u);
+  ctx->next_ns = when;
+  return timer_settime(ctx->tm.posix, TIMER_ABSTIME, &its, NULL);
+}
+
+/* Signal context. */
+static uint32_t posix_rearm(ljp_ctx *ctx)
+{
+  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
+  uint64_t now = clock_ns(clock_of(ctx)), next = ctx->next_ns;
+  uint64_t w = 1, missed;
+  if (now >= next) {  /* expiries passed while the signal was on its way */
+    missed = (now - next) / period;
+    w += missed;
+    next += missed * period;
+  }
+  next += ljp_timer_gap_ns(ctx);
+  if (next <= now) next = now + 1;
+  arm_at(ctx, next);
+  return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
 }
 
 static int posix_start(ljp_ctx *ctx, clockid_t clock, char *err, size_t n)
 {
   struct sigevent sev;
-  struct itimerspec its;
-  uint64_t first = ljp_timer_first_ns(ctx);
-  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   memset(&sev, 0, sizeof(sev));
   sev.sigev_notify = SIGEV_THREAD_ID;
   sev.sigev_signo = ctx->opt.signo;
@@ -42,11 +99,7 @@ static int posix_start(ljp_ctx *ctx, clockid_t clock, char *err, size_t n)
     snprintf(err, n, "ljprof: timer_create failed: %s", strerror(errno));
     return -1;
   }
-  its.it_interval.tv_sec = (time_t)(period / 1000000000u);
-  its.it_interval.tv_nsec = (long)(period % 1000000000u);
-  its.it_value.tv_sec = (time_t)(first / 1000000000u);
-  its.it_value.tv_nsec = (long)(first % 1000000000u);
-  if (timer_settime(ctx->tm.posix, 0, &its, NULL) != 0) {
+  if (arm_at(ctx, clock_ns(clock) + ljp_timer_first_ns(ctx)) != 0) {
     snprintf(err, n, "ljprof: timer_settime failed: %s", strerror(errno));
     timer_delete(ctx->tm.posix);
     return -1;
@@ -69,5 +122,7 @@ static void posix_stop(ljp_ctx *ctx)
   timer_delete(ctx->tm.posix);  /* also discards its pending signal */
 }
 
-const ljp_timer_ops ljp_timer_cpu = {"cpu", cpu_start, posix_stop};
-const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, posix_stop};
+const ljp_timer_ops ljp_timer_cpu = {"cpu", cpu_start, posix_stop,
+                                     posix_rearm};
+const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, posix_stop,
+                                      posix_rearm};

@@ -3,8 +3,10 @@
 ** profiled thread, the shape LuaJIT uses on Windows. Two calls make it
 ** portable: the wake-up (a condition-variable timed wait, so stop wakes it
 ** at once) and the signalling (pthread_sigqueue, carrying the run token).
-** Ticks the thread could not deliver (it overslept, or the signal queue
-** was full) are added to the next sample's weight. Normal context.
+** Gaps are random in [interval/2, 3/2 interval), counted from the
+** previous scheduled wake-up (see timer_posix.c). Ticks the thread could
+** not deliver (it overslept, or the signal queue was full) are added to
+** the next sample's weight. Normal context.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -46,13 +48,13 @@ static void *timer_main(void *arg)
     if (rc != ETIMEDOUT) continue;
     if (pthread_sigqueue(ctx->thread, ctx->opt.signo, val) != 0)
       atomic_fetch_add(&ctx->thr_overrun, 1);
-    ts_add(&next, period);
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (ts_diff(&now, &next) > 0) {  /* overslept: skip, but count, ticks */
-      uint64_t late = (uint64_t)ts_diff(&now, &next) / period + 1;
+      uint64_t late = (uint64_t)ts_diff(&now, &next) / period;
       atomic_fetch_add(&ctx->thr_overrun, (uint32_t)late);
       ts_add(&next, late * period);
     }
+    ts_add(&next, ljp_timer_gap_ns(ctx));  /* random gap: no aliasing */
   }
   pthread_mutex_unlock(&ctx->tm.thr.mu);
   return NULL;
@@ -89,4 +91,5 @@ static void thread_stop(ljp_ctx *ctx)
   pthread_mutex_destroy(&ctx->tm.thr.mu);
 }
 
-const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop};
+const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,
+                                        NULL};

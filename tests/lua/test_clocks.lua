@@ -185,4 +185,36 @@ t.case("first expiry is randomised", function()
   end
 end)
 
+
+-- No aliasing: a loop whose iterations take exactly 1 ms of wall time,
+-- 0.75 ms in one function and 0.25 ms in another, sampled with a 2 ms
+-- wall clock. A periodic timer would see the same phase every time (one
+-- function ~100%, the other ~0%, depending on the start); random gaps give
+-- about 75/25. ~150 samples per run: the bounds are about 5 sigma away.
+t.case("random gaps: no aliasing with a periodic program", function()
+  local function heavy(t0) while clock_s(CLOCK_MONOTONIC) < t0 + 0.00075 do end end
+  local function light(t0) while clock_s(CLOCK_MONOTONIC) < t0 + 0.001 do end end
+  for _, clock in ipairs{"wall", "thread"} do
+    ljprof.record({clock = clock, interval = 2, fmt = "f", depth = 2})
+    local t0 = clock_s(CLOCK_MONOTONIC)
+    for k = 0, 299 do
+      local start = t0 + k * 0.001
+      heavy(start)
+      light(start)
+    end
+    ljprof.stop()
+    local h, l = 0, 0
+    for _, e in ipairs(ljprof.summary()) do
+      -- depth 2: "<leaf><caller>"; the leaf may be clock_s itself
+      if e.stack:find("heavy", 1, true) then h = h + e.count
+      elseif e.stack:find("light", 1, true) then l = l + e.count end
+    end
+    local share = h / math.max(1, h + l)
+    print(string.format("  %s: heavy %d, light %d (%.0f%%)", clock, h, l, share * 100))
+    t.ok(h + l >= 60, clock .. ": enough samples (" .. (h + l) .. ")")
+    t.ok(share >= 0.55 and share <= 0.92,
+         string.format("%s: heavy share %.0f%% (expected ~75%%)", clock, share * 100))
+  end
+end)
+
 t.done()

@@ -100,7 +100,7 @@ t.case("profile written on os.exit", function()
   write(script, [[
 jit.off()
 local function spin(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
-for k = 1, 40 do spin(200000) end
+for k = 1, 300 do spin(200000) end
 os.exit(3)
 ]])
   local out = tmpname()

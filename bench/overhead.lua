@@ -378,7 +378,7 @@ local function overhead_tables(res)
   p("Ratios are profiled/plain of the same round: median (min-max) over " ..
     opt.reps .. " rounds. Rates are per second of the process's CPU time " ..
     "(user+sys), median over rounds: *signals* = timer signals taken (one stack " ..
-    "record each), *ticks* = sample weight including timer overruns, " ..
+    "record each), *ticks* = sample weight including expiries the timer could not deliver, " ..
     "*safe points* = stack dumps actually done (samples that arrive in compiled " ..
     "code wait for the next trace exit and share one dump). For jit.p, signals " ..
     "and ticks are both the sample total of its raw report (`r`, `m0` only change " ..

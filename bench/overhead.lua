@@ -616,7 +616,7 @@ p("- ljprof runs use `bench/with_ljprof.lua` (env `LJPROF_BENCH`, e.g. " ..
   "and `luajit -jp=fri1m0,FILE` (`f` and `fi1` plus raw counts and no " ..
   "threshold, so that the report's total is the number of samples).")
 p("- The `cpu` clock is a per-thread CPU-time timer; on this kernel (HZ=250) " ..
-  "fires only on kernel ticks, so \"1 ms\" yields ~250-290 signals/s (random " ..
+  "it fires only on kernel ticks, so \"1 ms\" yields ~250-290 signals/s (random " ..
   "gaps), each weighted by the expiries it stands for (~4). jit.p's ITIMER_PROF has the " ..
   "same limit. The `wall` clock (CLOCK_MONOTONIC timer) is precise.")
 p("- Workloads (bench/workloads/): fib (recursive calls ~30 deep, interpreted: " ..

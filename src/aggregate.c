@@ -41,6 +41,35 @@ void ljp_aggregate_reset(ljp_ctx *ctx)
   memset(ctx->vm, 0, sizeof(ctx->vm));
 }
 
+/* The temporary file an output is written to before the rename. */
+static char *tmp_path(const char *path)
+{
+  size_t n = strlen(path) + 32;
+  char *tmp = malloc(n);
+  if (tmp) snprintf(tmp, n, "%s.tmp.%d", path, (int)getpid());
+  return tmp;
+}
+
+int ljp_check_writable(const char *path, char *err, size_t n)
+{
+  char *tmp = tmp_path(path);
+  FILE *f;
+  if (!tmp) {
+    snprintf(err, n, "ljprof: out of memory");
+    return -1;
+  }
+  if (!(f = fopen(tmp, "w"))) {
+    snprintf(err, n, "ljprof: cannot write output file %s: %s", path,
+             strerror(errno));
+    free(tmp);
+    return -1;
+  }
+  fclose(f);
+  unlink(tmp);
+  free(tmp);
+  return 0;
+}
+
 /* Folded stacks, one "stack count" line per unique stack (VM states
 ** summed), written to a temporary file and renamed into place. */
 int ljp_write_folded(ljp_ctx *ctx, const char *path, char *err, size_t n)
@@ -50,7 +79,6 @@ int ljp_write_folded(ljp_ctx *ctx, const char *path, char *err, size_t n)
   FILE *f;
   uint32_t i;
   int rc = 0;
-  size_t len = strlen(path);
   if (ljp_counts_init(&sum) != 0) goto oom;
   for (i = 0; i < ctx->counts.cap; i++) {
     const ljp_count *c = &ctx->counts.slot[i];
@@ -58,8 +86,7 @@ int ljp_write_folded(ljp_ctx *ctx, const char *path, char *err, size_t n)
       ljp_counts_add(&sum, ljp_count_key(ljp_key_stack(c->key), 1, 0),
                      c->count);
   }
-  if (!(tmp = malloc(len + 32))) { ljp_counts_free(&sum); goto oom; }
-  snprintf(tmp, len + 32, "%s.tmp.%d", path, (int)getpid());
+  if (!(tmp = tmp_path(path))) { ljp_counts_free(&sum); goto oom; }
   if (!(f = fopen(tmp, "w"))) {
     snprintf(err, n, "ljprof: cannot write %s: %s", path, strerror(errno));
     rc = -1;

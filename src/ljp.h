@@ -195,6 +195,8 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
 void ljp_aggregate(ljp_ctx *ctx);  /* completed ring records -> table */
 void ljp_aggregate_reset(ljp_ctx *ctx);
 int ljp_write_folded(ljp_ctx *ctx, const char *path, char *err, size_t n);
+/* Can files be created next to path? Checked before profiling starts. */
+int ljp_check_writable(const char *path, char *err, size_t n);
 
 /* Trace tracking through jit.attach (traces.c). */
 void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);

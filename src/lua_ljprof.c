@@ -160,6 +160,8 @@ static int l_start(lua_State *L)
     return luaL_error(L, "ljprof: cannot set up profiling for this Lua state "
                       "(out of memory, more than %d profiled states, or "
                       "LuaJIT's code not found)", LJP_MAX_SLOTS);
+  /* Checked here too (ljprof_start_ex checks again): luacb_new would
+  ** replace the running callback's anchor before start refused. */
   if (ctx->state == LJP_RUNNING)
     return luaL_error(L, "ljprof: already running for this Lua state (call "
                       "stop first)");

@@ -7,7 +7,6 @@
 ** until the next start. Normal context only.
 */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,27 +110,6 @@ static char *dup_or_null(const char *s)
   return s ? strdup(s) : NULL;
 }
 
-/* Can we create files next to path? Checked before profiling starts. */
-static int output_writable(const char *path, char *err, size_t n)
-{
-  size_t len = strlen(path);
-  char *tmp = malloc(len + 32);
-  FILE *f;
-  if (!tmp) return -1;
-  snprintf(tmp, len + 32, "%s.tmp.%d", path, (int)getpid());
-  f = fopen(tmp, "w");
-  if (!f) {
-    snprintf(err, n, "ljprof: cannot write output file %s: %s", path,
-             strerror(errno));
-    free(tmp);
-    return -1;
-  }
-  fclose(f);
-  unlink(tmp);
-  free(tmp);
-  return 0;
-}
-
 int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
                     size_t errlen)
 {
@@ -182,7 +160,7 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
              "(call stop first)");
     return -1;
   }
-  if (opt.output && output_writable(opt.output, err, errlen) != 0) return -1;
+  if (opt.output && ljp_check_writable(opt.output, err, errlen) != 0) return -1;
   if (ljp_signal_install(opt.signo, err, errlen) != 0) return -1;
 
   /* New run: fresh results. */

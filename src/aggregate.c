@@ -24,6 +24,11 @@ void ljp_aggregate(ljp_ctx *ctx)
     if (ljp_counts_add(&ctx->counts,
                        ljp_count_key(r->stack, r->vmstate, r->zone), w) != 0)
       atomic_fetch_add(&ctx->n_dropped, w);  /* out of memory */
+    /* Side tables; an out-of-memory there loses detail, not samples. */
+    ljp_counts_add(&ctx->fcounts, ljp_count_key(r->func, r->vmstate, 0), w);
+    if (r->vmstate == 'N')
+      ljp_counts_add(&ctx->tcounts, ljp_count_key(r->tloc, 'N',
+                     (uint16_t)(r->trace > 0 ? r->trace : 0)), w);
   }
   ljp_ring_retire(&ctx->ring, done);
   if (done != tail) ctx->batches++;
@@ -32,9 +37,14 @@ void ljp_aggregate(ljp_ctx *ctx)
 void ljp_aggregate_reset(ljp_ctx *ctx)
 {
   ljp_counts_free(&ctx->counts);
+  ljp_counts_free(&ctx->fcounts);
+  ljp_counts_free(&ctx->tcounts);
   ljp_strtab_free(&ctx->strs);
   ljp_counts_init(&ctx->counts);
+  ljp_counts_init(&ctx->fcounts);
+  ljp_counts_init(&ctx->tcounts);
   ljp_strtab_init(&ctx->strs);
+  ctx->ncname_tried = 0;
   ctx->last_stack = 0;
   ctx->completed = ctx->safepoints = ctx->batches = ctx->hook_ns = 0;
   ctx->cb_ticks = 0;

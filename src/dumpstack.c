@@ -204,6 +204,74 @@ static const ffentry *ff_get(const ffentry *tab, uint32_t cap, int by_obj,
   return NULL;
 }
 
+/* Qualified names of C functions ("string.rep", "cjson.encode", "print"),
+** by entry point, learnt on the same walk; a sample that lands in a C
+** function shows it as its leaf frame under this name. An entry point
+** with several names keeps the shortest (ties: alphabetical), so aliases
+** give stable results. Guarded by ff_mu. */
+typedef struct cname {
+  lua_CFunction cf;
+  char *name;
+} cname;
+static cname *cn_tab;
+static uint32_t cn_n, cn_cap;
+
+static void cname_put(lua_CFunction cf, const char *name, size_t len)
+{
+  uint32_t i, h;
+  if (!cf) return;
+  if ((cn_n + 1) * 2 > cn_cap) {
+    uint32_t ncap = cn_cap ? cn_cap * 2 : 256, j;
+    cname *t = calloc(ncap, sizeof(cname));
+    if (!t) return;
+    for (j = 0; j < cn_cap; j++) {
+      if (!cn_tab[j].cf) continue;
+      h = ff_hash((const void *)cn_tab[j].cf) & (ncap - 1);
+      while (t[h].cf) h = (h + 1) & (ncap - 1);
+      t[h] = cn_tab[j];
+    }
+    free(cn_tab);
+    cn_tab = t;
+    cn_cap = ncap;
+  }
+  h = ff_hash((const void *)cf) & (cn_cap - 1);
+  for (i = 0; i < cn_cap; i++, h = (h + 1) & (cn_cap - 1)) {
+    cname *e = &cn_tab[h];
+    if (!e->cf) {
+      if ((e->name = malloc(len + 1))) {
+        memcpy(e->name, name, len);
+        e->name[len] = '\0';
+        e->cf = cf;
+        cn_n++;
+      }
+      return;
+    }
+    if (e->cf == cf) {
+      size_t ol = strlen(e->name);
+      if (len < ol || (len == ol && memcmp(name, e->name, len) < 0)) {
+        char *n = malloc(len + 1);
+        if (!n) return;
+        memcpy(n, name, len);
+        n[len] = '\0';
+        free(e->name);
+        e->name = n;
+      }
+      return;
+    }
+  }
+}
+
+/* Caller holds ff_mu. */
+static const char *cname_get(lua_CFunction cf)
+{
+  uint32_t i, h;
+  if (!cn_cap || !cf) return NULL;
+  h = ff_hash((const void *)cf) & (cn_cap - 1);
+  for (i = 0; i < cn_cap && cn_tab[h].cf; i++, h = (h + 1) & (cn_cap - 1))
+    if (cn_tab[h].cf == cf) return cn_tab[h].name;
+  return NULL;
+}
+
 static const char funcinfo_key = 'f'; /* registry key: jit.util.funcinfo */
 
 /* Push jit.util.funcinfo (cached in the registry) or nil. Normal context. */
@@ -242,12 +310,14 @@ static int call_funcinfo(lua_State *L, int fi, int idx)
   return ffid;
 }
 
-static void learn_fn(lua_State *L, int fi, int idx)
+static void learn_fn(lua_State *L, int fi, int idx, const char *name,
+                     size_t len)
 {
   lua_CFunction cf = lua_tocfunction(L, idx);
   const void *fn = lua_topointer(L, idx);
   int ffid;
   pthread_mutex_lock(&ff_mu);
+  if (name) cname_put(cf, name, len);
   if (ff_get(ff_obj, ff_objcap, 1, fn, cf)) {
     pthread_mutex_unlock(&ff_mu);
     return;
@@ -260,15 +330,30 @@ static void learn_fn(lua_State *L, int fi, int idx)
   pthread_mutex_unlock(&ff_mu);
 }
 
-/* Learn the C functions in the table at idx (and one level below). */
-static void learn_table(lua_State *L, int fi, int idx, int depth)
+/* Learn the C functions in the table at idx (and depth levels below),
+** named prefix + key; the globals table (_G) adds no prefix. */
+static void learn_table(lua_State *L, int fi, int idx, int depth,
+                        const char *prefix, const char *sep)
 {
+  char name[128];
   if (!lua_istable(L, idx)) return;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     int v = lua_gettop(L);
-    if (lua_iscfunction(L, v)) learn_fn(L, fi, v);
-    else if (depth > 0 && lua_istable(L, v)) learn_table(L, fi, v, depth - 1);
+    const char *key = lua_type(L, v - 1) == LUA_TSTRING ?
+                      lua_tostring(L, v - 1) : NULL;
+    int len = -1;
+    if (key) {
+      len = snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? sep : "",
+                     key);
+      if (len >= (int)sizeof(name)) len = -1;
+    }
+    if (lua_iscfunction(L, v)) {
+      learn_fn(L, fi, v, len >= 0 ? name : NULL, len >= 0 ? (size_t)len : 0);
+    } else if (depth > 0 && lua_istable(L, v) && len >= 0) {
+      int global = !strcmp(name, "_G");
+      learn_table(L, fi, v, depth - 1, global ? "" : name, ".");
+    }
     lua_pop(L, 1);
   }
 }
@@ -282,19 +367,19 @@ void ljp_ffid_learn(lua_State *L)
     lua_getglobal(L, "package");
     if (lua_istable(L, -1)) {
       lua_getfield(L, -1, "loaded");
-      learn_table(L, fi, lua_gettop(L), 1);
+      learn_table(L, fi, lua_gettop(L), 1, "", ".");
     }
     lua_settop(L, fi);
     lua_pushliteral(L, "");                  /* string methods */
     if (lua_getmetatable(L, -1)) {
       lua_getfield(L, -1, "__index");
-      learn_table(L, fi, lua_gettop(L), 0);
+      learn_table(L, fi, lua_gettop(L), 0, "string", ".");
     }
     lua_settop(L, fi);
     lua_getfield(L, LUA_REGISTRYINDEX, "FILE*"); /* file methods */
     if (lua_istable(L, -1)) {
       lua_getfield(L, -1, "__index");
-      learn_table(L, fi, lua_gettop(L), 0);
+      learn_table(L, fi, lua_gettop(L), 0, "file", ":");
     }
     lua_settop(L, fi);
     lua_getglobal(L, "coroutine");           /* a wrap closure's entry */
@@ -303,7 +388,7 @@ void ljp_ffid_learn(lua_State *L)
       lua_getglobal(L, "type");
       if (lua_isfunction(L, -2) && lua_isfunction(L, -1) &&
           lua_pcall(L, 1, 1, 0) == 0 && lua_isfunction(L, -1))
-        learn_fn(L, fi, lua_gettop(L));
+        learn_fn(L, fi, lua_gettop(L), NULL, 0);
     }
   }
   lua_settop(L, top);
@@ -341,7 +426,7 @@ static int c_ffid(lua_State *L, lua_State *helper)
     fi = lua_gettop(helper);
     lua_pushvalue(L, -1);
     if (L != helper) lua_xmove(L, helper, 1);
-    if (lua_isfunction(helper, fi)) learn_fn(helper, fi, fi + 1);
+    if (lua_isfunction(helper, fi)) learn_fn(helper, fi, fi + 1, NULL, 0);
     lua_settop(helper, top);
     pthread_mutex_lock(&ff_mu);
     k = ff_get(ff_obj, ff_objcap, 1, fn, cf);
@@ -355,6 +440,90 @@ static int c_ffid(lua_State *L, lua_State *helper)
     e->used = 1;
   }
   return ffid;
+}
+
+/* -- C function names ------------------------------------------------------- */
+
+/* Names only, raw table access (no metamethod, no Lua call): usable at the
+** safe point when a sample names a C function loaded after the start. */
+static void names_table(lua_State *L, int idx, int depth, const char *prefix)
+{
+  char name[128];
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int v = lua_gettop(L), len;
+    if (lua_type(L, v - 1) == LUA_TSTRING) {
+      len = snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? "." : "",
+                     lua_tostring(L, v - 1));
+      if (len > 0 && len < (int)sizeof(name)) {
+        if (lua_iscfunction(L, v)) {
+          pthread_mutex_lock(&ff_mu);
+          cname_put(lua_tocfunction(L, v), name, (size_t)len);
+          pthread_mutex_unlock(&ff_mu);
+        } else if (depth > 0 && lua_istable(L, v)) {
+          names_table(L, v, depth - 1, strcmp(name, "_G") ? name : "");
+        }
+      }
+    }
+    lua_pop(L, 1);
+  }
+}
+
+void ljp_cname_add(lua_CFunction cf, const char *name)
+{
+  pthread_mutex_lock(&ff_mu);
+  cname_put(cf, name, strlen(name));
+  pthread_mutex_unlock(&ff_mu);
+}
+
+void ljp_cname_refresh(lua_State *L)
+{
+  int top = lua_gettop(L);
+  lua_pushliteral(L, "package");
+  lua_rawget(L, LUA_GLOBALSINDEX);
+  if (lua_istable(L, -1)) {
+    lua_pushliteral(L, "loaded");
+    lua_rawget(L, -2);
+    if (lua_istable(L, -1)) names_table(L, lua_gettop(L), 1, "");
+  }
+  lua_settop(L, top);
+}
+
+int ljp_put_cfunc(ljp_buf *sb, lua_CFunction cf)
+{
+  const char *name;
+  const ffentry *k;
+  int ffid = 0;
+  pthread_mutex_lock(&ff_mu);
+  name = cname_get(cf);
+  if (name) {
+    put_mem(sb, name, strlen(name));
+  } else if ((k = ff_get(ff_entry, ff_entrycap, 0, NULL, cf))) {
+    ffid = k->ffid;
+  }
+  pthread_mutex_unlock(&ff_mu);
+  if (name) return 1;
+  if (ffid > 0) {
+    put_mem(sb, "[builtin#", 9);
+    put_int(sb, ffid);
+    put_char(sb, ']');
+  } else {
+    put_char(sb, '@');
+    put_ptr(sb, (const void *)cf);
+  }
+  return 0;
+}
+
+void ljp_put_location(ljp_buf *sb, const char *source, int linedefined,
+                      int line)
+{
+  lua_Debug ar;
+  ar.source = source;
+  ar.linedefined = linedefined;
+  if (put_chunkname(sb, &ar, 1)) {
+    put_char(sb, ':');
+    put_int(sb, line);
+  }
 }
 
 /* -- The dump --------------------------------------------------------------- */
@@ -373,9 +542,95 @@ static int count_levels(lua_State *L, int above)
   return lo;
 }
 
-int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
-                  const char *fmt, int depth)
+/* One frame of a dump: a real stack level (ar valid), or the synthetic
+** leaf frame of lf. */
+static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
+                      const char *fmt, lua_Debug *ar, const ljp_leaf *syn,
+                      int line, int *pathstrip, size_t *lastlen)
 {
+  const char *p = fmt;
+  int have_sl = 0, have_n = 0, c;
+  while ((c = (unsigned char)*p++)) {
+    if (syn && c != 'p' && c != 'Z' && c != 'f' && c != 'F' && c != 'l') {
+      put_char(sb, (char)c);
+      continue;
+    }
+    if (syn && c != 'p' && c != 'Z') {
+      if (syn->kind == LJP_LEAF_C) {
+        ljp_put_cfunc(sb, syn->cfunc);
+      } else {
+        lua_Debug sar;
+        sar.source = syn->source;
+        sar.linedefined = syn->linedefined;
+        if (put_chunkname(sb, &sar, *pathstrip)) {
+          put_char(sb, ':');
+          put_int(sb, c == 'l' ? syn->line : syn->linedefined);
+        }
+      }
+      continue;
+    }
+    switch (c) {
+    case 'p':
+      *pathstrip = 0;
+      break;
+    case 'F': case 'f':
+      if (!have_n) {  /* one call for all that f/F/l need */
+        lua_getinfo(L, have_sl ? "n" : "nSl", ar);
+        have_n = have_sl = 1;
+      }
+      if (ar->name) {
+        if (c == 'F' && ar->what[0] != 'C' && ar->linedefined != -1) {
+          put_chunkname(sb, ar, *pathstrip);
+          put_char(sb, ':');
+        }
+        put_mem(sb, ar->name, strlen(ar->name));
+        break;
+      }
+      /* No name: dump chunk:firstline. */
+      __attribute__((fallthrough));
+    case 'l':
+      if (!have_sl) { lua_getinfo(L, "Sl", ar); have_sl = 1; }
+      if (ar->what[0] != 'C') {  /* "Lua" or "main" */
+        if (put_chunkname(sb, ar, *pathstrip)) {
+          int cur = line > 0 ? line : ar->currentline;
+          put_char(sb, ':');
+          put_int(sb, c == 'l' ? (cur >= 0 ? cur : ar->linedefined)
+                               : ar->linedefined);
+        }
+      } else {
+        int ffid;
+        lua_getinfo(L, "f", ar);  /* pushes the function */
+        ffid = c_ffid(L, helper);
+        if (ffid == FF_AMBIGUOUS) {
+          put_mem(sb, "[builtin#?]", 11);
+        } else if (ffid) {
+          put_mem(sb, "[builtin#", 9);
+          put_int(sb, ffid);
+          put_char(sb, ']');
+        } else {
+          put_char(sb, '@');
+          put_ptr(sb, (const void *)lua_tocfunction(L, -1));
+        }
+        lua_pop(L, 1);
+      }
+      break;
+    case 'Z':
+      *lastlen = sb->n;
+      break;
+    default:
+      put_char(sb, (char)c);
+      break;
+    }
+  }
+}
+
+int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
+                       const char *fmt, int depth, const ljp_leaf *lf)
+{
+  /* Virtual levels: 0 is the synthetic frame if there is one, the others
+  ** are the real levels from lf->skip on. */
+  int syn = lf && lf->kind != LJP_LEAF_NONE;
+  int skip = lf ? lf->skip : 0;
   int level = 0, dir = 1, pathstrip = 1;
   size_t lastlen = 0;
   sb->n = 0;
@@ -386,70 +641,26 @@ int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
   }
   while (level != depth) {
     lua_Debug ar;
-    if (lua_getstack(L, level, &ar)) {
-      const char *p = fmt;
-      int have_sl = 0, have_n = 0, c;
-      while ((c = (unsigned char)*p++)) {
-        switch (c) {
-        case 'p':
-          pathstrip = 0;
-          break;
-        case 'F': case 'f':
-          if (!have_n) {  /* one call for all that f/F/l need */
-            lua_getinfo(L, have_sl ? "n" : "nSl", &ar);
-            have_n = have_sl = 1;
-          }
-          if (ar.name) {
-            if (c == 'F' && ar.what[0] != 'C' && ar.linedefined != -1) {
-              put_chunkname(sb, &ar, pathstrip);
-              put_char(sb, ':');
-            }
-            put_mem(sb, ar.name, strlen(ar.name));
-            break;
-          }
-          /* No name: dump chunk:firstline. */
-          __attribute__((fallthrough));
-        case 'l':
-          if (!have_sl) { lua_getinfo(L, "Sl", &ar); have_sl = 1; }
-          if (ar.what[0] != 'C') {  /* "Lua" or "main" */
-            if (put_chunkname(sb, &ar, pathstrip)) {
-              int line = c == 'l' ? ar.currentline : ar.linedefined;
-              put_char(sb, ':');
-              put_int(sb, line >= 0 ? line : ar.linedefined);
-            }
-          } else {
-            int ffid;
-            lua_getinfo(L, "f", &ar);  /* pushes the function */
-            ffid = c_ffid(L, helper);
-            if (ffid == FF_AMBIGUOUS) {
-              put_mem(sb, "[builtin#?]", 11);
-            } else if (ffid) {
-              put_mem(sb, "[builtin#", 9);
-              put_int(sb, ffid);
-              put_char(sb, ']');
-            } else {
-              put_char(sb, '@');
-              put_ptr(sb, (const void *)lua_tocfunction(L, -1));
-            }
-            lua_pop(L, 1);
-          }
-          break;
-        case 'Z':
-          lastlen = sb->n;
-          break;
-        default:
-          put_char(sb, (char)c);
-          break;
-        }
-      }
+    if (syn && level == 0) {
+      put_frame(L, helper, sb, fmt, &ar, lf, 0, &pathstrip, &lastlen);
+    } else if (lua_getstack(L, level - syn + skip, &ar)) {
+      int line = lf && !syn && level == 0 ? lf->line : 0;
+      put_frame(L, helper, sb, fmt, &ar, NULL, line, &pathstrip, &lastlen);
     } else if (dir == 1) {
       break;
-    } else {
-      level = count_levels(L, level);  /* continue at the outermost level */
+    } else if (level - syn + skip > 0) {
+      /* continue at the outermost level */
+      level = count_levels(L, level - syn + skip) + syn - skip;
     }
     level += dir;
   }
   if (lastlen) sb->n = lastlen;
   sb->b[sb->n] = '\0';
   return 0;
+}
+
+int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
+                  const char *fmt, int depth)
+{
+  return ljp_dumpstack_leaf(L, helper, sb, fmt, depth, NULL);
 }

@@ -76,6 +76,59 @@ void ljp_codemap_trace_flush(ljp_codemap *m);
 void ljp_codemap_refresh_objs(ljp_codemap *m);
 void ljp_codemap_collect(ljp_codemap *m); /* free retired arrays (stopped) */
 
+/* -- VM probe: LuaJIT's private state, learnt at run time (vmprobe.c) ---- */
+
+typedef struct ljp_vmlayout {
+  int vmstate_ok;         /* g->vmstate located and proven */
+  int cfunc_ok;           /* running C function readable */
+  int frame_ok;           /* L->base, frame function slot, GCfuncC.f */
+  int hookcount_ok;       /* g->hookcount located */
+  ptrdiff_t l_glref;      /* lua_State: pointer to global_State */
+  ptrdiff_t l_base;       /* lua_State: base of the running frame */
+  ptrdiff_t g_vmstate;    /* global_State: int32 VM state / trace number */
+  ptrdiff_t g_curl;       /* global_State: running lua_State */
+  ptrdiff_t g_hookcount;  /* global_State: int32 count hook countdown */
+  ptrdiff_t fn_f;         /* function object: lua_CFunction entry */
+  int curl_size;          /* bytes of a GC reference: 8 or 4 */
+  int gc64;               /* stack slot encoding: 64-bit GC references */
+  int func_slot;          /* frame function: this many slots below base */
+  char why[96];           /* why something is not used (must stay last) */
+} ljp_vmlayout;
+
+extern ljp_vmlayout ljp_vml;
+
+/* Normal context: probe once per process; returns vmstate_ok. */
+int ljp_vmprobe(lua_State *L);
+/* The global_State of L (validated), or 0 when the VM state is unknown. */
+uintptr_t ljp_vm_global(lua_State *L);
+/* Signal context: 'N' 'I' 'C' 'G' 'J' from g->vmstate (trace number for
+** 'N', the running C function for 'C' when known), or 0: use the PC. */
+int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc);
+/* Set g->hookcount (no-op when unknown). */
+void ljp_vm_hookcount(uintptr_t g, int32_t count);
+/* Fault-safe read of our own memory: 0, or -1 for an unreadable range. */
+int ljp_peek(void *dst, uintptr_t src, size_t n);
+
+/* -- Compiled traces and their aborts (traces.c) ------------------------- */
+
+typedef struct ljp_trinfo {
+  char *source;             /* start function's chunk name (NULL: unknown) */
+  int linedefined;          /* start function's first line */
+  int line;                 /* line the trace starts at */
+} ljp_trinfo;
+
+typedef struct ljp_abort {
+  char *func;               /* function the trace started in: chunk:line */
+  int line;                 /* start line */
+  int code;                 /* LuaJIT's trace error code (jit.vmdef.traceerr) */
+  char *info;               /* its argument, as text */
+  int info_is_num;
+  char *at;                 /* where recording stopped: chunk:line */
+  uint64_t count;
+} ljp_abort;
+
+#define LJP_MAX_ABORTS 512  /* distinct abort records kept per run */
+
 /* -- Timer interface (timer_posix.c, timer_itimer.c, timer_thread.c) ----- */
 
 typedef struct ljp_ctx ljp_ctx;
@@ -148,10 +201,19 @@ struct ljp_ctx {
   int user_mask, user_count;
 
   /* VM state classification. */
+  uintptr_t vm_g;           /* global_State for ljp_vm_read, or 0: PC */
   ljp_codemap map;
   int traces_ref;           /* registry ref of our jit.attach handler */
   int attach_ref, tracemc_ref; /* jit.attach, jit.util.tracemc (or nil) */
   lua_Integer traces_key;   /* _VMEVENTS slot of "trace" (0: unknown) */
+  int funcinfo_ref;         /* jit.util.funcinfo (or nil) */
+  int hook_held;            /* our armed hook held back during recording */
+  ljp_trinfo *trinfo;       /* by trace number: where it started */
+  uint32_t ntrinfo;
+  ljp_trinfo trpending;     /* the trace being recorded */
+  ljp_abort *aborts;
+  uint32_t naborts;
+  uint64_t aborts_lost;     /* abort events beyond LJP_MAX_ABORTS records */
 
   /* Safe point and aggregation (normal context). */
   int in_safepoint, stop_requested;
@@ -159,6 +221,11 @@ struct ljp_ctx {
   uint32_t last_stack;      /* id of the previous dump, for reuse */
   ljp_strtab strs;
   ljp_counts counts;
+  ljp_counts fcounts;       /* (leaf function id, vmstate) -> ticks */
+  ljp_counts tcounts;       /* (trace start id, 'N', trace number) */
+  ljp_buf scratch;
+  uintptr_t cname_tried[16]; /* unnamed C functions already looked up */
+  uint32_t ncname_tried;
   uint64_t completed, safepoints, batches, hook_ns, vm[5];
   uint64_t cb_ticks;        /* ticks not yet delivered to the callback */
   int cb_vmstate;
@@ -202,12 +269,41 @@ int ljp_check_writable(const char *path, char *err, size_t n);
 void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
+const ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace);
+void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
 
 /* Stack dumps (dumpstack.c). helper: the running thread, on which
 ** jit.util.funcinfo may be called for a fast function not seen before;
 ** NULL at the safe point, where no Lua may be called. */
 int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
                   const char *fmt, int depth);
+
+/* What ljprof's own reports show at the leaf end of a stack, where the
+** time was really spent: the real levels above 'skip' are cut, the first
+** real level shown may get another current line, and a synthetic frame
+** may sit on top (the C function running, or the function a compiled
+** trace started in when it is not on the stack). */
+typedef enum { LJP_LEAF_NONE, LJP_LEAF_C, LJP_LEAF_LUA } ljp_leaf_kind;
+typedef struct ljp_leaf {
+  ljp_leaf_kind kind;        /* synthetic frame on top, or none */
+  int skip;                  /* real levels hidden */
+  int line;                  /* > 0: current line of the first real level
+                                shown (only without a synthetic frame) */
+  lua_CFunction cfunc;       /* LJP_LEAF_C */
+  const char *source;        /* LJP_LEAF_LUA: chunk name as in lua_Debug */
+  int linedefined;           /* LJP_LEAF_LUA */
+} ljp_leaf;
+int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
+                       const char *fmt, int depth, const ljp_leaf *lf);
+/* "string.rep" / "cjson.encode" / [builtin#N] / @0x...; 1 if named. */
+int ljp_put_cfunc(ljp_buf *sb, lua_CFunction cf);
+/* chunk:line, path stripped, as dumpstack's 'l' prints it. */
+void ljp_put_location(ljp_buf *sb, const char *source, int linedefined,
+                      int line);
+/* Learn names of C functions in package.loaded; raw access only, so it
+** may run at the safe point. */
+void ljp_cname_refresh(lua_State *L);
+void ljp_cname_add(lua_CFunction cf, const char *name);
 void ljp_ffid_learn(lua_State *L); /* normal context, L running */
 int ljp_ffid_known(void);         /* has anything been learnt? */
 

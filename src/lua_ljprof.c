@@ -8,6 +8,9 @@
 **   record([mode | opts])         sample and aggregate, no callback
 **   summary()                     -> { {stack=, vmstate=, zone=, count=}, ...}
 **   stats()                       -> counters of the current/last run
+**   functions()                   -> ticks per leaf function and VM state
+**   traces()                      -> ticks per compiled trace
+**   aborts()                      -> trace aborts and their reasons
 **   running()                     -> boolean
 **
 ** opts: clock ("cpu" "wall" "itimer" "thread"), interval (ms) or rate
@@ -320,11 +323,180 @@ static int l_stats(lua_State *L)
     setnum(L, "signal", (uint64_t)ctx->opt.signo);
     lua_pushboolean(L, ctx->state == LJP_RUNNING);
     lua_setfield(L, -2, "running");
+    /* Where VM states come from: LuaJIT's own g->vmstate, or the PC. */
+    lua_pushstring(L, ctx->vm_g ? "vmstate" : "pc");
+    lua_setfield(L, -2, "vmstate_source");
+    lua_pushboolean(L, ctx->vm_g && ljp_vml.cfunc_ok);
+    lua_setfield(L, -2, "cfunc_names");
+    setnum(L, "aborts_lost", ctx->aborts_lost);
     if (ctx->error) {
       lua_pushstring(L, ctx->error);
       lua_setfield(L, -2, "error");
     }
   }
+  return 1;
+}
+
+/* Sort the array at the top by field k, largest first, then by field t. */
+static const char *sort_k, *sort_t;
+static int by_field(lua_State *L)
+{
+  lua_Number a, b;
+  lua_getfield(L, 1, sort_k);
+  lua_getfield(L, 2, sort_k);
+  a = lua_tonumber(L, -2);
+  b = lua_tonumber(L, -1);
+  if (a != b) { lua_pushboolean(L, a > b); return 1; }
+  lua_getfield(L, 1, sort_t);
+  lua_getfield(L, 2, sort_t);
+  lua_pushboolean(L, lua_lessthan(L, -2, -1));
+  return 1;
+}
+
+static void sort_by(lua_State *L, const char *k, const char *t)
+{
+  sort_k = k;
+  sort_t = t;
+  lua_getglobal(L, "table");
+  lua_getfield(L, -1, "sort");
+  lua_pushvalue(L, -3);
+  lua_pushcfunction(L, by_field);
+  lua_call(L, 2, 0);
+  lua_pop(L, 1);
+}
+
+/* functions() -> { {func=, total=, N=, I=, C=, G=, J=}, ... }: ticks per
+** leaf function (where the time was spent) and VM state. */
+static int l_functions(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  uint32_t i;
+  int n = 0;
+  lua_newtable(L);                 /* result */
+  if (!ctx) return 1;
+  ljp_aggregate(ctx);
+  lua_newtable(L);                 /* func -> entry */
+  for (i = 0; i < ctx->fcounts.cap; i++) {
+    const ljp_count *c = &ctx->fcounts.slot[i];
+    const ljp_str *f;
+    char vs[2] = {0, 0};
+    if (!c->key) continue;
+    f = ljp_strtab_get(&ctx->strs, ljp_key_stack(c->key));
+    lua_pushlstring(L, f->s, f->len);
+    lua_rawget(L, -2);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_createtable(L, 0, 7);
+      lua_pushlstring(L, f->s, f->len);
+      lua_setfield(L, -2, "func");
+      lua_pushnumber(L, 0);
+      lua_setfield(L, -2, "total");
+      lua_pushlstring(L, f->s, f->len);
+      lua_pushvalue(L, -2);
+      lua_rawset(L, -4);
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, -4, ++n);
+    }
+    vs[0] = (char)ljp_key_vmstate(c->key);
+    lua_getfield(L, -1, vs);
+    lua_pushnumber(L, lua_tonumber(L, -1) + (lua_Number)c->count);
+    lua_setfield(L, -3, vs);
+    lua_pop(L, 1);
+    lua_getfield(L, -1, "total");
+    lua_pushnumber(L, lua_tonumber(L, -1) + (lua_Number)c->count);
+    lua_setfield(L, -3, "total");
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+  sort_by(L, "total", "func");
+  return 1;
+}
+
+/* traces() -> { {trace=, start="chunk:line", count=}, ... }: ticks spent
+** in each compiled trace (start "" when it started before profiling). */
+static int l_traces(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  uint32_t i;
+  int n = 0;
+  lua_newtable(L);
+  if (!ctx) return 1;
+  ljp_aggregate(ctx);
+  for (i = 0; i < ctx->tcounts.cap; i++) {
+    const ljp_count *c = &ctx->tcounts.slot[i];
+    const ljp_str *loc;
+    if (!c->key) continue;
+    loc = ljp_strtab_get(&ctx->strs, ljp_key_stack(c->key));
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, ljp_key_zone(c->key));
+    lua_setfield(L, -2, "trace");
+    lua_pushlstring(L, loc->s, loc->len);
+    lua_setfield(L, -2, "start");
+    lua_pushnumber(L, (lua_Number)c->count);
+    lua_setfield(L, -2, "count");
+    lua_rawseti(L, -2, ++n);
+  }
+  sort_by(L, "count", "trace");
+  return 1;
+}
+
+/* reason = string.format(jit.vmdef.traceerr[code], info), or the code. */
+static void push_reason(lua_State *L, const ljp_abort *a)
+{
+  int top = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "jit.vmdef");
+  if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+    lua_getfield(L, -1, "traceerr");
+    if (lua_istable(L, -1)) {
+      lua_rawgeti(L, -1, a->code);
+      if (lua_isstring(L, -1)) {
+        lua_getglobal(L, "string");
+        lua_getfield(L, -1, "format");
+        lua_pushvalue(L, -3);
+        if (a->info_is_num) lua_pushnumber(L, strtod(a->info, NULL));
+        else lua_pushstring(L, a->info);
+        if (lua_pcall(L, 2, 1, 0) == 0 && lua_isstring(L, -1)) {
+          lua_replace(L, top + 1);
+          lua_settop(L, top + 1);
+          return;
+        }
+      }
+    }
+  }
+  lua_settop(L, top);
+  lua_pushfstring(L, "trace error %d (%s)", a->code, a->info);
+}
+
+/* aborts() -> { {func=, line=, reason=, code=, info=, at=, count=}, ... }:
+** trace aborts of this run, by the function and line the trace started
+** at (func is "chunk:firstline" like functions()). */
+static int l_aborts(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  uint32_t i;
+  lua_newtable(L);
+  if (!ctx) return 1;
+  for (i = 0; i < ctx->naborts; i++) {
+    const ljp_abort *a = &ctx->aborts[i];
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, a->func);
+    lua_setfield(L, -2, "func");
+    lua_pushinteger(L, a->line);
+    lua_setfield(L, -2, "line");
+    push_reason(L, a);
+    lua_setfield(L, -2, "reason");
+    lua_pushinteger(L, a->code);
+    lua_setfield(L, -2, "code");
+    lua_pushstring(L, a->info);
+    lua_setfield(L, -2, "info");
+    lua_pushstring(L, a->at);
+    lua_setfield(L, -2, "at");
+    lua_pushnumber(L, (lua_Number)a->count);
+    lua_setfield(L, -2, "count");
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  sort_by(L, "count", "func");
   return 1;
 }
 
@@ -341,6 +513,9 @@ static const luaL_Reg ljprof_funcs[] = {
   {"record", l_record},
   {"summary", l_summary},
   {"stats", l_stats},
+  {"functions", l_functions},
+  {"traces", l_traces},
+  {"aborts", l_aborts},
   {"running", l_running},
   {NULL, NULL}
 };

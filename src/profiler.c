@@ -42,9 +42,13 @@ static void ctx_free(ljp_ctx *ctx)
 {
   ljp_ring_free(&ctx->ring);
   ljp_codemap_free(&ctx->map);
+  ljp_traces_reset(ctx);
   ljp_counts_free(&ctx->counts);
+  ljp_counts_free(&ctx->fcounts);
+  ljp_counts_free(&ctx->tcounts);
   ljp_strtab_free(&ctx->strs);
   ljp_buf_free(&ctx->dump);
+  ljp_buf_free(&ctx->scratch);
   free(ctx->stack_fmt);
   free(ctx->output);
   free(ctx->error);
@@ -72,12 +76,15 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
   if (ctx || !create) return ctx;
   if (!(ctx = calloc(1, sizeof(*ctx)))) return NULL;
   ctx->traces_ref = ctx->attach_ref = ctx->tracemc_ref = LUA_NOREF;
+  ctx->funcinfo_ref = LUA_NOREF;
   if ((ctx->slot = ljp_slot_alloc(ctx, reg)) < 0) {
     free(ctx);
     return NULL;
   }
   if (ljp_codemap_init(&ctx->map) != 0 || ljp_strtab_init(&ctx->strs) != 0 ||
-      ljp_counts_init(&ctx->counts) != 0) {
+      ljp_counts_init(&ctx->counts) != 0 ||
+      ljp_counts_init(&ctx->fcounts) != 0 ||
+      ljp_counts_init(&ctx->tcounts) != 0) {
     ctx_free(ctx);
     return NULL;
   }
@@ -196,6 +203,8 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
   ljp_codemap_refresh_objs(&ctx->map);
 
   ljp_ffid_learn(L);
+  ljp_vmprobe(L);
+  ctx->vm_g = ljp_vm_global(ctx->L);
   atomic_store(&ctx->token, ljp_slot_open(ctx->slot));
   ljp_traces_attach(ctx, L);
   ctx->state = LJP_RUNNING;

@@ -27,8 +27,13 @@ typedef struct ljp_record {
   uint64_t time_ns;      /* CLOCK_MONOTONIC at signal time */
   uintptr_t pc;          /* interrupted program counter */
   _Atomic uint32_t weight; /* timer ticks (1 + overruns + merged) */
+  uintptr_t cfunc;       /* C function running when vmstate == 'C', or 0 */
   int32_t trace;         /* trace number when vmstate == 'N', else 0 */
   uint32_t stack;        /* interned stack id, set at completion */
+  uint32_t func;         /* interned leaf function ("chunk:firstline" or a
+                            C function's name), set at completion */
+  uint32_t tloc;         /* 'N': interned "chunk:line" the trace started
+                            at (0: unknown), set at completion */
   uint16_t zone;         /* zone id at signal time (0: none) */
   uint8_t vmstate;       /* 'N' 'I' 'C' 'G' 'J', or 'U' = resolve later */
   uint8_t nnative;       /* valid entries in native[] */

@@ -148,6 +148,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   ljp_push_result res;
   ljp_record *rec;
   uintptr_t pc = ucontext_pc(ucv);
+  int vm = 0;
   atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
   rec = ljp_ring_reserve(&ctx->ring, w, &res);
@@ -157,9 +158,9 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
     rec->time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     rec->pc = pc;
-    rec->trace = 0;
-    rec->vmstate = (uint8_t)ljp_codemap_classify(&ctx->map, rec->pc,
-                                                 &rec->trace);
+    vm = ljp_vm_read(ctx->vm_g, &rec->trace, &rec->cfunc);
+    if (!vm) vm = ljp_codemap_classify(&ctx->map, rec->pc, &rec->trace);
+    rec->vmstate = (uint8_t)vm;
     rec->zone = 0;
     rec->nnative = 0;
     rec->stack = 0;
@@ -170,8 +171,10 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   } else {
     atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
   }
+  /* Never arm while the trace recorder may be running: a hook call aborts
+  ** the trace. ('J' also covers the recorder when its events are lost.) */
   if (!ctx->busy && !ctx->recording && ctx->state == LJP_RUNNING &&
-      ljp_arm_safe(ctx, pc))
+      vm != 'J' && ljp_arm_safe(ctx, pc))
     ljp_arm(ctx);
 }
 

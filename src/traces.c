@@ -4,7 +4,14 @@
 ** Keeps the code map's trace ranges current ("stop": jit.util.tracemc gives
 ** the machine code's address and size; "flush": all gone) and tells the
 ** signal handler when the recorder is active ("start" .. "stop"/"abort"),
-** since arming a hook then would abort the trace being recorded.
+** since arming a hook then would abort the trace being recorded. A hook
+** armed before the recorder started (a sample taken in a trace whose exit
+** then starts a side trace) is held back by raising g->hookcount, and
+** released when recording ends: profiling never aborts a trace.
+**
+** It also remembers where each trace started (function and line, to
+** charge compiled-code samples to it) and why traces were aborted (the
+** "hot but interpreted" report).
 **
 ** jit.attach keeps one handler per event, so attaching would silently
 ** disconnect -jv, -jdump or a user's tool. We find the registry slot of
@@ -12,6 +19,8 @@
 ** it at stop, and if somebody replaces us while running we re-attach on
 ** top of them (chaining to theirs). Normal context only.
 */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -38,6 +47,173 @@ static void trace_learn(ljp_ctx *ctx, lua_State *L, int mcidx, lua_Integer tr)
   lua_pop(L, 2);
 }
 
+/* -- Where traces start, why they abort -------------------------------------- */
+
+static void trinfo_clear(ljp_trinfo *t)
+{
+  free(t->source);
+  memset(t, 0, sizeof(*t));
+}
+
+void ljp_traces_reset(ljp_ctx *ctx)
+{
+  uint32_t i;
+  for (i = 0; i < ctx->ntrinfo; i++) trinfo_clear(&ctx->trinfo[i]);
+  free(ctx->trinfo);
+  ctx->trinfo = NULL;
+  ctx->ntrinfo = 0;
+  trinfo_clear(&ctx->trpending);
+  for (i = 0; i < ctx->naborts; i++) {
+    free(ctx->aborts[i].func);
+    free(ctx->aborts[i].info);
+    free(ctx->aborts[i].at);
+  }
+  free(ctx->aborts);
+  ctx->aborts = NULL;
+  ctx->naborts = 0;
+  ctx->aborts_lost = 0;
+}
+
+const ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace)
+{
+  if (trace <= 0 || (uint32_t)trace >= ctx->ntrinfo) return NULL;
+  return ctx->trinfo[trace].source ? &ctx->trinfo[trace] : NULL;
+}
+
+/* Chunk, first line and line at pc of the Lua function at fidx. */
+static int func_where(ljp_ctx *ctx, lua_State *L, int fidx, int pcidx,
+                      lua_Debug *ar, int *line)
+{
+  *line = -1;
+  if (!lua_isfunction(L, fidx) || lua_iscfunction(L, fidx)) return 0;
+  lua_pushvalue(L, fidx);
+  if (!lua_getinfo(L, ">S", ar) || !ar->source) return 0;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->funcinfo_ref);
+  if (lua_isfunction(L, -1)) {
+    lua_pushvalue(L, fidx);
+    lua_pushvalue(L, pcidx);
+    if (lua_pcall(L, 2, 1, 0) == 0 && lua_istable(L, -1)) {
+      lua_getfield(L, -1, "currentline");
+      if (lua_isnumber(L, -1)) *line = (int)lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  if (*line < 0) *line = ar->linedefined;
+  return 1;
+}
+
+static char *buf_take(ljp_buf *b)
+{
+  char *s = malloc(b->n + 1);
+  if (s) {
+    memcpy(s, b->b ? b->b : "", b->n);
+    s[b->n] = '\0';
+  }
+  return s;
+}
+
+static void trace_started(ljp_ctx *ctx, lua_State *L)
+{
+  lua_Debug ar;
+  int line;
+  trinfo_clear(&ctx->trpending);
+  if (func_where(ctx, L, 3, 4, &ar, &line)) {
+    ctx->trpending.source = strdup(ar.source);
+    ctx->trpending.linedefined = ar.linedefined;
+    ctx->trpending.line = line;
+  }
+}
+
+static void trace_stopped(ljp_ctx *ctx, lua_Integer tr)
+{
+  if (tr <= 0 || tr > 65535) return;
+  if ((uint32_t)tr >= ctx->ntrinfo) {
+    uint32_t n = ctx->ntrinfo ? ctx->ntrinfo : 64;
+    ljp_trinfo *t;
+    while (n <= (uint32_t)tr) n *= 2;
+    if (!(t = realloc(ctx->trinfo, n * sizeof(ljp_trinfo)))) return;
+    memset(t + ctx->ntrinfo, 0, (n - ctx->ntrinfo) * sizeof(ljp_trinfo));
+    ctx->trinfo = t;
+    ctx->ntrinfo = n;
+  }
+  trinfo_clear(&ctx->trinfo[tr]);
+  ctx->trinfo[tr] = ctx->trpending;
+  memset(&ctx->trpending, 0, sizeof(ctx->trpending));
+}
+
+/* Abort event: (what, tr, func, pc, code, info) */
+static void trace_aborted(ljp_ctx *ctx, lua_State *L)
+{
+  ljp_buf b = {0};
+  lua_Debug ar;
+  char *func = NULL, *info = NULL, *at = NULL;
+  int code = (int)lua_tointeger(L, 5), isnum = lua_type(L, 6) == LUA_TNUMBER;
+  int line, start = ctx->trpending.line;
+  uint32_t i;
+  if (!ctx->trpending.source) return;
+  ljp_put_location(&b, ctx->trpending.source, ctx->trpending.linedefined,
+                   ctx->trpending.linedefined);
+  func = buf_take(&b);
+  b.n = 0;
+  if (func_where(ctx, L, 3, 4, &ar, &line))
+    ljp_put_location(&b, ar.source, ar.linedefined, line);
+  at = buf_take(&b);
+  b.n = 0;
+  if (lua_iscfunction(L, 6)) {
+    ljp_put_cfunc(&b, lua_tocfunction(L, 6));
+  } else if (lua_isfunction(L, 6) && func_where(ctx, L, 6, 6, &ar, &line)) {
+    ljp_put_location(&b, ar.source, ar.linedefined, ar.linedefined);
+  } else if (lua_isstring(L, 6)) {
+    size_t n;
+    const char *s = lua_tolstring(L, 6, &n);
+    if (ljp_buf_reserve(&b, n) == 0) { memcpy(b.b, s, n); b.n = n; }
+  }
+  info = buf_take(&b);
+  ljp_buf_free(&b);
+  if (!func || !at || !info) goto out;
+  for (i = 0; i < ctx->naborts; i++) {
+    ljp_abort *a = &ctx->aborts[i];
+    if (a->code == code && a->line == start && !strcmp(a->func, func) &&
+        !strcmp(a->info, info) && !strcmp(a->at, at)) {
+      a->count++;
+      goto out;
+    }
+  }
+  if (ctx->naborts >= LJP_MAX_ABORTS) {
+    ctx->aborts_lost++;
+    goto out;
+  }
+  if (!(ctx->naborts & (ctx->naborts + 1))) {  /* 0, 1, 3, 7...: grow */
+    ljp_abort *t = realloc(ctx->aborts,
+                           (ctx->naborts + 1) * 2 * sizeof(ljp_abort));
+    if (!t) goto out;
+    ctx->aborts = t;
+  }
+  ctx->aborts[ctx->naborts].func = func;
+  ctx->aborts[ctx->naborts].line = start;
+  ctx->aborts[ctx->naborts].code = code;
+  ctx->aborts[ctx->naborts].info = info;
+  ctx->aborts[ctx->naborts].info_is_num = isnum;
+  ctx->aborts[ctx->naborts].at = at;
+  ctx->aborts[ctx->naborts].count = 1;
+  ctx->naborts++;
+  return;
+out:
+  free(func);
+  free(info);
+  free(at);
+}
+
+/* -- The event handler ------------------------------------------------------- */
+
+/* Is our count hook armed (a sample waits for the next bytecode)? */
+static int hook_armed(ljp_ctx *ctx)
+{
+  return lua_gethook(ctx->L) == ljp_hook &&
+         (lua_gethookmask(ctx->L) & LUA_MASKCOUNT);
+}
+
 /* The jit.attach handler: (what, tr, func, pc, otr, oex). */
 static int traces_event(lua_State *L)
 {
@@ -45,16 +221,37 @@ static int traces_event(lua_State *L)
   ljp_ctx *ctx = ljp_slot_ctx((uint32_t)lua_tointeger(L, UP_TOKEN));
   const char *what = lua_tostring(L, 1);
   if (ctx && what) {
+    int was = ctx->recording;
     if (!strcmp(what, "start")) {
       ctx->recording = 1;
+      /* A hook armed now would fire at the first recorded instruction and
+      ** abort the trace; lua_sethook would abort it too. Hold the hook
+      ** back by its countdown instead, until recording ends. */
+      if (!ctx->hook_held && ctx->vm_g && ljp_vml.hookcount_ok &&
+          hook_armed(ctx)) {
+        ljp_vm_hookcount(ctx->vm_g, INT32_MAX);
+        ctx->hook_held = 1;
+      }
+      trace_started(ctx, L);
     } else if (!strcmp(what, "stop")) {
       ctx->recording = 0;
       trace_learn(ctx, L, UP_MC, lua_tointeger(L, 2));
+      trace_stopped(ctx, lua_tointeger(L, 2));
     } else if (!strcmp(what, "abort")) {
       ctx->recording = 0;
+      trace_aborted(ctx, L);
+      trinfo_clear(&ctx->trpending);
     } else if (!strcmp(what, "flush")) {
       ctx->recording = 0;
       ljp_codemap_trace_flush(&ctx->map);
+      {
+        uint32_t i;
+        for (i = 0; i < ctx->ntrinfo; i++) trinfo_clear(&ctx->trinfo[i]);
+      }
+    }
+    if (was && !ctx->recording && ctx->hook_held) {
+      ctx->hook_held = 0;
+      if (hook_armed(ctx)) ljp_vm_hookcount(ctx->vm_g, 1); /* fire next */
     }
     if (!ctx->recording) ljp_settle(ctx); /* samples waited for the recorder */
   }
@@ -120,6 +317,7 @@ static int traces_install(ljp_ctx *ctx, lua_State *L)
   lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tracemc_ref);
   lua_pushcclosure(L, traces_event, 3);
   handler = lua_gettop(L);
+  ljp_cname_add(traces_event, "[ljprof trace events]");
   lua_pushvalue(L, attach);
   lua_pushvalue(L, handler);
   lua_pushstring(L, "trace");
@@ -162,6 +360,11 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
   ctx->attach_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   push_jitfn(L, "jit.util", "tracemc");
   ctx->tracemc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  unref(L, &ctx->funcinfo_ref);
+  push_jitfn(L, "jit.util", "funcinfo");
+  ctx->funcinfo_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  ljp_traces_reset(ctx);
+  ctx->hook_held = 0;
   if (!traces_install(ctx, L)) return;
   /* Traces compiled before the start. Numbers are reused lowest-first, so
   ** live traces are dense; stop after a long run of free numbers. */
@@ -199,6 +402,10 @@ void ljp_traces_check(ljp_ctx *ctx, lua_State *L)
   /* Replaced by somebody: we missed events, so forget what we knew about
   ** the recorder, and attach again on top of the newcomer. */
   ctx->recording = 0;
+  if (ctx->hook_held) {
+    ctx->hook_held = 0;
+    if (hook_armed(ctx)) ljp_vm_hookcount(ctx->vm_g, 1);
+  }
   traces_install(ctx, L);
 }
 
@@ -221,7 +428,9 @@ void ljp_traces_detach(ljp_ctx *ctx, lua_State *L)
   unref(L, &ctx->traces_ref);
   unref(L, &ctx->attach_ref);
   unref(L, &ctx->tracemc_ref);
+  unref(L, &ctx->funcinfo_ref);
   ctx->traces_key = 0;
   ctx->recording = 0;
+  ctx->hook_held = 0;
   lua_settop(L, top);
 }

@@ -369,7 +369,10 @@ t.case("fmt and depth options change the key", function()
   local s = ljprof.summary()
   t.ok(#s > 0, "entries")
   for _, e in ipairs(s) do
-    t.ok(e.stack:find("^" .. SRC .. ":%d+$") ~= nil, "file:line key: " .. e.stack)
+    -- a sample taken inside a C function shows that function as the leaf
+    t.ok(e.stack:find("^" .. SRC .. ":%d+$") ~= nil or
+         (e.vmstate == "C" and not e.stack:find(":%d")),
+         "file:line key (or C function): " .. e.stack)
   end
   t.eq(summary_total(s), ljprof.stats().completed, "totals")
   -- The hot function's lines dominate.

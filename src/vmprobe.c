@@ -1,0 +1,444 @@
+/*
+** VM probe: where does this LuaJIT keep the few private fields that tell
+** exactly what the VM is doing? Learnt at run time, validated, or not used.
+**
+** The signal handler (ljp_vm_read, signal context) reads:
+**   g->vmstate   the built-in profiler's source of truth: a trace number
+**                (>= 0) while compiled code runs, else ~state for the
+**                interpreter, C functions, GC, trace exits and the JIT
+**   g->cur_L     the running lua_State, then its L->base and the frame's
+**                function slot, then GCfuncC.f: the C function running
+** and safepoint.c writes g->hookcount to hold back an armed count hook
+** while the trace recorder runs (a hook call would abort the trace).
+**
+** Nothing is taken from LuaJIT's headers. Each offset is found by
+** observing the VM in known states and must be the only candidate:
+**   G        the lua_State word pointing at memory that holds the
+**            allocator function and data lua_getallocf returns
+**   vmstate  the int32 of G that reads -2 (~C) inside a lua_CFunction
+**            called from Lua, on the main thread and in a coroutine, and
+**            -1 (~INTERP) inside a count hook
+**   cur_L    the word of G that equals the running thread in both calls
+**   base     the lua_State word pointing just above a slot that holds the
+**            probe function itself (1 or 2 slots below: the frame layout)
+**   f        the word of that function object equal to the probe's entry
+**   hookcount the int32 pair (countdown, start) lua_sethook sets, seen
+**            with two different counts
+** and the whole chain is replayed in a coroutine, where it must lead back
+** to the probe function again. Anything unproven stays off and the VM
+** state falls back to the program counter (vmstate.c), coarser but never
+** wrong; one notice line says so. LJPROF_VMSTATE=pc forces the fallback.
+**
+** Memory of uncertain validity is read with ljp_peek (process_vm_readv on
+** ourselves): a bad address fails instead of faulting. Probing runs once
+** per process, in normal context, under a mutex.
+*/
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+#include "ljp.h"
+
+ljp_vmlayout ljp_vml;
+
+static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static int probe_done;
+
+/* -- Fault-safe reads (async-signal-safe) ---------------------------------- */
+
+int ljp_peek(void *dst, uintptr_t src, size_t n)
+{
+  struct iovec l, r;
+  l.iov_base = dst;
+  l.iov_len = n;
+  r.iov_base = (void *)src;
+  r.iov_len = n;
+  if (src < 4096) return -1;
+  return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static int peek_word(uintptr_t src, uintptr_t *v)
+{
+  return ljp_peek(v, src, sizeof(*v));
+}
+
+/* -- Decoding a stack slot ------------------------------------------------- */
+
+/* The GC object of a function TValue, or 0. Two encodings exist: 64-bit
+** GC references (type in the top 17 bits, LJ_TFUNC = ~8) and 32-bit ones
+** (low word the reference, high word the type tag ~8). */
+static inline uintptr_t tv_func(uint64_t tv, int gc64)
+{
+  if (gc64)
+    return (tv >> 47) == 0x1fff7 ? (uintptr_t)(tv & (((uint64_t)1 << 47) - 1))
+                                 : 0;
+  return (uint32_t)(tv >> 32) == 0xfffffff7u ? (uintptr_t)(uint32_t)tv : 0;
+}
+
+/* -- Signal context -------------------------------------------------------- */
+
+int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc)
+{
+  const ljp_vmlayout *v = &ljp_vml;
+  int32_t st;
+  *trace = 0;
+  *cfunc = 0;
+  if (!v->vmstate_ok || !g) return 0;
+  st = *(volatile int32_t *)(g + v->g_vmstate);
+  if (st >= 0) {
+    if (st > 65535) return 0;         /* not a trace number: distrust */
+    *trace = st;
+    return 'N';
+  }
+  switch (st) {
+  case -1: return 'I';
+  case -3: return 'G';
+  case -4: case -5: case -6: case -7: return 'J'; /* exit, record, opt, asm */
+  case -2: break;
+  default: return 0;
+  }
+  if (v->cfunc_ok) {
+    uintptr_t L = v->curl_size == 8 ? *(volatile uintptr_t *)(g + v->g_curl)
+                                    : *(volatile uint32_t *)(g + v->g_curl);
+    uintptr_t base, fn, f;
+    uint64_t tv;
+    if (L) {
+      base = *(volatile uintptr_t *)(L + v->l_base);
+      /* The slot may lie in a stack being reallocated: peek. */
+      if (ljp_peek(&tv, base - 8 * (uintptr_t)v->func_slot, 8) == 0 &&
+          (fn = tv_func(tv, v->gc64)) != 0 &&
+          ljp_peek(&f, fn + v->fn_f, sizeof(f)) == 0)
+        *cfunc = f;
+    }
+  }
+  return 'C';
+}
+
+/* -- Probing (normal context) ---------------------------------------------- */
+
+#define GSNAP 2048   /* bytes of global_State examined */
+#define LSNAP 160    /* bytes of lua_State examined */
+
+typedef struct probe_run {
+  uintptr_t g;
+  unsigned char snap_c[GSNAP], snap_co[GSNAP], snap_h[GSNAP];
+  uintptr_t L_c, L_co;
+  int have_c, have_co, have_h;
+  int co_chain_ok;       /* chain replayed inside the coroutine */
+  int calls;
+  char why[96];
+} probe_run;
+
+static probe_run *pr;  /* the running probe (under probe_mu) */
+
+static int snap_g(unsigned char *dst)
+{
+  return ljp_peek(dst, pr->g, GSNAP);
+}
+
+static uintptr_t read_g_word(const unsigned char *snap, size_t off, int size)
+{
+  if (size == 8) {
+    uint64_t v;
+    memcpy(&v, snap + off, 8);
+    return (uintptr_t)v;
+  } else {
+    uint32_t v;
+    memcpy(&v, snap + off, 4);
+    return v;
+  }
+}
+
+static int probe_cfunc(lua_State *L);
+
+/* Find L->base, the function slot and GCfuncC.f from inside probe_cfunc
+** (its first argument is the probe closure itself, then two numbers). */
+static void learn_frame(lua_State *L)
+{
+  ljp_vmlayout *v = &ljp_vml;
+  uintptr_t want = (uintptr_t)lua_topointer(L, 1), words[LSNAP / 8];
+  size_t o;
+  int found = 0, gc64, slot;
+  if (ljp_peek(words, (uintptr_t)L, sizeof(words)) != 0) return;
+  for (o = 0; o < LSNAP / 8; o++) {
+    for (gc64 = 1; gc64 >= 0; gc64--) {
+      for (slot = 1; slot <= 2; slot++) {
+        uint64_t tv;
+        if (ljp_peek(&tv, words[o] - 8 * (uintptr_t)slot, 8) != 0) continue;
+        if (tv_func(tv, gc64) == want) {
+          found++;
+          v->l_base = (ptrdiff_t)(o * 8);
+          v->gc64 = gc64;
+          v->func_slot = slot;
+        }
+      }
+    }
+  }
+  if (found != 1) {
+    snprintf(pr->why, sizeof(pr->why), "%d candidates for the frame base",
+             found);
+    return;
+  }
+  found = 0;
+  for (o = 0; o < 64; o += sizeof(uintptr_t)) {
+    uintptr_t w;
+    if (peek_word(want + o, &w) == 0 && w == (uintptr_t)probe_cfunc) {
+      found++;
+      v->fn_f = (ptrdiff_t)o;
+    }
+  }
+  if (found != 1)
+    snprintf(pr->why, sizeof(pr->why), "%d candidates for the C entry",
+             found);
+  else
+    v->frame_ok = 1;
+}
+
+static int probe_cfunc(lua_State *L)
+{
+  if (!pr) return 0;
+  pr->calls++;
+  if (pr->calls == 1) {          /* on the probing thread */
+    pr->have_c = snap_g(pr->snap_c) == 0;
+    pr->L_c = (uintptr_t)L;
+    learn_frame(L);
+  } else if (pr->calls == 2) {   /* in a coroutine */
+    pr->have_co = snap_g(pr->snap_co) == 0;
+    pr->L_co = (uintptr_t)L;
+  } else if (pr->calls == 3) {   /* coroutine again: replay the chain */
+    int32_t tr;
+    uintptr_t cf = 0;
+    int st = ljp_vm_read(pr->g, &tr, &cf);
+    pr->co_chain_ok = st == 'C' && cf == (uintptr_t)probe_cfunc;
+  }
+  return 0;
+}
+
+static void probe_hook(lua_State *L, lua_Debug *ar)
+{
+  (void)ar;
+  if (pr && !pr->have_h) pr->have_h = snap_g(pr->snap_h) == 0;
+  lua_sethook(L, NULL, 0, 0);
+}
+
+/* Find the G pointer's offset in lua_State. */
+static int learn_g(lua_State *L)
+{
+  void *ud;
+  lua_Alloc af = lua_getallocf(L, &ud);
+  uintptr_t words[LSNAP / 8];
+  size_t o, k;
+  int found = 0;
+  if (ljp_peek(words, (uintptr_t)L, sizeof(words)) != 0) return -1;
+  for (o = 0; o < LSNAP / 8; o++) {
+    uintptr_t g[8];
+    if (ljp_peek(g, words[o], sizeof(g)) != 0) continue;
+    for (k = 0; k + 1 < 8; k++) {
+      if (g[k] == (uintptr_t)af && g[k + 1] == (uintptr_t)ud) {
+        found++;
+        ljp_vml.l_glref = (ptrdiff_t)(o * 8);
+        break;
+      }
+    }
+  }
+  if (found != 1) {
+    snprintf(pr->why, sizeof(pr->why), "%d candidates for the global state",
+             found);
+    return -1;
+  }
+  pr->g = words[ljp_vml.l_glref / 8];
+  return 0;
+}
+
+/* Find hookcount: set two different counts, look for (count, count). */
+static void learn_hookcount(lua_State *L)
+{
+  static const int32_t counts[2] = {0x35a5a5, 0x1c3c3c};
+  unsigned char *snap = malloc(GSNAP);
+  int cand[GSNAP / 4], i, n = 0;
+  size_t o;
+  if (!snap) return;
+  for (o = 0; o + 8 <= GSNAP; o += 4) cand[o / 4] = 1;
+  for (i = 0; i < 2; i++) {
+    lua_sethook(L, probe_hook, LUA_MASKCOUNT, counts[i]);
+    if (snap_g(snap) != 0) { n = -1; break; }
+    for (o = 0; o + 8 <= GSNAP; o += 4) {
+      int32_t a, b;
+      memcpy(&a, snap + o, 4);
+      memcpy(&b, snap + o + 4, 4);
+      if (a != counts[i] || b != counts[i]) cand[o / 4] = 0;
+    }
+  }
+  lua_sethook(L, NULL, 0, 0);
+  free(snap);
+  if (n < 0) return;
+  for (o = 0; o + 8 <= GSNAP; o += 4) {
+    if (cand[o / 4]) {
+      n++;
+      ljp_vml.g_hookcount = (ptrdiff_t)o;
+    }
+  }
+  ljp_vml.hookcount_ok = n == 1;
+}
+
+static void learn_g_fields(void)
+{
+  ljp_vmlayout *v = &ljp_vml;
+  size_t o;
+  int n = 0, size;
+  for (o = 0; o + 4 <= GSNAP; o += 4) {
+    int32_t c, co, h;
+    memcpy(&c, pr->snap_c + o, 4);
+    memcpy(&co, pr->snap_co + o, 4);
+    memcpy(&h, pr->snap_h + o, 4);
+    if (c == -2 && co == -2 && h == -1) {
+      n++;
+      v->g_vmstate = (ptrdiff_t)o;
+    }
+  }
+  if (n != 1) {
+    snprintf(pr->why, sizeof(pr->why), "%d candidates for the VM state", n);
+    return;
+  }
+  v->vmstate_ok = 1;
+  for (size = 8; size >= 4; size -= 4) {
+    n = 0;
+    for (o = 0; o + (size_t)size <= GSNAP; o += (size_t)size) {
+      if (read_g_word(pr->snap_c, o, size) == pr->L_c &&
+          read_g_word(pr->snap_co, o, size) == pr->L_co) {
+        n++;
+        v->g_curl = (ptrdiff_t)o;
+      }
+    }
+    if (n == 1) { v->curl_size = size; break; }
+  }
+  if (n != 1)
+    snprintf(pr->why, sizeof(pr->why), "%d candidates for the running "
+             "thread", n);
+}
+
+/* Call 1 on the probing thread, call 2 in a coroutine. */
+static const char probe_chunk[] =
+  "local probe = ...\n"
+  "probe(probe, 1, 2)\n"
+  "coroutine.resume(coroutine.create(function() probe(probe, 1, 2) end))\n";
+/* Call 3, in a coroutine: the handler's read chain, replayed. */
+static const char replay_chunk[] =
+  "local probe = ...\n"
+  "coroutine.wrap(function() probe(probe, 1, 2) end)()\n";
+
+static void run_probe(lua_State *L)
+{
+  lua_Hook uh = lua_gethook(L);
+  int umask = lua_gethookmask(L), ucount = lua_gethookcount(L);
+  int top = lua_gettop(L);
+  lua_State *th;
+  if (learn_g(L) != 0) return;
+  learn_hookcount(L);
+  th = lua_newthread(L);
+  if (luaL_loadbuffer(th, probe_chunk, sizeof(probe_chunk) - 1,
+                      "=ljprof-probe") != 0) {
+    snprintf(pr->why, sizeof(pr->why), "probe chunk did not load");
+    goto out;
+  }
+  lua_pushcfunction(th, probe_cfunc);
+  /* The count hook fires at the chunk's first instruction: snap_h. */
+  lua_sethook(th, probe_hook, LUA_MASKCOUNT, 1);
+  if (lua_pcall(th, 1, 0, 0) != 0) {
+    snprintf(pr->why, sizeof(pr->why), "probe chunk failed: %s",
+             lua_tostring(th, -1) ? lua_tostring(th, -1) : "?");
+    goto out;
+  }
+  if (!pr->have_c || !pr->have_co || !pr->have_h || pr->calls != 2) {
+    snprintf(pr->why, sizeof(pr->why), "probe did not run (%d calls)",
+             pr->calls);
+    goto out;
+  }
+  /* L_c must be the probing thread itself. */
+  if (pr->L_c != (uintptr_t)th) {
+    snprintf(pr->why, sizeof(pr->why), "probe ran on an unexpected thread");
+    goto out;
+  }
+  learn_g_fields();
+  if (ljp_vml.vmstate_ok && ljp_vml.curl_size && ljp_vml.frame_ok) {
+    /* Replay the handler's chain in the coroutine (third call). */
+    ljp_vml.cfunc_ok = 1;
+    pr->calls = 2;
+    lua_settop(th, 0);
+    if (luaL_loadbuffer(th, replay_chunk, sizeof(replay_chunk) - 1,
+                        "=ljprof-probe") == 0) {
+      lua_pushcfunction(th, probe_cfunc);
+      lua_pcall(th, 1, 0, 0);
+    }
+    if (!pr->co_chain_ok) {
+      ljp_vml.cfunc_ok = 0;
+      snprintf(pr->why, sizeof(pr->why), "the running C function could not "
+               "be read back");
+    }
+  }
+out:
+  lua_sethook(L, uh, umask, ucount);
+  lua_settop(L, top);
+}
+
+int ljp_vmprobe(lua_State *L)
+{
+  const char *env = getenv("LJPROF_VMSTATE");
+  pthread_mutex_lock(&probe_mu);
+  if (!probe_done) {
+    probe_done = 1;
+    if (env && !strcmp(env, "pc")) {
+      snprintf(ljp_vml.why, sizeof(ljp_vml.why), "LJPROF_VMSTATE=pc");
+    } else if ((pr = calloc(1, sizeof(*pr))) != NULL) {
+      run_probe(L);
+      snprintf(ljp_vml.why, sizeof(ljp_vml.why), "%s", pr->why);
+      free(pr);
+      pr = NULL;
+    }
+    if (!ljp_vml.vmstate_ok) {
+      memset(&ljp_vml, 0, offsetof(ljp_vmlayout, why));
+      fprintf(stderr, "ljprof: notice: LuaJIT's VM state is not readable "
+              "here (%s); VM states come from the program counter: GC and "
+              "JIT compiler time show as I, C functions are not named\n",
+              ljp_vml.why[0] ? ljp_vml.why : "unknown layout");
+    } else if (!ljp_vml.cfunc_ok) {
+      fprintf(stderr, "ljprof: notice: cannot read which C function is "
+              "running (%s); C samples are charged to the calling Lua "
+              "function\n", ljp_vml.why);
+    }
+  }
+  pthread_mutex_unlock(&probe_mu);
+  return ljp_vml.vmstate_ok;
+}
+
+uintptr_t ljp_vm_global(lua_State *L)
+{
+  uintptr_t g;
+  void *ud;
+  lua_Alloc af;
+  if (!ljp_vml.vmstate_ok) return 0;
+  /* Re-check per state: its G must hold its own allocator. */
+  af = lua_getallocf(L, &ud);
+  if (peek_word((uintptr_t)L + (uintptr_t)ljp_vml.l_glref, &g) != 0) return 0;
+  {
+    uintptr_t w[8];
+    int k;
+    if (ljp_peek(w, g, sizeof(w)) != 0) return 0;
+    for (k = 0; k + 1 < 8; k++)
+      if (w[k] == (uintptr_t)af && w[k + 1] == (uintptr_t)ud) return g;
+  }
+  return 0;
+}
+
+/* Hold back (hold != 0) or release an armed count hook. */
+void ljp_vm_hookcount(uintptr_t g, int32_t count)
+{
+  if (ljp_vml.hookcount_ok && g)
+    *(volatile int32_t *)(g + ljp_vml.g_hookcount) = count;
+}

@@ -119,6 +119,44 @@ local function report(r, out)
     end
   end
   top(count1, total, "", count2)
+  if not r.raw then M.hot_interpreted(out, total, r.min) end
+end
+
+-- "Hot but interpreted": functions where at least min percent of all
+-- samples were spent in the interpreter, with the trace aborts LuaJIT
+-- reported for traces starting in them (why the hot code did not compile).
+function M.hot_interpreted(out, total, min)
+  local aborts = {}
+  for _, a in ipairs(ljprof.aborts()) do
+    local t = aborts[a.func] or {}
+    aborts[a.func] = t
+    t[#t + 1] = a
+  end
+  local lines = {}
+  for _, f in ipairs(ljprof.functions()) do
+    local i = f.I or 0
+    local pct = math.floor(i * 100 / total + 0.5)
+    if i > 0 and pct >= math.max(min, 1) and #lines < 10 then
+      local head = string.format("%2d%%  %s", pct, f.func)
+      local list = aborts[f.func]
+      if not list then
+        lines[#lines + 1] = head .. "  no trace aborts reported (JIT off for it, or not hot enough to compile)"
+      else
+        for k, a in ipairs(list) do
+          if k > 5 then
+            lines[#lines + 1] = string.rep(" ", #head) .. "  ... " .. (#list - 5) .. " more"
+            break
+          end
+          lines[#lines + 1] = (k == 1 and head or string.rep(" ", #head))
+            .. string.format("  %dx %s (trace at line %d, aborted at %s)", a.count, a.reason, a.line, a.at)
+        end
+      end
+    end
+  end
+  if #lines > 0 then
+    out:write("\nHot but interpreted (percent of all samples in the interpreter; trace aborts):\n")
+    for _, l in ipairs(lines) do out:write(l, "\n") end
+  end
 end
 
 function M.stop()

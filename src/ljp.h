@@ -89,6 +89,7 @@ typedef struct ljp_vmlayout {
   ptrdiff_t g_curl;       /* global_State: running lua_State */
   ptrdiff_t g_hookcount;  /* global_State: int32 count hook countdown */
   ptrdiff_t fn_f;         /* function object: lua_CFunction entry */
+  ptrdiff_t fn_ffid;      /* function object: 0 Lua, 1 C, > 1 library */
   int curl_size;          /* bytes of a GC reference: 8 or 4 */
   int gc64;               /* stack slot encoding: 64-bit GC references */
   int func_slot;          /* frame function: this many slots below base */
@@ -96,6 +97,7 @@ typedef struct ljp_vmlayout {
 } ljp_vmlayout;
 
 extern ljp_vmlayout ljp_vml;
+#define LJP_FNOBJ 64  /* bytes of a function object the probe examines */
 
 /* Normal context: probe once per process; returns vmstate_ok. */
 int ljp_vmprobe(lua_State *L);
@@ -115,6 +117,8 @@ typedef struct ljp_trinfo {
   char *source;             /* start function's chunk name (NULL: unknown) */
   int linedefined;          /* start function's first line */
   int line;                 /* line the trace starts at */
+  int have_key;             /* a sample found the start function on the */
+  uint32_t stack, func;     /* stack: its keys, for samples that do not */
 } ljp_trinfo;
 
 typedef struct ljp_abort {
@@ -269,7 +273,7 @@ int ljp_check_writable(const char *path, char *err, size_t n);
 void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
-const ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace);
+ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace);
 void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
 
 /* Stack dumps (dumpstack.c). helper: the running thread, on which

@@ -94,9 +94,11 @@ static void name_cfunc(ljp_ctx *ctx, lua_State *L, uintptr_t cf)
 **   'C' with a known C function: that function, as a frame on top;
 **   'N' in a trace whose start is known: the trace's start function and
 **       line. The stack is cut at the innermost activation of that
-**       function, which then shows the trace's start line; when the
-**       function is no longer on the stack (the trace returned from it),
-**       it is put on top of the stack instead. */
+**       function, which then shows the trace's start line. When the
+**       function is no longer on the stack (the trace, or a side trace
+**       linked to it, returned from it before the exit), the sample takes
+**       the key of the trace's last sample that did find it; failing
+**       that, the function is put on top of the stack. */
 static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
                      ljp_leaf *lf)
 {
@@ -170,6 +172,7 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
 {
   uintptr_t cf = r->vmstate == 'C' ? r->cfunc : 0;
   int32_t tr = r->vmstate == 'N' ? r->trace : 0;
+  ljp_trinfo *ti = tr ? ljp_trace_info(ctx, tr) : NULL;
   ljp_leaf lf;
   variant *e;
   int i;
@@ -180,6 +183,11 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   e->trace = tr;
   e->stack = 0;
   leaf_for(ctx, L, r, &lf);
+  if (ti && lf.kind == LJP_LEAF_LUA && ti->have_key) {
+    e->stack = ti->stack;  /* start function not on the stack */
+    e->func = ti->func;
+    return e;
+  }
   if (ljp_dumpstack_leaf(L, NULL, &ctx->dump, ctx->stack_fmt,
                          ctx->opt.stack_depth, &lf) == 0) {
     const ljp_str *last = ljp_strtab_get(&ctx->strs, ctx->last_stack);
@@ -192,6 +200,11 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
     }
   }
   e->func = leaf_func(ctx, L, &lf);
+  if (ti && lf.kind == LJP_LEAF_NONE) {
+    ti->have_key = 1;
+    ti->stack = e->stack;
+    ti->func = e->func;
+  }
   return e;
 }
 

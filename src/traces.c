@@ -74,7 +74,7 @@ void ljp_traces_reset(ljp_ctx *ctx)
   ctx->aborts_lost = 0;
 }
 
-const ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace)
+ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace)
 {
   if (trace <= 0 || (uint32_t)trace >= ctx->ntrinfo) return NULL;
   return ctx->trinfo[trace].source ? &ctx->trinfo[trace] : NULL;

@@ -22,6 +22,9 @@
 **   base     the lua_State word pointing just above a slot that holds the
 **            probe function itself (1 or 2 slots below: the frame layout)
 **   f        the word of that function object equal to the probe's entry
+**   ffid     the byte of a function object that is 0 for a Lua function,
+**            1 for the probe (a plain C function) and > 1 for print (a
+**            library function): the handler names only C functions
 **   hookcount the int32 pair (countdown, start) lua_sethook sets, seen
 **            with two different counts
 ** and the whole chain is replayed in a coroutine, where it must lead back
@@ -111,10 +114,16 @@ int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc)
     if (L) {
       base = *(volatile uintptr_t *)(L + v->l_base);
       /* The slot may lie in a stack being reallocated: peek. */
+      unsigned char obj[LJP_FNOBJ];
+      /* Not a C function (a Lua function returning to C sets the state
+      ** before the frame is gone): no name. */
       if (ljp_peek(&tv, base - 8 * (uintptr_t)v->func_slot, 8) == 0 &&
           (fn = tv_func(tv, v->gc64)) != 0 &&
-          ljp_peek(&f, fn + v->fn_f, sizeof(f)) == 0)
+          ljp_peek(obj, fn, (size_t)v->fn_f + sizeof(f)) == 0 &&
+          obj[v->fn_ffid] != 0) {
+        memcpy(&f, obj + v->fn_f, sizeof(f));
         *cfunc = f;
+      }
     }
   }
   return 'C';
@@ -157,8 +166,9 @@ static uintptr_t read_g_word(const unsigned char *snap, size_t off, int size)
 
 static int probe_cfunc(lua_State *L);
 
-/* Find L->base, the function slot and GCfuncC.f from inside probe_cfunc
-** (its first argument is the probe closure itself, then two numbers). */
+/* Find L->base, the function slot, GCfuncC.f and the ffid byte from
+** inside probe_cfunc; its arguments: the probe closure itself, two
+** numbers, a Lua function and print. */
 static void learn_frame(lua_State *L)
 {
   ljp_vmlayout *v = &ljp_vml;
@@ -186,18 +196,37 @@ static void learn_frame(lua_State *L)
     return;
   }
   found = 0;
-  for (o = 0; o < 64; o += sizeof(uintptr_t)) {
+  for (o = 0; o + sizeof(uintptr_t) <= LJP_FNOBJ; o += sizeof(uintptr_t)) {
     uintptr_t w;
     if (peek_word(want + o, &w) == 0 && w == (uintptr_t)probe_cfunc) {
       found++;
       v->fn_f = (ptrdiff_t)o;
     }
   }
-  if (found != 1)
+  if (found != 1) {
     snprintf(pr->why, sizeof(pr->why), "%d candidates for the C entry",
              found);
-  else
-    v->frame_ok = 1;
+    return;
+  }
+  {
+    unsigned char c[16], l[16], b[16];
+    found = 0;
+    if (ljp_peek(c, want, 16) == 0 &&
+        ljp_peek(l, (uintptr_t)lua_topointer(L, 4), 16) == 0 &&
+        ljp_peek(b, (uintptr_t)lua_topointer(L, 5), 16) == 0) {
+      for (o = 0; o < 16 && (ptrdiff_t)o < v->fn_f; o++) {
+        if (c[o] == 1 && l[o] == 0 && b[o] > 1) {
+          found++;
+          v->fn_ffid = (ptrdiff_t)o;
+        }
+      }
+    }
+    if (found != 1)
+      snprintf(pr->why, sizeof(pr->why), "%d candidates for the function "
+               "kind", found);
+    else
+      v->frame_ok = 1;
+  }
 }
 
 static int probe_cfunc(lua_State *L)
@@ -326,8 +355,9 @@ static void learn_g_fields(void)
 /* Call 1 on the probing thread, call 2 in a coroutine. */
 static const char probe_chunk[] =
   "local probe = ...\n"
-  "probe(probe, 1, 2)\n"
-  "coroutine.resume(coroutine.create(function() probe(probe, 1, 2) end))\n";
+  "probe(probe, 1, 2, function() end, print)\n"
+  "coroutine.resume(coroutine.create(function() probe(probe, 1, 2) "
+  "end))\n";
 /* Call 3, in a coroutine: the handler's read chain, replayed. */
 static const char replay_chunk[] =
   "local probe = ...\n"

@@ -180,7 +180,8 @@ t.case("first expiry is randomised", function()
       if ljprof.stats().ticks > 0 then hit = hit + 1 end
     end
     print(string.format("  %s: %d of %d short runs sampled", clock, hit, runs))
-    t.ok(hit >= runs * 0.03, clock .. ": short runs are sometimes sampled (" .. hit .. ")")
+    -- (a first expiry always one interval away would give 0)
+    t.ok(hit >= runs * 0.01, clock .. ": short runs are sometimes sampled (" .. hit .. ")")
     t.ok(hit <= runs * 0.85, clock .. ": but not always (" .. hit .. ")")
   end
 end)

@@ -34,11 +34,25 @@ local function run(opt, script, extra)
   return text, ok
 end
 
+-- The report's lines, up to ljprof's own "Hot but interpreted" section
+-- (after a blank line), which -jp does not have.
 local function lines(text)
   local r = {}
+  text = text:gsub("\n\nHot but interpreted.*$", "\n")
   for l in text:gmatch("[^\n]+") do r[#r + 1] = l end
   return r
 end
+
+t.case("hot but interpreted: its own section after the -jp lines", function()
+  local text = run("-jprof", workload)
+  local sec = text:match("\n\n(Hot but interpreted.*)$")
+  t.ok(sec, "section present:\n" .. text)
+  if sec then
+    t.ok(sec:find("\n%s?%d+%%  [^\n]*:%d+  no trace aborts reported") ~= nil,
+      "jit.off functions listed without aborts:\n" .. sec)
+  end
+  t.ok(not run("-jprof=r", workload):find("Hot but", 1, true), "not in raw mode")
+end)
 
 t.case("default report: percent lines, heavy first, like -jp", function()
   local mine = run("-jprof", workload)

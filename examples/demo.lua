@@ -25,14 +25,14 @@ jit.off(interpreted)
 
 local function c_heavy(n)
   local s = 0
-  for _ = 1, n do s = s + #string.rep("ab", 5000):upper() end
+  for i = 1, n do s = s + #string.rep("ab", 5000 + i % 100):upper() end
   return s
 end
 
 local function main()
   local r = 0
   for _ = 1, 3 do
-    r = r + fib(27)
+    r = r + fib(30)
     r = r + #build_strings(100000)
     r = r + allocate(600000)
     r = r + interpreted(3000000)

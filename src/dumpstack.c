@@ -382,6 +382,25 @@ void ljp_ffid_learn(lua_State *L)
       learn_table(L, fi, lua_gettop(L), 0, "file", ":");
     }
     lua_settop(L, fi);
+    lua_getglobal(L, "package");             /* FFI metamethods (a call */
+    if (lua_istable(L, -1)) {                /* through the FFI runs in */
+      lua_getfield(L, -1, "loaded");         /* ffi.meta.__call) */
+      if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "ffi");
+        if (lua_istable(L, -1)) {
+          lua_getfield(L, -1, "new");
+          lua_pushliteral(L, "char");
+          if (lua_isfunction(L, -2) && lua_pcall(L, 1, 1, 0) == 0 &&
+              lua_getmetatable(L, -1))
+            learn_table(L, fi, lua_gettop(L), 0, "ffi.meta", ".");
+          lua_settop(L, fi + 3);
+          lua_getfield(L, -1, "C");          /* ffi.C.name lookups */
+          if (lua_getmetatable(L, -1))
+            learn_table(L, fi, lua_gettop(L), 0, "ffi.clib", ".");
+        }
+      }
+    }
+    lua_settop(L, fi);
     lua_getglobal(L, "coroutine");           /* a wrap closure's entry */
     if (lua_istable(L, -1)) {
       lua_getfield(L, -1, "wrap");

@@ -83,6 +83,8 @@ typedef struct ljp_vmlayout {
   int cfunc_ok;           /* running C function readable */
   int frame_ok;           /* L->base, frame function slot, GCfuncC.f */
   int hookcount_ok;       /* g->hookcount located */
+  volatile int jstate_ok; /* trace compiler state located (from events) */
+  ptrdiff_t g_jstate;     /* after G: int32 trace compiler state */
   ptrdiff_t l_glref;      /* lua_State: pointer to global_State */
   ptrdiff_t l_base;       /* lua_State: base of the running frame */
   ptrdiff_t g_vmstate;    /* global_State: int32 VM state / trace number */
@@ -106,6 +108,13 @@ uintptr_t ljp_vm_global(lua_State *L);
 /* Signal context: 'N' 'I' 'C' 'G' 'J' from g->vmstate (trace number for
 ** 'N', the running C function for 'C' when known), or 0: use the PC. */
 int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc);
+/* Normal context: learn the trace compiler's state field from what it
+** must read at a trace "start" event, a "stop" event, and a safe point
+** while nothing records. */
+enum { LJP_JS_START, LJP_JS_STOP, LJP_JS_IDLE };
+void ljp_vm_learn_jstate(uintptr_t g, int event);
+/* Signal context: is the trace compiler idle (or its state unknown)? */
+int ljp_vm_jit_idle(uintptr_t g);
 /* Set g->hookcount (no-op when unknown). */
 void ljp_vm_hookcount(uintptr_t g, int32_t count);
 /* Fault-safe read of our own memory: 0, or -1 for an unreadable range. */
@@ -194,6 +203,7 @@ struct ljp_ctx {
   _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
   volatile sig_atomic_t busy;      /* profiler code is changing hooks */
   volatile sig_atomic_t recording; /* the trace recorder is active */
+  uint32_t jit_busy_run;    /* signals in a row that found the JIT busy */
   /* Return address of the hook call inside LuaJIT's callhook (learnt at
   ** each safe point): the signal handler does not arm near it, see
   ** ljp_arm_safe (signal.c). */

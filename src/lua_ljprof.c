@@ -329,6 +329,8 @@ static int l_stats(lua_State *L)
     lua_pushboolean(L, ctx->vm_g && ljp_vml.cfunc_ok);
     lua_setfield(L, -2, "cfunc_names");
     setnum(L, "aborts_lost", ctx->aborts_lost);
+    lua_pushboolean(L, ctx->vm_g && ljp_vml.jstate_ok);
+    lua_setfield(L, -2, "jit_state");  /* trace compiler state learnt */
     if (ctx->error) {
       lua_pushstring(L, ctx->error);
       lua_setfield(L, -2, "error");

@@ -112,7 +112,9 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
     lua_Debug ar;
     int level;
     lf->line = ti->line;
-    for (level = 0; level < 256 && lua_getstack(L, level, &ar); level++) {
+    /* A trace runs in the top few frames: look at most 32 levels deep
+    ** (each lua_getstack walks from the top). */
+    for (level = 0; level < 32 && lua_getstack(L, level, &ar); level++) {
       lua_getinfo(L, "S", &ar);
       if (ar.linedefined == ti->linedefined && ar.source &&
           !strcmp(ar.source, ti->source)) {
@@ -269,6 +271,8 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   atomic_signal_fence(memory_order_seq_cst);
   ctx->in_safepoint = 1;
   ctx->safepoints++;
+  if (!ljp_vml.jstate_ok && !ctx->recording)
+    ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_IDLE);
   ljp_complete(ctx, L);
   ctx->busy = 0;
   if (ljp_ring_completed(&ctx->ring) >= ctx->ring.cap / 2) {

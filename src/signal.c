@@ -142,6 +142,19 @@ static inline int ljp_arm_safe(ljp_ctx *ctx, uintptr_t pc)
   return !ret || pc + 256 <= ret || pc >= ret + 64;
 }
 
+/* Is the trace compiler idle? A learnt state field that never reads idle
+** (1000 signals in a row, far longer than any trace takes to compile)
+** was learnt wrong: it is dropped, so samples are not held forever. */
+static inline int jit_idle(ljp_ctx *ctx)
+{
+  if (ljp_vm_jit_idle(ctx->vm_g)) {
+    ctx->jit_busy_run = 0;
+    return 1;
+  }
+  if (++ctx->jit_busy_run >= 1000) ljp_vml.jstate_ok = 0;
+  return 0;
+}
+
 /* Record one sample of weight w. Signal context. */
 static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
 {
@@ -171,10 +184,12 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   } else {
     atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
   }
-  /* Never arm while the trace recorder may be running: a hook call aborts
-  ** the trace. ('J' also covers the recorder when its events are lost.) */
+  /* Never arm while the trace compiler may be busy: lua_sethook aborts a
+  ** trace being started or recorded. The recorder's events set
+  ** ctx->recording; 'J' and the compiler's own state (once learnt) also
+  ** cover the start of a trace, before its "start" event. */
   if (!ctx->busy && !ctx->recording && ctx->state == LJP_RUNNING &&
-      vm != 'J' && ljp_arm_safe(ctx, pc))
+      vm != 'J' && jit_idle(ctx) && ljp_arm_safe(ctx, pc))
     ljp_arm(ctx);
 }
 

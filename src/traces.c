@@ -233,8 +233,10 @@ static int traces_event(lua_State *L)
         ctx->hook_held = 1;
       }
       trace_started(ctx, L);
+      ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_START);
     } else if (!strcmp(what, "stop")) {
       ctx->recording = 0;
+      ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_STOP);
       trace_learn(ctx, L, UP_MC, lua_tointeger(L, 2));
       trace_stopped(ctx, lua_tointeger(L, 2));
     } else if (!strcmp(what, "abort")) {

@@ -28,7 +28,15 @@
 **   hookcount the int32 pair (countdown, start) lua_sethook sets, seen
 **            with two different counts
 ** and the whole chain is replayed in a coroutine, where it must lead back
-** to the probe function again. Anything unproven stays off and the VM
+** to the probe function again.
+**
+** One more field is learnt later, from real trace events (traces.c): the
+** trace compiler's state (jit_State.state, which lies after G), the int32
+** that holds one busy value (with the "active" bit 0x10) in every "start"
+** event, another in every "stop" event, and 0 at safe points while
+** nothing records. With it the
+** handler never arms while a trace is being started: lua_sethook would
+** abort it. Anything unproven stays off and the VM
 ** state falls back to the program counter (vmstate.c), coarser but never
 ** wrong; one notice line says so. LJPROF_VMSTATE=pc forces the fallback.
 **
@@ -111,12 +119,12 @@ int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc)
                                     : *(volatile uint32_t *)(g + v->g_curl);
     uintptr_t base, fn, f;
     uint64_t tv;
-    if (L) {
+    unsigned char obj[LJP_FNOBJ];
+    if (L) {  /* cur_L is a live thread or NULL */
       base = *(volatile uintptr_t *)(L + v->l_base);
-      /* The slot may lie in a stack being reallocated: peek. */
-      unsigned char obj[LJP_FNOBJ];
-      /* Not a C function (a Lua function returning to C sets the state
-      ** before the frame is gone): no name. */
+      /* The slot may lie in a stack being reallocated: peek. The function
+      ** must be a C function: a Lua function returning to C sets the
+      ** state before its frame is gone. */
       if (ljp_peek(&tv, base - 8 * (uintptr_t)v->func_slot, 8) == 0 &&
           (fn = tv_func(tv, v->gc64)) != 0 &&
           ljp_peek(obj, fn, (size_t)v->fn_f + sizeof(f)) == 0 &&
@@ -385,7 +393,12 @@ static void run_probe(lua_State *L)
              lua_tostring(th, -1) ? lua_tostring(th, -1) : "?");
     goto out;
   }
-  if (!pr->have_c || !pr->have_co || !pr->have_h || pr->calls != 2) {
+  if (!pr->have_h) {
+    snprintf(pr->why, sizeof(pr->why), "started inside a hook; probed again "
+             "at the next start");
+    goto out;
+  }
+  if (!pr->have_c || !pr->have_co || pr->calls != 2) {
     snprintf(pr->why, sizeof(pr->why), "probe did not run (%d calls)",
              pr->calls);
     goto out;
@@ -419,7 +432,9 @@ out:
 
 int ljp_vmprobe(lua_State *L)
 {
+  static int noticed;
   const char *env = getenv("LJPROF_VMSTATE");
+  int retry = 0;
   pthread_mutex_lock(&probe_mu);
   if (!probe_done) {
     probe_done = 1;
@@ -428,15 +443,20 @@ int ljp_vmprobe(lua_State *L)
     } else if ((pr = calloc(1, sizeof(*pr))) != NULL) {
       run_probe(L);
       snprintf(ljp_vml.why, sizeof(ljp_vml.why), "%s", pr->why);
+      /* Started from inside a hook, hooks do not run: try again at the
+      ** next start (this run uses the PC). */
+      retry = !pr->have_h;
       free(pr);
       pr = NULL;
     }
     if (!ljp_vml.vmstate_ok) {
       memset(&ljp_vml, 0, offsetof(ljp_vmlayout, why));
-      fprintf(stderr, "ljprof: notice: LuaJIT's VM state is not readable "
-              "here (%s); VM states come from the program counter: GC and "
-              "JIT compiler time show as I, C functions are not named\n",
-              ljp_vml.why[0] ? ljp_vml.why : "unknown layout");
+      probe_done = !retry;
+      if (!noticed++)
+        fprintf(stderr, "ljprof: notice: LuaJIT's VM state is not readable "
+                "here (%s); VM states come from the program counter: GC "
+                "and JIT compiler time show as I, C functions are not "
+                "named\n", ljp_vml.why[0] ? ljp_vml.why : "unknown layout");
     } else if (!ljp_vml.cfunc_ok) {
       fprintf(stderr, "ljprof: notice: cannot read which C function is "
               "running (%s); C samples are charged to the calling Lua "
@@ -464,6 +484,57 @@ uintptr_t ljp_vm_global(lua_State *L)
       if (w[k] == (uintptr_t)af && w[k + 1] == (uintptr_t)ud) return g;
   }
   return 0;
+}
+
+/* -- The trace compiler's state, from trace events ------------------------- */
+
+#define JSCAN 4096          /* bytes after G examined */
+#define JS_ACTIVE 0x10      /* bit set in every busy state */
+
+/* Per candidate int32: the value seen at "start" and at "stop" events
+** (0: not seen yet). The state numbers differ between LuaJIT versions, so
+** they are learnt too: each must repeat, both must have the "active" bit,
+** and they must differ. */
+static struct {
+  unsigned char dead[JSCAN / 4];
+  int32_t at[2][JSCAN / 4];
+  int seen[3], failed;
+} js;
+
+void ljp_vm_learn_jstate(uintptr_t g, int event)
+{
+  int32_t snap[JSCAN / 4];
+  int i, n = 0, last = 0;
+  if (ljp_vml.jstate_ok || js.failed || !g || event < 0 || event > 2) return;
+  if (event == LJP_JS_IDLE && !js.seen[LJP_JS_START]) return;
+  if (ljp_peek(snap, g, sizeof(snap)) != 0) { js.failed = 1; return; }
+  for (i = 0; i < JSCAN / 4; i++) {
+    int32_t v = snap[i];
+    if (js.dead[i]) continue;
+    if (event == LJP_JS_IDLE) {
+      if (v != 0) js.dead[i] = 1;
+    } else if (!(v & JS_ACTIVE) || (js.at[event][i] && js.at[event][i] != v)) {
+      js.dead[i] = 1;
+    } else {
+      js.at[event][i] = v;
+      if (js.at[0][i] && js.at[0][i] == js.at[1][i]) js.dead[i] = 1;
+    }
+    if (!js.dead[i]) { n++; last = i; }
+  }
+  js.seen[event]++;
+  if (n == 0) {
+    js.failed = 1;
+  } else if (n == 1 && js.seen[0] >= 2 && js.seen[1] >= 2 && js.seen[2] >= 2) {
+    ljp_vml.g_jstate = (ptrdiff_t)last * 4;
+    atomic_signal_fence(memory_order_seq_cst);
+    ljp_vml.jstate_ok = 1;
+  }
+}
+
+int ljp_vm_jit_idle(uintptr_t g)
+{
+  return !ljp_vml.jstate_ok || !g ||
+         *(volatile int32_t *)(g + ljp_vml.g_jstate) == 0;
 }
 
 /* Hold back (hold != 0) or release an armed count hook. */

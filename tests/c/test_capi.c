@@ -87,7 +87,11 @@ int main(void)
   CHECK(a.calls >= 3);
   CHECK_EQ(a.mismatched, 0);
   CHECK(a.vm_ok);
-  CHECK_EQ((uint64_t)a.samples, st.completed);
+  /* Every completed tick reaches the callback, except those still pending
+  ** when stop ran (completed at stop, like the built-in, which drops
+  ** them): at most a signal or two, each ~4 ticks on a 250 Hz kernel. */
+  CHECK((uint64_t)a.samples <= st.completed);
+  CHECK(st.completed - (uint64_t)a.samples <= 16);
   CHECK_EQ(st.ticks, st.completed + st.dropped);
   /* dumpstack after stop: safe, and the top level is the main chunk. */
   CHECK(ljprof_dumpstack(L, "l", 1, &len) != NULL);

@@ -150,38 +150,70 @@ t.case("aborts(): why a hot loop stays interpreted", function()
 end)
 
 -- Trace starts/stops/aborts of a workload whose traces exit hot into side
--- traces (where a hook armed in a trace would hit the recorder).
+-- traces (where a hook armed in a trace would hit the recorder), each count
+-- from a fresh process: LuaJIT's trace heuristics carry state (penalty
+-- randomisation) across runs in one process.
+local CHURN = [[
+local profile = arg[1] == "on"
+local c = {start = 0, stop = 0, abort = 0, hook = 0}
+jit.attach(function(what, _, _, _, code)
+  c[what] = (c[what] or 0) + 1
+  if what == "abort" and code == 0 then c.hook = c.hook + 1 end
+end, "trace")
+local ljprof = require("ljprof")
+if profile then ljprof.record({clock = "wall", interval = 0.2}) end
+for k = 1, 60 do
+  local f = loadstring([=[
+    local n = ...
+    local s, t = 0, {}
+    for i = 1, n do
+      if i % 3 == 0 then s = s + i elseif i % 5 == 0 then t[#t + 1] = i
+      else s = s - 1 end
+    end
+    return s + #t]=])
+  f(300000 + k)
+end
+local st = profile and ljprof.stats()
+if profile then ljprof.stop() end
+print(c.start, c.stop, c.abort, c.hook, st and st.signals or 0,
+      st and tostring(st.jit_state))
+]]
+
 local function trace_counts(profile)
-  local c = {start = 0, stop = 0, abort = 0, hook = 0}
-  jit.flush()
-  jit.attach(function(what, _, _, _, code)
-    c[what] = (c[what] or 0) + 1
-    if what == "abort" and code == 0 then c.hook = c.hook + 1 end
-  end, "trace")
-  if profile then ljprof.record({clock = "wall", interval = 0.2}) end
-  for k = 1, 60 do
-    local f = loadstring([[
-      local n = ...
-      local s, t = 0, {}
-      for i = 1, n do
-        if i % 3 == 0 then s = s + i elseif i % 5 == 0 then t[#t + 1] = i
-        else s = s - 1 end
-      end
-      return s + #t]])
-    f(20000 + k)
-  end
-  if profile then ljprof.stop() end
-  jit.attach(function() end)
-  return c
+  local tmp = os.tmpname()
+  local f = assert(io.open(tmp, "w"))
+  f:write(CHURN)
+  f:close()
+  local p = io.popen(LUAJIT .. " " .. tmp .. (profile and " on" or " off") .. " 2>&1")
+  local out = p:read("*a")
+  p:close()
+  os.remove(tmp)
+  local a, b, c, d, e, js = out:match("^(%d+)%s+(%d+)%s+(%d+)%s+(%d+)%s+(%d+)%s+(%S+)")
+  assert(a, "churn workload output: " .. out)
+  return {start = tonumber(a), stop = tonumber(b), abort = tonumber(c),
+          hook = tonumber(d), signals = tonumber(e), jit_state = js}
 end
 
 t.case("profiling does not change what the JIT compiles", function()
   local base = trace_counts(false)
-  local prof = trace_counts(true)
-  t.eq(prof.hook, 0, "no trace aborted by a hook call")
-  t.eq(prof.start, base.start, "trace starts")
-  t.eq(prof.stop, base.stop, "trace stops")
-  t.eq(prof.abort, base.abort, "trace aborts")
+  local again = trace_counts(false)
+  t.eq(again.start .. "/" .. again.stop .. "/" .. again.abort,
+       base.start .. "/" .. base.stop .. "/" .. base.abort, "unprofiled runs agree")
+  -- Exact equality is not guaranteed even without hooks: the profiler's
+  -- own Lua allocations (trace-event callbacks) move later objects, and
+  -- LuaJIT's hot counters are shared by bytecode address hash. So the
+  -- counts may differ by a trace or two; a hook-induced abort is the
+  -- signature of perturbation and must never happen.
+  local function near(a, b) return math.abs(a - b) <= math.max(2, 0.02 * b) end
+  for _ = 1, 2 do
+    local prof = trace_counts(true)
+    t.ok(prof.signals >= 300, "sampled: " .. prof.signals .. " signals")
+    t.eq(prof.jit_state, "true", "trace compiler state learnt from events")
+    t.eq(prof.hook, 0, "no trace aborted by a hook call")
+    t.ok(near(prof.start, base.start), "trace starts " .. prof.start .. " vs " .. base.start)
+    t.ok(near(prof.stop, base.stop), "trace stops " .. prof.stop .. " vs " .. base.stop)
+    t.ok(near(prof.abort, base.abort), "trace aborts " .. prof.abort .. " vs " .. base.abort)
+  end
 end)
 
 t.case("jit.prof text report: hot but interpreted", function()

@@ -128,6 +128,8 @@ typedef struct ljp_trinfo {
   int line;                 /* line the trace starts at */
   int have_key;             /* a sample found the start function on the */
   uint32_t stack, func;     /* stack: its keys, for samples that do not */
+  uintptr_t mc_addr;        /* machine code, to tell a trace that is still */
+  size_t mc_size;           /* there from a reused trace number */
 } ljp_trinfo;
 
 typedef struct ljp_abort {
@@ -221,6 +223,8 @@ struct ljp_ctx {
   int attach_ref, tracemc_ref; /* jit.attach, jit.util.tracemc (or nil) */
   lua_Integer traces_key;   /* _VMEVENTS slot of "trace" (0: unknown) */
   int funcinfo_ref;         /* jit.util.funcinfo (or nil) */
+  uint32_t traces_gen;      /* install count: stale handlers do nothing */
+  int watching;             /* ljprof.watch(): handler stays attached */
   int hook_held;            /* our armed hook held back during recording */
   ljp_trinfo *trinfo;       /* by trace number: where it started */
   uint32_t ntrinfo;
@@ -285,6 +289,8 @@ void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
 ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace);
 void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
+/* Trace infos survive between runs of a state (validated at each start by
+** the trace's machine code); aborts are per run. */
 
 /* Stack dumps (dumpstack.c). helper: the running thread, on which
 ** jit.util.funcinfo may be called for a fast function not seen before;

@@ -11,6 +11,8 @@
 **   functions()                   -> ticks per leaf function and VM state
 **   traces()                      -> ticks per compiled trace
 **   aborts()                      -> trace aborts and their reasons
+**   watch()                       keep watching trace compilation from
+**                                 now on, between runs too
 **   running()                     -> boolean
 **
 ** opts: clock ("cpu" "wall" "itimer" "thread"), interval (ms) or rate
@@ -502,6 +504,13 @@ static int l_aborts(lua_State *L)
   return 1;
 }
 
+/* watch() -> true: keep watching trace compilation between runs. */
+static int l_watch(lua_State *L)
+{
+  lua_pushboolean(L, ljprof_watch_traces(L) == 0);
+  return 1;
+}
+
 static int l_running(lua_State *L)
 {
   lua_pushboolean(L, ljprof_running(L));
@@ -518,6 +527,7 @@ static const luaL_Reg ljprof_funcs[] = {
   {"functions", l_functions},
   {"traces", l_traces},
   {"aborts", l_aborts},
+  {"watch", l_watch},
   {"running", l_running},
   {NULL, NULL}
 };

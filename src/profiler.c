@@ -261,6 +261,17 @@ void ljp_stop_ctx(ljp_ctx *ctx, lua_State *L)
     fprintf(stderr, "%s\n", err);
 }
 
+int ljprof_watch_traces(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 1);
+  if (!ctx) return -1;
+  ljp_vmprobe(L);
+  ctx->vm_g = ljp_vm_global(ctx->L);
+  ctx->watching = 1;
+  if (ctx->state == LJP_IDLE) ljp_traces_attach(ctx, L);
+  return ctx->traces_key ? 0 : -1;
+}
+
 /* -- jit.profile-shaped API ------------------------------------------------ */
 
 void ljp_parse_mode(const char *mode, ljprof_options *opt)

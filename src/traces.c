@@ -11,7 +11,9 @@
 **
 ** It also remembers where each trace started (function and line, to
 ** charge compiled-code samples to it) and why traces were aborted (the
-** "hot but interpreted" report).
+** "hot but interpreted" report). The handler is attached from start to
+** stop, or, after ljprof.watch(), from then on until the state closes, so
+** that traces compiled between runs are known too.
 **
 ** jit.attach keeps one handler per event, so attaching would silently
 ** disconnect -jv, -jdump or a user's tool. We find the registry slot of
@@ -27,21 +29,27 @@
 
 #include "ljp.h"
 
-#define UP_TOKEN  lua_upvalueindex(1)
+#define UP_GEN    lua_upvalueindex(1)
 #define UP_PREV   lua_upvalueindex(2)
 #define UP_MC     lua_upvalueindex(3)
 
-static void trace_learn(ljp_ctx *ctx, lua_State *L, int mcidx, lua_Integer tr)
+/* Learn trace tr's machine code (address and size; 0 when it has none). */
+static void trace_learn(ljp_ctx *ctx, lua_State *L, int mcidx, lua_Integer tr,
+                        uintptr_t *addr, size_t *size)
 {
+  *addr = 0;
+  *size = 0;
   lua_pushvalue(L, mcidx);
   lua_pushinteger(L, tr);
   if (lua_pcall(L, 1, 2, 0) == 0) {
-    size_t size = 0;
+    size_t n = 0;
     if (lua_isstring(L, -2)) {
-      lua_tolstring(L, -2, &size);
-      if (size && lua_isnumber(L, -1))
-        ljp_codemap_trace_set(&ctx->map, (int32_t)tr,
-                              (uintptr_t)lua_tonumber(L, -1), size);
+      lua_tolstring(L, -2, &n);
+      if (n && lua_isnumber(L, -1)) {
+        *addr = (uintptr_t)lua_tonumber(L, -1);
+        *size = n;
+        ljp_codemap_trace_set(&ctx->map, (int32_t)tr, *addr, n);
+      }
     }
   }
   lua_pop(L, 2);
@@ -55,14 +63,9 @@ static void trinfo_clear(ljp_trinfo *t)
   memset(t, 0, sizeof(*t));
 }
 
-void ljp_traces_reset(ljp_ctx *ctx)
+static void aborts_reset(ljp_ctx *ctx)
 {
   uint32_t i;
-  for (i = 0; i < ctx->ntrinfo; i++) trinfo_clear(&ctx->trinfo[i]);
-  free(ctx->trinfo);
-  ctx->trinfo = NULL;
-  ctx->ntrinfo = 0;
-  trinfo_clear(&ctx->trpending);
   for (i = 0; i < ctx->naborts; i++) {
     free(ctx->aborts[i].func);
     free(ctx->aborts[i].info);
@@ -72,6 +75,17 @@ void ljp_traces_reset(ljp_ctx *ctx)
   ctx->aborts = NULL;
   ctx->naborts = 0;
   ctx->aborts_lost = 0;
+}
+
+void ljp_traces_reset(ljp_ctx *ctx)
+{
+  uint32_t i;
+  for (i = 0; i < ctx->ntrinfo; i++) trinfo_clear(&ctx->trinfo[i]);
+  free(ctx->trinfo);
+  ctx->trinfo = NULL;
+  ctx->ntrinfo = 0;
+  trinfo_clear(&ctx->trpending);
+  aborts_reset(ctx);
 }
 
 ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace)
@@ -125,7 +139,8 @@ static void trace_started(ljp_ctx *ctx, lua_State *L)
   }
 }
 
-static void trace_stopped(ljp_ctx *ctx, lua_Integer tr)
+static void trace_stopped(ljp_ctx *ctx, lua_Integer tr, uintptr_t addr,
+                          size_t size)
 {
   if (tr <= 0 || tr > 65535) return;
   if ((uint32_t)tr >= ctx->ntrinfo) {
@@ -139,6 +154,8 @@ static void trace_stopped(ljp_ctx *ctx, lua_Integer tr)
   }
   trinfo_clear(&ctx->trinfo[tr]);
   ctx->trinfo[tr] = ctx->trpending;
+  ctx->trinfo[tr].mc_addr = addr;
+  ctx->trinfo[tr].mc_size = size;
   memset(&ctx->trpending, 0, sizeof(ctx->trpending));
 }
 
@@ -218,7 +235,12 @@ static int hook_armed(ljp_ctx *ctx)
 static int traces_event(lua_State *L)
 {
   int nargs = lua_gettop(L);
-  ljp_ctx *ctx = ljp_slot_ctx((uint32_t)lua_tointeger(L, UP_TOKEN));
+  /* Ours only while it is this state's current install: a handler left
+  ** behind in somebody's chain by an earlier install does nothing. */
+  ljp_ctx *ctx = ljp_slot_find(lua_topointer(L, LUA_REGISTRYINDEX));
+  if (ctx && (!ctx->traces_key ||
+              ctx->traces_gen != (uint32_t)lua_tointeger(L, UP_GEN)))
+    ctx = NULL;
   const char *what = lua_tostring(L, 1);
   if (ctx && what) {
     int was = ctx->recording;
@@ -236,9 +258,11 @@ static int traces_event(lua_State *L)
       ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_START);
     } else if (!strcmp(what, "stop")) {
       ctx->recording = 0;
+      uintptr_t addr;
+      size_t size;
       ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_STOP);
-      trace_learn(ctx, L, UP_MC, lua_tointeger(L, 2));
-      trace_stopped(ctx, lua_tointeger(L, 2));
+      trace_learn(ctx, L, UP_MC, lua_tointeger(L, 2), &addr, &size);
+      trace_stopped(ctx, lua_tointeger(L, 2), addr, size);
     } else if (!strcmp(what, "abort")) {
       ctx->recording = 0;
       trace_aborted(ctx, L);
@@ -314,7 +338,7 @@ static int traces_install(ljp_ctx *ctx, lua_State *L)
     }
   }
   lua_pop(L, 1);
-  lua_pushinteger(L, (lua_Integer)atomic_load(&ctx->token));
+  lua_pushinteger(L, (lua_Integer)++ctx->traces_gen);
   lua_pushnil(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tracemc_ref);
   lua_pushcclosure(L, traces_event, 3);
@@ -350,33 +374,55 @@ out:
   return ctx->traces_key != 0;
 }
 
+static int traces_installed(ljp_ctx *ctx, lua_State *L);
+
 void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
 {
   int top = lua_gettop(L), mc;
   lua_Integer tr, miss = 0;
-  ctx->traces_key = 0;
-  ctx->recording = 0;
-  unref(L, &ctx->attach_ref);
-  unref(L, &ctx->tracemc_ref);
-  push_jitfn(L, "jit", "attach");
-  ctx->attach_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  push_jitfn(L, "jit.util", "tracemc");
-  ctx->tracemc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  unref(L, &ctx->funcinfo_ref);
-  push_jitfn(L, "jit.util", "funcinfo");
-  ctx->funcinfo_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  ljp_traces_reset(ctx);
-  ctx->hook_held = 0;
-  if (!traces_install(ctx, L)) return;
+  /* Installed since ljprof.watch(): keep it, and what it saw. */
+  int keep = traces_installed(ctx, L);
+  if (!keep) {
+    ctx->traces_key = 0;
+    ctx->recording = 0;
+    unref(L, &ctx->attach_ref);
+    unref(L, &ctx->tracemc_ref);
+    push_jitfn(L, "jit", "attach");
+    ctx->attach_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    push_jitfn(L, "jit.util", "tracemc");
+    ctx->tracemc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    unref(L, &ctx->funcinfo_ref);
+    push_jitfn(L, "jit.util", "funcinfo");
+    ctx->funcinfo_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    trinfo_clear(&ctx->trpending);
+    ctx->hook_held = 0;
+  }
+  aborts_reset(ctx);             /* per run */
+  if (!keep && !traces_install(ctx, L)) {
+    ljp_traces_reset(ctx);
+    return;
+  }
   /* Traces compiled before the start. Numbers are reused lowest-first, so
-  ** live traces are dense; stop after a long run of free numbers. */
+  ** live traces are dense; stop after a long run of free numbers. Where a
+  ** trace started is kept from an earlier run of this state only if its
+  ** machine code is still the same (else the number was reused). */
   lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tracemc_ref);
   mc = lua_gettop(L);
+  for (tr = 1; tr < (lua_Integer)ctx->ntrinfo; tr++) {
+    ljp_trinfo *ti = &ctx->trinfo[tr];
+    uintptr_t addr = 0;
+    size_t size = 0;
+    if (!ti->source) continue;
+    if (lua_isfunction(L, mc)) trace_learn(ctx, L, mc, tr, &addr, &size);
+    if (!addr || addr != ti->mc_addr || size != ti->mc_size) trinfo_clear(ti);
+    else ti->have_key = 0;   /* stack ids are per run */
+  }
   if (lua_isfunction(L, mc)) {
     for (tr = 1; tr < 65536 && miss < 1024; tr++) {
-      uint32_t n0 = ctx->map.traces.n;
-      trace_learn(ctx, L, mc, tr);
-      miss = ctx->map.traces.n == n0 ? miss + 1 : 0;
+      uintptr_t addr;
+      size_t size;
+      trace_learn(ctx, L, mc, tr, &addr, &size);
+      miss = addr ? 0 : miss + 1;
     }
   }
   lua_settop(L, top);
@@ -414,6 +460,8 @@ void ljp_traces_check(ljp_ctx *ctx, lua_State *L)
 void ljp_traces_detach(ljp_ctx *ctx, lua_State *L)
 {
   int top = lua_gettop(L);
+  ctx->recording = ctx->recording && ctx->watching;
+  if (ctx->watching && traces_installed(ctx, L)) return; /* keeps watching */
   if (traces_installed(ctx, L)) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->attach_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->traces_ref);

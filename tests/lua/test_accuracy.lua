@@ -24,8 +24,10 @@ local H = require "harness"
 
 local TOLERANCE = 0.12
 
+local cal
+
 t.case("calibrated mix: ljprof wall 1 ms shares match the in-run truth", function()
-  local cal = H.calibrate({target = 0.001, reps = 5})
+  cal = H.calibrate({target = 0.001, reps = 5})
   local mix = {name = "equal",
                weights = {interp = 1, jitloop = 1, cfuncs = 1, alloc = 1, recurse = 1, meta = 1}}
   -- At least ~2.8 s of CPU time (topped up if the machine runs faster than
@@ -49,6 +51,37 @@ t.case("calibrated mix: ljprof wall 1 ms shares match the in-run truth", functio
   end
   t.ok(x.tvd <= TOLERANCE,
        string.format("TVD %.3f <= %.2f (profile vs in-run truth)", x.tvd, TOLERANCE))
+end)
+
+-- A driver loop left to the JIT (bench/accuracy, "compiled-driver" mix):
+-- the compiled loop's trace exits through the driver, so the built-in
+-- charges its time to the driver. ljprof charges it to the function the
+-- trace started in, when it saw the trace compile: during a run, or at any
+-- time after ljprof.watch(). The traces here are compiled by an unprofiled
+-- run before the profiled one (a profiler started on a warm program).
+t.case("warm start: ljprof.watch() knows traces compiled before the run", function()
+  cal = cal or H.calibrate({target = 0.001, reps = 5})
+  local mix = {name = "compiled-driver", driver = "compiled", flush = true,
+               lead = {"jitloop", 20}, weights = {jitloop = 1, closure = 1, cfuncs = 1}}
+  local warm = {}
+  for k, v in pairs(mix) do warm[k] = v end
+  warm.flush = false
+  local function warm_pass(seed)
+    H.run_pass(H.plan(mix, cal, 0.3), {}, seed, nil)  -- flush, compile
+    local r = H.run_pass(H.plan(warm, cal, 1.2), {H.ljprof("wall", 1)}, seed + 1, 1.2)
+    return r.results[1], r.truth.wall
+  end
+  local before, truth0 = warm_pass(31)   -- no watch: traces compiled unseen
+  t.ok(require("ljprof").watch(), "watch()")
+  local after, truth1 = warm_pass(41)
+  print(string.format("  jitloop share: unwatched %.1f%%, watched %.1f%% (truth %.1f%%, %.1f%%); " ..
+                      "TVD %.3f, %.3f", before.attr.shares.jitloop * 100,
+                      after.attr.shares.jitloop * 100, truth0.jitloop * 100,
+                      truth1.jitloop * 100, before.tvd, after.tvd))
+  t.ok(after.result.samples >= 500, "enough samples: " .. after.result.samples)
+  t.ok(after.tvd <= TOLERANCE, string.format("watched: TVD %.3f <= %.2f", after.tvd, TOLERANCE))
+  t.ok(after.attr.shares.jitloop >= 0.5 * truth1.jitloop,
+       "watched: the compiled loop keeps its time")
 end)
 
 t.done()

@@ -52,8 +52,9 @@ typedef struct ljp_rangeset {
 } ljp_rangeset;
 
 /* Read lock-free by the handler under a seqlock; written only in normal
-** context on the profiled thread. Replaced arrays are kept until stop, so
-** a reader on another thread never touches freed memory. */
+** context on the profiled thread. A replaced array is freed only when no
+** handler is inside the context's slot (ljp_slot_quiet), so a reader on
+** another thread never touches freed memory. */
 typedef struct ljp_codemap {
   _Atomic uint32_t seq;   /* odd while a writer is updating */
   ljp_rangeset traces;    /* compiled traces (jit.util.tracemc) */
@@ -74,7 +75,9 @@ void ljp_codemap_trace_set(ljp_codemap *m, int32_t trace, uintptr_t lo,
                            size_t size);
 void ljp_codemap_trace_flush(ljp_codemap *m);
 void ljp_codemap_refresh_objs(ljp_codemap *m);
-void ljp_codemap_collect(ljp_codemap *m); /* free retired arrays (stopped) */
+/* Free retired arrays: only when no reader can hold one (stopped, or the
+** slot is quiet after the new array was published). */
+void ljp_codemap_collect(ljp_codemap *m);
 
 /* -- VM probe: LuaJIT's private state, learnt at run time (vmprobe.c) ---- */
 
@@ -259,6 +262,7 @@ ljp_ctx *ljp_slot_find(const void *registry); /* by lua registry pointer */
 ljp_ctx *ljp_slot_ctx(uint32_t token);        /* normal context */
 uint32_t ljp_slot_open(int slot);    /* new run: returns its token */
 void ljp_slot_close(int slot);       /* invalidate token, wait for handlers */
+int ljp_slot_quiet(int slot);        /* no handler inside right now */
 void ljp_itimer_bind(uint32_t token);         /* 0 unbinds */
 uint32_t ljp_itimer_bound(void);
 

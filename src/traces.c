@@ -280,6 +280,10 @@ static int traces_event(lua_State *L)
       if (hook_armed(ctx)) ljp_vm_hookcount(ctx->vm_g, 1); /* fire next */
     }
     if (!ctx->recording) ljp_settle(ctx); /* samples waited for the recorder */
+    /* Trace code ranges replaced above: free the old arrays now (a long
+    ** run compiling many traces would otherwise keep them all). */
+    if (ctx->state != LJP_RUNNING || ljp_slot_quiet(ctx->slot))
+      ljp_codemap_collect(&ctx->map);
   }
   if (lua_isfunction(L, UP_PREV)) {
     lua_pushvalue(L, UP_PREV);

@@ -253,18 +253,35 @@ static void summary_visit(void *data, const char *stack, size_t len,
   lua_rawseti(L, -2, ++a->n);
 }
 
-static int by_count(lua_State *L)
+/* table.sort comparator: field k (upvalue 1) largest first, then field t
+** (upvalue 2) ascending. */
+static int by_field(lua_State *L)
 {
   lua_Number a, b;
-  lua_getfield(L, 1, "count");
-  lua_getfield(L, 2, "count");
+  const char *k = lua_tostring(L, lua_upvalueindex(1));
+  const char *t = lua_tostring(L, lua_upvalueindex(2));
+  lua_getfield(L, 1, k);
+  lua_getfield(L, 2, k);
   a = lua_tonumber(L, -2);
   b = lua_tonumber(L, -1);
   if (a != b) { lua_pushboolean(L, a > b); return 1; }
-  lua_getfield(L, 1, "stack");
-  lua_getfield(L, 2, "stack");
-  lua_pushboolean(L, strcmp(lua_tostring(L, -2), lua_tostring(L, -1)) < 0);
+  lua_getfield(L, 1, t);
+  lua_getfield(L, 2, t);
+  lua_pushboolean(L, lua_lessthan(L, -2, -1));
   return 1;
+}
+
+/* Sort the array at the top of the stack with by_field(k, t). */
+static void sort_by(lua_State *L, const char *k, const char *t)
+{
+  lua_getglobal(L, "table");
+  lua_getfield(L, -1, "sort");
+  lua_pushvalue(L, -3);
+  lua_pushstring(L, k);
+  lua_pushstring(L, t);
+  lua_pushcclosure(L, by_field, 2);
+  lua_call(L, 2, 0);
+  lua_pop(L, 1);
 }
 
 static int l_summary(lua_State *L)
@@ -274,13 +291,7 @@ static int l_summary(lua_State *L)
   a.n = 0;
   lua_newtable(L);
   ljprof_summary(L, summary_visit, &a);
-  /* Sorted by count, most first (ties by stack, so output is stable). */
-  lua_getglobal(L, "table");
-  lua_getfield(L, -1, "sort");
-  lua_pushvalue(L, -3);
-  lua_pushcfunction(L, by_count);
-  lua_call(L, 2, 0);
-  lua_pop(L, 1);
+  sort_by(L, "count", "stack");  /* ties by stack: stable output */
   return 1;
 }
 
@@ -339,34 +350,6 @@ static int l_stats(lua_State *L)
     }
   }
   return 1;
-}
-
-/* Sort the array at the top by field k, largest first, then by field t. */
-static const char *sort_k, *sort_t;
-static int by_field(lua_State *L)
-{
-  lua_Number a, b;
-  lua_getfield(L, 1, sort_k);
-  lua_getfield(L, 2, sort_k);
-  a = lua_tonumber(L, -2);
-  b = lua_tonumber(L, -1);
-  if (a != b) { lua_pushboolean(L, a > b); return 1; }
-  lua_getfield(L, 1, sort_t);
-  lua_getfield(L, 2, sort_t);
-  lua_pushboolean(L, lua_lessthan(L, -2, -1));
-  return 1;
-}
-
-static void sort_by(lua_State *L, const char *k, const char *t)
-{
-  sort_k = k;
-  sort_t = t;
-  lua_getglobal(L, "table");
-  lua_getfield(L, -1, "sort");
-  lua_pushvalue(L, -3);
-  lua_pushcfunction(L, by_field);
-  lua_call(L, 2, 0);
-  lua_pop(L, 1);
 }
 
 /* functions() -> { {func=, total=, N=, I=, C=, G=, J=}, ... }: ticks per

@@ -59,7 +59,7 @@ end)
 -- trace started in, when it saw the trace compile: during a run, or at any
 -- time after ljprof.watch(). The traces here are compiled by an unprofiled
 -- run before the profiled one (a profiler started on a warm program).
-t.case("warm start: ljprof.watch() knows traces compiled before the run", function()
+t.case("warm start: a second run, and ljprof.watch(), know earlier traces", function()
   cal = cal or H.calibrate({target = 0.001, reps = 5})
   local mix = {name = "compiled-driver", driver = "compiled", flush = true,
                lead = {"jitloop", 20}, weights = {jitloop = 1, closure = 1, cfuncs = 1}}
@@ -71,6 +71,14 @@ t.case("warm start: ljprof.watch() knows traces compiled before the run", functi
     local r = H.run_pass(H.plan(warm, cal, 1.2), {H.ljprof("wall", 1)}, seed + 1, 1.2)
     return r.results[1], r.truth.wall
   end
+  -- A profiled cold pass compiles the traces while ljprof watches; the
+  -- next run (no flush) still knows where they started.
+  H.run_pass(H.plan(mix, cal, 0.3), {H.ljprof("wall", 1)}, 21, nil)
+  local r = H.run_pass(H.plan(warm, cal, 1.2), {H.ljprof("wall", 1)}, 22, 1.2)
+  local again = r.results[1]
+  print(string.format("  second run: jitloop share %.1f%% (truth %.1f%%), TVD %.3f",
+                      again.attr.shares.jitloop * 100, r.truth.wall.jitloop * 100, again.tvd))
+  t.ok(again.tvd <= TOLERANCE, string.format("second run: TVD %.3f <= %.2f", again.tvd, TOLERANCE))
   local before, truth0 = warm_pass(31)   -- no watch: traces compiled unseen
   t.ok(require("ljprof").watch(), "watch()")
   local after, truth1 = warm_pass(41)

@@ -135,23 +135,6 @@ local function slow2(n)
   return s
 end
 
-t.case("a later run still knows where earlier traces started", function()
-  -- fast's traces exist from the case above; this run compiles nothing new
-  ljprof.record({clock = "wall", interval = 0.5, fmt = "fZ;", depth = -100})
-  local t0 = os.clock()
-  while os.clock() - t0 < 0.6 do fast(3e6) slow(2e4) end
-  ljprof.stop()
-  local n_fast, n = 0, 0
-  for _, e in ipairs(ljprof.summary()) do
-    if e.vmstate == "N" then
-      n = n + e.count
-      if e.stack:find(";fast$") then n_fast = n_fast + e.count end
-    end
-  end
-  t.ok(n >= 100, "enough compiled samples: " .. n)
-  t.ok(n_fast >= 0.9 * n, string.format("fast holds the compiled time: %d of %d", n_fast, n))
-end)
-
 t.case("aborts(): why a hot loop stays interpreted", function()
   ljprof.record({clock = "wall", interval = 1})
   for _ = 1, 30 do slow2(2e4) end

@@ -275,12 +275,15 @@ end
 -- traces LuaJIT completed in the drivers, clocks and components, where
 -- each started (root, or side trace of which) and what it links to.
 -- H.trace_watch() -> w; w.attach() before the pass (before the profilers
--- start: ljprof chains to this handler), w.detach() after it -> summary
+-- start: ljprof chains to this handler), w.reset() to forget what it saw so
+-- far (as if attached just now), w.detach() after it -> summary
 -- {traces = {{fn= (starts in), kind= (root, side trace of ..., stitched
 -- to ...), link= (what it links to), endfn= (function where recording
 -- ended), n=}...} in order of first completion, aborts = n (of traces
 -- starting in those functions), reasons = {{text=, n=}...} (those aborts
--- by start and reason), flushes = n}.
+-- by start and reason), flushes = n}. After detach the handler does
+-- nothing: when another handler was attached on top of it and chains to it
+-- (ljprof after ljprof.watch()), jit.attach cannot take it out of that chain.
 
 -- Where a function is: the name of the innermost named function of
 -- components.lua whose lines hold it ("acc_closure" for the closure that
@@ -306,7 +309,9 @@ function H.trace_watch()
   local jutil = require("jit.util")
   local vmdef = require("jit.vmdef")
   local started, order, count, aborts, flushes, reasons = {}, {}, {}, 0, 0, {}
+  local active = true
   local function handler(what, tr, func, pc, otr, oex)
+    if not active then return end
     if what == "start" then
       -- otr: the parent trace of a side trace (oex: its exit), or of a
       -- stitched trace (oex: -1); nil for a root trace.
@@ -350,8 +355,12 @@ function H.trace_watch()
   end
   return {
     attach = function() jit.attach(handler, "trace") end,
+    reset = function()
+      started, order, count, aborts, flushes, reasons = {}, {}, {}, 0, 0, {}
+    end,
     detach = function()
       jit.attach(handler)
+      active = false
       local t = {}
       for i, key in ipairs(order) do t[i] = count[key] end
       local r = {}
@@ -388,7 +397,8 @@ function H.run_pass(plan, profilers, seed, min_cpu)
   -- traces linking driver and components are compiled within the pass, the
   -- same way for every profiler. jit.profile flushes at its stop only (and
   -- at its start in modes f and l); ljprof never flushes, and knows where a
-  -- trace started only for traces compiled while it runs.
+  -- trace started only if it saw the trace's start event (during a run,
+  -- after ljprof.watch(), or in an earlier run of this state).
   if plan.mix.flush then jit.flush() end
   for _, p in ipairs(profilers) do p.start() end
   local W, C = drive(seq, nseq, plan.size, wall, cpu)

@@ -770,6 +770,65 @@ do
   p()
 end
 
+-- Targets (issue 3), each checked against what this run measured.
+p("## Targets")
+p()
+do
+  local function yes(ok) return ok and "met" or "**not met**" end
+  -- TVD <= 3% at >= 2000 samples, never worse than jit.p's (same mix).
+  for _, col in ipairs({COLUMNS[1], COLUMNS[2]}) do
+    local worst, worst_mix, fewest, worse = 0, "-", math.huge, {}
+    for _, mix in ipairs(MIXES) do
+      local x = column_result(mix.name, col)
+      local b = column_result(mix.name, COLUMNS[3])
+      if x.tvd > worst then worst, worst_mix = x.tvd, mix.name end
+      fewest = math.min(fewest, x.result.draws or x.result.samples)
+      if x.tvd > b.tvd then
+        worse[#worse + 1] = string.format("%s %.3f vs %.3f", mix.name, x.tvd, b.tvd)
+      end
+    end
+    p(string.format("- %s: TVD <= 0.030 on every workload: %s (worst %.3f, %s); " ..
+      "independent samples per pass >= 2000: %s (fewest %d); not worse than jit.profile " ..
+      "i1: %s%s.", col.label, yes(worst <= 0.03), worst, worst_mix, yes(fewest >= 2000),
+      fewest, yes(#worse == 0), #worse > 0 and (" (" .. table.concat(worse, "; ") ..
+      "; compare each with its iid TVD)") or ""))
+  end
+  -- VM-state split within 5 pp of the built-in's (pass both).
+  local worst, worst_mix = 0, "-"
+  for _, mix in ipairs(MIXES) do
+    local r = results[mix.name].both
+    local sl = vm_split(r.results[2].attr.vm)
+    local sb = vm_split(r.results[1].attr.vm)
+    for _, st in ipairs(STATES) do
+      local d = math.abs((sl[st] or 0) - (sb[st] or 0))
+      if d > worst then worst, worst_mix = d, mix.name end
+    end
+  end
+  p(string.format("- VM-state split within 5 pp of jit.profile's: %s (largest %.1f pp, %s).",
+    yes(worst <= 0.05), worst * 100, worst_mix))
+  -- Trace counts: no hook-induced aborts under ljprof; totals vs unprofiled.
+  local tot = {}
+  for ci, cfg in ipairs(PERTURB_CONFIGS) do
+    local t = {start = 0, stop = 0, abort = 0, abort0 = 0}
+    for ti = 1, #perturb.targets do
+      local d = perturb.data[ti][ci]
+      for k in pairs(t) do t[k] = t[k] + (d[k] or 0) end
+    end
+    tot[ci] = t
+  end
+  for ci, cfg in ipairs(PERTURB_CONFIGS) do
+    if cfg.name:find("^ljprof") then
+      local b = tot[1]
+      p(string.format("- %s: aborts with code 0 (hook during recording): %d, %s; trace " ..
+        "starts / stops / aborts %d / %d / %d against %d / %d / %d unprofiled (the " ..
+        "unprofiled runs' own spread: see the perturbation table).", cfg.label,
+        tot[ci].abort0, yes(tot[ci].abort0 == 0), tot[ci].start, tot[ci].stop,
+        tot[ci].abort, b.start, b.stop, b.abort))
+    end
+  end
+end
+p()
+
 p("## Notes")
 p()
 p("- The machine is a shared virtual machine: component speeds drift during a " ..

@@ -18,22 +18,13 @@
 ----------------------------------------------------------------------------
 
 local ljprof = require("ljprof")
+local model = require("jit.prof.model")
 
-local vmdef_ok, vmdef = pcall(require, "jit.vmdef")
-local ffnames = vmdef_ok and vmdef.ffnames or {}
-
-local vmnames = {
-  N = "Compiled", I = "Interpreted", C = "C code",
-  G = "Garbage Collector", J = "JIT Compiler",
-}
+local vmnames = model.VMNAMES
 
 local M = {}
 local run        -- options of the active run, or nil
 local exit_proxy -- __gc proxy that stops at lua_close
-
-local function builtin_name(n)
-  return ffnames[tonumber(n)] or ("[builtin#" .. n .. "]")
-end
 
 -- Parse -jp style options into a run description.
 local function parse(opts, output)
@@ -53,16 +44,13 @@ local function parse(opts, output)
   r.raw = m.r or m.G
   r.folded = m.G
   r.states = m.v
-  local scope = m.l and "l" or m.F and "F" or m.f and "f" or (m.v and "" or "f")
-  local flags = m.p and "p" or ""
-  r.split = (scope == "" or opts:find("v.*[lfF]")) and 1 or 0
-  if m.G and scope ~= "" then
-    r.fmt, r.depth, r.min = flags .. scope .. "Z;", -100, 0
-  elseif scope == "" then
-    r.fmt, r.depth = "", 1
-  else
-    r.fmt = flags .. scope .. (r.depth >= 0 and "Z < " or "Z > ")
-  end
+  r.scope = m.l and "l" or m.F and "F" or m.f and "f" or (m.v and "" or "f")
+  r.fullpath = m.p or false
+  r.split = (r.scope == "" or opts:find("v.*[lfF]")) and 1 or 0
+  if m.G and r.scope ~= "" then r.depth, r.min = -100, 0 end
+  -- Samples are recorded with structured stacks (jit.prof.model) as deep
+  -- as the view needs; the view is rendered at the end.
+  r.record_depth = -math.max(1, math.abs(r.depth))
   r.output = output or os.getenv("LUAJIT_PROFILEFILE")
   return r
 end
@@ -79,14 +67,15 @@ local function sorted(counts)
 end
 
 local function report(r, out)
-  local entries = ljprof.summary()
+  local prof = model.collect(ljprof.summary())
   local total = 0
   local count1, count2 = {}, {}
-  for _, e in ipairs(entries) do
-    local stack = e.stack:gsub("%[builtin#(%d+)%]", builtin_name)
+  for _, e in ipairs(prof.samples) do
+    local stack = r.scope ~= "" and
+      model.view(prof, e.stack, r.scope, r.fullpath, r.depth, r.folded and ";") or nil
     local state = vmnames[e.vmstate] or e.vmstate
     local k1, k2
-    if r.split == 1 then k1, k2 = state, r.fmt ~= "" and stack or nil
+    if r.split == 1 then k1, k2 = state, stack
     else k1, k2 = stack, r.states and state or nil end
     total = total + e.count
     count1[k1] = (count1[k1] or 0) + e.count
@@ -185,7 +174,7 @@ function M.start(opts, output)
     if not f then error("jit.prof: cannot write output file " .. tostring(err), 0) end
     f:close()
   end
-  ljprof.record({mode = r.interval, fmt = r.fmt, depth = r.depth})
+  ljprof.record({mode = r.interval, fmt = model.KEY_FMT, depth = r.record_depth})
   run = r
   -- Stop (and write) at lua_close, and before os.exit, which skips it.
   exit_proxy = newproxy(true)

@@ -1,0 +1,120 @@
+----------------------------------------------------------------------------
+-- jit.prof.model: ljprof's profile as structured frames, and the names
+-- LuaJIT's -jp gives them.
+--
+-- The high-level profiler (jit/prof.lua) records every sample with one
+-- structured stack key, whatever view is asked for; views (-jp text with
+-- f/F/l/p and any depth, folded stacks, speedscope, pprof, SVG) are
+-- rendered from it afterwards, so one recording serves every format.
+--
+-- The key is a dumpstack format whose frames are "<f>\31<l>", joined by
+-- "\30", outermost first, with full paths: <f> is the function's name (or
+-- chunk:firstline when it has none), <l> its chunk:currentline; C and
+-- builtin frames print the same text in both. Control bytes cannot occur
+-- in chunk or function names, so the key splits unambiguously.
+----------------------------------------------------------------------------
+
+local M = {}
+
+M.FIELD, M.FRAME = "\31", "\30"
+M.KEY_FMT = "pf\31lZ\30"
+M.MAX_DEPTH = 200             -- frames kept per sample for stack formats
+
+local vmdef_ok, vmdef = pcall(require, "jit.vmdef")
+local ffnames = vmdef_ok and vmdef.ffnames or {}
+
+M.VMNAMES = {
+  N = "Compiled", I = "Interpreted", C = "C code",
+  G = "Garbage Collector", J = "JIT Compiler",
+}
+
+-- [builtin#N] -> the library name LuaJIT gives fast function N.
+function M.builtin_name(s)
+  return (s:gsub("%[builtin#(%d+)%]", function(n)
+    return ffnames[tonumber(n)] or ("[builtin#" .. n .. "]")
+  end))
+end
+
+-- One frame from its two fields: {lua = true, file=, line=, name= or
+-- linedefined=} for Lua code, {lua = false, name=} for C and builtins.
+function M.parse_frame(f, l)
+  local file, line = l:match("^(.*):(%-?%d+)$")
+  if file and l:sub(1, 1) ~= "@" and l:sub(1, 9) ~= "[builtin#" then
+    local fr = {lua = true, file = file, line = tonumber(line)}
+    local rest = f:sub(#file + 2)
+    if f:sub(1, #file + 1) == file .. ":" and rest:match("^%-?%d+$") then
+      fr.linedefined = tonumber(rest)
+    else
+      fr.name = f
+    end
+    return fr
+  end
+  return {lua = false, name = M.builtin_name(f)}
+end
+
+-- The profile of the current (or last) ljprof run, from summary() entries
+-- keyed with KEY_FMT: frames (unique, by id) and samples, each
+-- {stack = {frame ids, outermost first}, vmstate=, zone=, count=}.
+function M.collect(entries)
+  local p = {frames = {}, samples = {}, total = 0}
+  local index = {}
+  for _, e in ipairs(entries) do
+    local stack = {}
+    if e.stack ~= "" then
+      for fr in (e.stack .. M.FRAME):gmatch("(.-)" .. M.FRAME) do
+        local id = index[fr]
+        if not id then
+          local f, l = fr:match("^(.-)" .. M.FIELD .. "(.*)$")
+          local frame = M.parse_frame(f or fr, l or fr)
+          id = #p.frames + 1
+          frame.id = id
+          p.frames[id] = frame
+          index[fr] = id
+        end
+        stack[#stack + 1] = id
+      end
+    end
+    p.samples[#p.samples + 1] = {stack = stack, vmstate = e.vmstate,
+                                 zone = e.zone or "", count = e.count}
+    p.total = p.total + e.count
+  end
+  return p
+end
+
+-- A chunk name as dumpstack prints it: up to the last / or \ removed,
+-- unless full paths are asked for.
+function M.chunk(file, fullpath)
+  if fullpath then return file end
+  return file:match("[^/\\]*$")
+end
+
+-- A frame's label in a -jp view: scope "f" (function), "F" (function with
+-- chunk prefix) or "l" (line).
+function M.label(fr, scope, fullpath)
+  if not fr.lua then return fr.name end
+  local chunk = M.chunk(fr.file, fullpath)
+  if scope == "l" then return chunk .. ":" .. fr.line end
+  if fr.name then
+    return scope == "F" and (chunk .. ":" .. fr.name) or fr.name
+  end
+  return chunk .. ":" .. fr.linedefined
+end
+
+-- The -jp key of a stack: depth > 0 keeps the innermost depth frames,
+-- innermost first, joined by " < "; depth < 0 keeps the innermost -depth
+-- frames, outermost first, joined by " > ". sep overrides the separator.
+function M.view(p, stack, scope, fullpath, depth, sep)
+  local t, n = {}, #stack
+  if depth > 0 then
+    for i = n, math.max(1, n - depth + 1), -1 do
+      t[#t + 1] = M.label(p.frames[stack[i]], scope, fullpath)
+    end
+    return table.concat(t, sep or " < ")
+  end
+  for i = math.max(1, n + depth + 1), n do
+    t[#t + 1] = M.label(p.frames[stack[i]], scope, fullpath)
+  end
+  return table.concat(t, sep or " > ")
+end
+
+return M

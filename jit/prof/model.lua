@@ -117,4 +117,38 @@ function M.view(p, stack, scope, fullpath, depth, sep)
   return table.concat(t, sep or " > ")
 end
 
+-- Output formats: module jit.prof.<name> provides render(p, meta) ->
+-- file content (p from collect(), meta = {clock=, interval_us=, program=,
+-- samples=, dropped=}). Chosen explicitly or from the file name.
+M.FORMATS = {"text", "folded", "speedscope", "pprof", "svg", "raw"}
+local EXT = {
+  {".speedscope.json", "speedscope"}, {".pb.gz", "pprof"}, {".svg", "svg"},
+  {".folded", "folded"}, {".ljprof", "raw"}, {".txt", "text"},
+}
+function M.format_for(path)
+  for _, e in ipairs(EXT) do
+    if path:sub(-#e[1]) == e[1] then return e[2] end
+  end
+  return "text"
+end
+
+-- Write data to path atomically: a temporary file next to it, renamed.
+function M.write_file(path, data)
+  local tmp = path .. ".tmp." .. tostring(os.time()) .. "." .. tostring(math.random(1e9))
+  local f, err = io.open(tmp, "wb")
+  if not f then return nil, err end
+  local ok, werr = f:write(data)
+  local cok, cerr = f:close()
+  if not ok or not cok then
+    os.remove(tmp)
+    return nil, tostring(werr or cerr)
+  end
+  local rok, rerr = os.rename(tmp, path)
+  if not rok then
+    os.remove(tmp)
+    return nil, rerr
+  end
+  return true
+end
+
 return M

@@ -79,6 +79,9 @@ typedef struct ljprof_options {
   const char *output;     /* folded stacks written here at stop; NULL */
   ljprof_callback cb;     /* NULL: aggregate only */
   void *cb_data;
+  uint64_t duration_us;   /* stop sampling after this much wall time from
+                             the start (0: until stop); the run stays open
+                             and its data is read or written at stop */
 } ljprof_options;
 
 /* Default signal: a real-time signal, so that LuaJIT's own jit.profile

@@ -200,6 +200,8 @@ struct ljp_ctx {
   int timer_live;
   uint64_t rng;             /* xorshift state (expiry jitter) */
   uint64_t next_ns;         /* next scheduled expiry, on the timer's clock */
+  uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
+  volatile sig_atomic_t expired; /* the duration is over: ignore signals */
 
   /* Sampling path: written by the handler. */
   _Atomic uint32_t token;   /* signal token of the run (0: none) */

@@ -16,7 +16,7 @@
 **   running()                     -> boolean
 **
 ** opts: clock ("cpu" "wall" "itimer" "thread"), interval (ms) or rate
-** (Hz), signal, ring, fmt, depth, output, mode.
+** (Hz), duration (s), signal, ring, fmt, depth, output, mode.
 ** A thin layer over the C API; normal context only.
 */
 #include <math.h>
@@ -131,9 +131,16 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
       opt->output = luaL_checkstring(L, -1);
     } else if (!strcmp(k, "mode")) {
       ljp_parse_mode(luaL_checkstring(L, -1), opt);
+    } else if (!strcmp(k, "duration")) {
+      double v = lua_tonumber(L, -1);
+      if (!lua_isnumber(L, -1) || !(v > 0) || v > 1e9)
+        luaL_error(L, "ljprof: bad duration '%s' (accepted: a positive number "
+                   "of seconds)", lua_tostring(L, -1) ? lua_tostring(L, -1)
+                                                      : luaL_typename(L, -1));
+      opt->duration_us = (uint64_t)(v * 1e6 + 0.5);
     } else {
       luaL_error(L, "ljprof: unknown option '%s' (accepted: clock, interval, "
-                 "rate, signal, ring, fmt, depth, output, mode)", k);
+                 "rate, duration, signal, ring, fmt, depth, output, mode)", k);
     }
     lua_pop(L, 1);
   }
@@ -342,6 +349,8 @@ static int l_stats(lua_State *L)
     lua_pushboolean(L, ctx->vm_g && ljp_vml.cfunc_ok);
     lua_setfield(L, -2, "cfunc_names");
     setnum(L, "aborts_lost", ctx->aborts_lost);
+    lua_pushboolean(L, ctx->expired);
+    lua_setfield(L, -2, "expired");    /* the duration option ran out */
     lua_pushboolean(L, ctx->vm_g && ljp_vml.jstate_ok);
     lua_setfield(L, -2, "jit_state");  /* trace compiler state learnt */
     if (ctx->error) {

@@ -199,6 +199,9 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
   ctx->thread = pthread_self();
   ctx->user_hook = NULL;
   ctx->stop_requested = 0;
+  ctx->expired = 0;
+  ctx->deadline_ns = opt.duration_us ?
+                     ljp_now_ns() + opt.duration_us * 1000u : 0;
   ljp_codemap_trace_flush(&ctx->map);
   ljp_codemap_refresh_objs(&ctx->map);
 

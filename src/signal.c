@@ -226,6 +226,9 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
     if (from_kernel && ljp_gettid() != ctx->tid) {
       /* Process-wide timer landed on another thread: hand it over. */
       syscall(SYS_tgkill, ctx->pid, ctx->tid, SIGPROF);
+    } else if (ctx->expired || (ctx->deadline_ns &&
+                                ljp_now_ns() >= ctx->deadline_ns)) {
+      ctx->expired = 1;                /* duration over: not re-armed */
     } else {
       if (si->si_code == SI_TIMER && ctx->timer->rearm &&
           ctx->state == LJP_RUNNING)

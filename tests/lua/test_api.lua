@@ -606,4 +606,19 @@ t.case("aggregated keys name fast functions like jit.profile", function()
   t.ok(wrap_id ~= nil, "coroutine.wrap closures are fast functions")
 end)
 
+t.case("duration: sampling ends after the given seconds, data kept", function()
+  local function spin(sec) local t0 = os.clock() while os.clock() - t0 < sec do end end
+  ljprof.record({clock = "wall", interval = 1, duration = 0.15})
+  spin(0.6)
+  local st = ljprof.stats()
+  t.ok(ljprof.running(), "the run stays open")
+  t.ok(st.expired, "expired")
+  t.ok(ljprof.stop(), "stop")
+  st = ljprof.stats()
+  -- 150 ms at 1 kHz: ~150 ticks; far from the 600 a full run would take
+  t.ok(st.ticks >= 50 and st.ticks <= 300, "ticks within the duration: " .. st.ticks)
+  t.ok(st.completed == st.ticks - st.dropped, "every tick completed")
+  t.raises(function() ljprof.record({duration = -1}) end, "bad duration")
+end)
+
 t.done()

@@ -1,0 +1,213 @@
+----------------------------------------------------------------------------
+-- jit.prof.cli: the `ljprof` command.
+--
+--   ljprof [options] app.lua [args...]
+--       Runs app.lua under luajit with ljprof sampling, then writes the
+--       requested outputs and prints "Samples: N (dropped M) -> file".
+--       The exit status is the script's.
+--   ljprof report RAW [-f FORMAT] [-o FILE] [-v VIEW]
+--       Renders a saved raw profile (.ljprof) into any format.
+--
+-- The script runs in a child luajit (`-jprof=.../format=raw,<tmp>`), which
+-- writes a raw profile at exit (normal exit, os.exit, an error); every
+-- output is then rendered here from that raw profile, so `report` and the
+-- command share one path. Options: see usage() below.
+----------------------------------------------------------------------------
+
+local model = require("jit.prof.model")
+local raw = require("jit.prof.raw")
+
+local M = {}
+
+local function usage()
+  return [[
+usage: ljprof [options] app.lua [args...]
+       ljprof report RAW.ljprof [-f FORMAT] [-o FILE] [-v VIEW]
+
+options:
+  -o FILE          output file; repeatable. The format comes from the name:
+                   .svg flame graph, .speedscope.json, .pb.gz (pprof),
+                   .folded, .ljprof (raw profile), .txt or anything else:
+                   text report. Default: <app>.svg
+  -f, --format F   format of the outputs without a known extension
+                   (text, folded, speedscope, pprof, svg, raw)
+  -r, --rate HZ    samples per second (default 100)
+  -c, --clock C    cpu (default), wall, itimer or thread
+  -d, --duration S sample only the first S seconds
+  -v, --view V     -jp view letters for text reports (default f)
+  -h, --help       this text
+]]
+end
+
+local function fail(msg)
+  io.stderr:write("ljprof: ", msg, "\n")
+  os.exit(2)
+end
+
+local function shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+-- Render p into each output; returns the list of "file" names written.
+local function write_outputs(p, meta, outputs, forced, view)
+  for _, path in ipairs(outputs) do
+    local fmt = model.format_for(path)
+    if fmt == "text" and forced then fmt = forced end
+    local data
+    if fmt == "text" then
+      data = M.text(p, view or "f")
+    else
+      local ok, mod = pcall(require, "jit.prof." .. fmt)
+      if not ok then fail("format " .. fmt .. " is not available (module jit.prof." ..
+                          fmt .. " not found)") end
+      data = mod.render(p, meta)
+    end
+    local ok, err = model.write_file(path, data)
+    if not ok then fail("cannot write " .. path .. ": " .. tostring(err)) end
+  end
+end
+
+-- A -jp-like text report of p (f/F/l, p, depth, v, r views).
+function M.text(p, view)
+  local scope = view:find("l") and "l" or view:find("F") and "F" or "f"
+  local depth = tonumber(view:match("%-?%d+")) or 1
+  local byvm = view:find("v") ~= nil
+  local counts, total = {}, 0
+  for _, s in ipairs(p.samples) do
+    local k = model.view(p, s.stack, scope, view:find("p") ~= nil, depth)
+    if byvm then k = (model.VMNAMES[s.vmstate] or s.vmstate) .. "  " .. k end
+    counts[k] = (counts[k] or 0) + s.count
+    total = total + s.count
+  end
+  if total == 0 then return "[No samples collected]\n" end
+  local keys = {}
+  for k in pairs(counts) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    if counts[a] ~= counts[b] then return counts[a] > counts[b] end
+    return a < b
+  end)
+  local out = {}
+  for _, k in ipairs(keys) do
+    local pct = math.floor(counts[k] * 100 / total + 0.5)
+    if pct < 1 then break end
+    out[#out + 1] = string.format("%2d%%  %s", pct, k)
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- Options start at argv[first]. For the command they end at the script
+-- name (what follows is the script's); with anywhere (report), options
+-- and file names may be mixed.
+local function parse_args(argv, first, anywhere)
+  local o = {outputs = {}, rest = {}}
+  local i = first
+  while i <= #argv do
+    local a = argv[i]
+    local function val()
+      i = i + 1
+      if argv[i] == nil then fail("option " .. a .. " needs a value") end
+      return argv[i]
+    end
+    if a == "-o" or a == "--output" then o.outputs[#o.outputs + 1] = val()
+    elseif a == "-f" or a == "--format" then o.format = val()
+    elseif a == "-r" or a == "--rate" then o.rate = val()
+    elseif a == "-c" or a == "--clock" then o.clock = val()
+    elseif a == "-d" or a == "--duration" then o.duration = val()
+    elseif a == "-v" or a == "--view" then o.view = val()
+    elseif a == "-h" or a == "--help" then io.stdout:write(usage()); os.exit(0)
+    elseif a == "--" then i = i + 1; break
+    elseif a:sub(1, 1) == "-" and a ~= "-" then
+      fail("unknown option '" .. a .. "' (ljprof --help lists the options)")
+    elseif anywhere then o.rest[#o.rest + 1] = a
+    else break end
+    i = i + 1
+  end
+  for j = i, #argv do o.rest[#o.rest + 1] = argv[j] end
+  if o.format then
+    local known = false
+    for _, f in ipairs(model.FORMATS) do if f == o.format then known = true end end
+    if not known then
+      fail("bad format '" .. o.format .. "' (accepted: " .. table.concat(model.FORMATS, ", ") .. ")")
+    end
+  end
+  if o.rate and not (tonumber(o.rate) and tonumber(o.rate) > 0) then
+    fail("bad rate '" .. o.rate .. "' (accepted: a positive number of samples per second)")
+  end
+  if o.duration and not (tonumber(o.duration) and tonumber(o.duration) > 0) then
+    fail("bad duration '" .. o.duration .. "' (accepted: a positive number of seconds)")
+  end
+  if o.clock and not ({cpu = 1, wall = 1, itimer = 1, thread = 1})[o.clock] then
+    fail("bad clock '" .. o.clock .. "' (accepted: cpu, wall, itimer, thread)")
+  end
+  return o
+end
+
+local function report(argv)
+  local o = parse_args(argv, 2, true)
+  local src = o.rest[1]
+  if not src then fail("report needs a raw profile file (ljprof report FILE.ljprof)") end
+  local p, meta = raw.read(src)
+  if not p then fail(meta) end
+  if #o.outputs == 0 then
+    io.stdout:write((o.format and o.format ~= "text") and
+      require("jit.prof." .. o.format).render(p, meta) or M.text(p, o.view or "f"))
+    return 0
+  end
+  write_outputs(p, meta, o.outputs, o.format, o.view)
+  io.stderr:write(string.format("Samples: %d (dropped %d) -> %s\n", p.total,
+    tonumber(meta.dropped) or 0, table.concat(o.outputs, ", ")))
+  return 0
+end
+
+local function run(argv, luajit)
+  local o = parse_args(argv, 1)
+  local app = o.rest[1]
+  if not app then io.stderr:write(usage()); os.exit(2) end
+  if #o.outputs == 0 then
+    o.outputs[1] = (app:match("([^/]+)$"):gsub("%.lua$", "")) .. "." ..
+      (o.format and o.format ~= "raw" and o.format == "text" and "txt" or
+       o.format == "speedscope" and "speedscope.json" or o.format == "pprof" and "pb.gz" or
+       o.format == "raw" and "ljprof" or o.format or "svg")
+  end
+  for _, path in ipairs(o.outputs) do  -- unwritable outputs: say so first
+    local f, err = io.open(path, "a")
+    if not f then fail("cannot write output " .. tostring(err)) end
+    f:close()
+  end
+  local tmp = os.tmpname()
+  local opts = "f"
+  if o.rate then opts = opts .. "/rate=" .. o.rate end
+  if o.clock then opts = opts .. "/clock=" .. o.clock end
+  if o.duration then opts = opts .. "/duration=" .. o.duration end
+  opts = opts .. "/format=raw"
+  local cmd = { shell_quote(luajit), shell_quote("-jprof=" .. opts .. "," .. tmp) }
+  for _, a in ipairs(o.rest) do cmd[#cmd + 1] = shell_quote(a) end
+  local status = os.execute(table.concat(cmd, " "))
+  local code = status
+  if type(status) == "number" then
+    code = status >= 256 and math.floor(status / 256) or (status > 0 and 128 + status or 0)
+  end
+  local p, meta = raw.read(tmp)
+  os.remove(tmp)
+  if not p then
+    io.stderr:write("ljprof: no profile from ", app, ": ", meta, "\n")
+    return code ~= 0 and code or 1
+  end
+  write_outputs(p, meta, o.outputs, o.format, o.view)
+  io.stderr:write(string.format("Samples: %d (dropped %d) -> %s\n", p.total,
+    tonumber(meta.dropped) or 0, table.concat(o.outputs, ", ")))
+  return code
+end
+
+function M.main(argv, luajit)
+  if argv[1] == "report" then return report(argv) end
+  return run(argv, luajit or "luajit")
+end
+
+-- Run as a script (the launcher): the arguments are the command line.
+local first = ...
+if first ~= "jit.prof.cli" then
+  os.exit(M.main({...}, "luajit"))
+end
+
+return M

@@ -1,0 +1,143 @@
+----------------------------------------------------------------------------
+-- jit.prof.raw: ljprof's raw profile file, from which every other format
+-- can be rendered again later (`ljprof report`), so a long workload never
+-- has to run twice.
+--
+-- Format, version 1: UTF-8/byte text, one record per line, fields
+-- separated by TAB; in text fields TAB, LF, CR and backslash are written
+-- as \t \n \r \\.
+--
+--   LJPROF-RAW 1                     magic and version (first line)
+--   meta <key> <value>               clock, interval_us, program, samples,
+--                                    dropped, created (any number; unknown
+--                                    keys are kept and ignored)
+--   frame <id> L <file> <line> <linedefined> <name>
+--   frame <id> C <name>              ids count up from 1; "-" for a missing
+--                                    linedefined or name
+--   sample <count> <vmstate> <zone> <id,id,...>   frames outermost first
+--   end <frames> <samples>           last line: the counts written
+--
+-- A file that does not start with the magic line is not a raw profile; a
+-- file without the end line, or whose counts differ, is truncated. Both are
+-- reported in one line naming the file.
+----------------------------------------------------------------------------
+
+local M = {}
+
+M.MAGIC = "LJPROF-RAW"
+M.VERSION = 1
+
+local function esc(s)
+  return (tostring(s):gsub("[\\\t\n\r]", {["\\"] = "\\\\", ["\t"] = "\\t",
+                                          ["\n"] = "\\n", ["\r"] = "\\r"}))
+end
+
+local function unesc(s)
+  return (s:gsub("\\(.)", {["\\"] = "\\", t = "\t", n = "\n", r = "\r"}))
+end
+
+function M.render(p, meta)
+  local out = {M.MAGIC .. " " .. M.VERSION}
+  local keys = {}
+  for k in pairs(meta or {}) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    out[#out + 1] = "meta\t" .. esc(k) .. "\t" .. esc(meta[k])
+  end
+  for id, fr in ipairs(p.frames) do
+    if fr.lua then
+      out[#out + 1] = string.format("frame\t%d\tL\t%s\t%d\t%s\t%s", id, esc(fr.file),
+        fr.line or -1, fr.linedefined and tostring(fr.linedefined) or "-",
+        fr.name and esc(fr.name) or "-")
+    else
+      out[#out + 1] = string.format("frame\t%d\tC\t%s", id, esc(fr.name or "?"))
+    end
+  end
+  for _, s in ipairs(p.samples) do
+    out[#out + 1] = string.format("sample\t%.0f\t%s\t%s\t%s", s.count, esc(s.vmstate),
+                                  esc(s.zone or ""), table.concat(s.stack, ","))
+  end
+  out[#out + 1] = string.format("end\t%d\t%d", #p.frames, #p.samples)
+  return table.concat(out, "\n") .. "\n"
+end
+
+local function fields(line)
+  local t = {}
+  for f in (line .. "\t"):gmatch("(.-)\t") do t[#t + 1] = f end
+  return t
+end
+
+-- Parse a raw profile: returns p (as jit.prof.model.collect builds it) and
+-- meta, or nil and one line saying what is wrong. name: for messages.
+function M.parse(data, name)
+  name = name or "profile"
+  local lines, n = {}, 0
+  for l in data:gmatch("([^\n]*)\n") do n = n + 1; lines[n] = l end
+  local head = lines[1] or data:sub(1, 40)
+  local ver = head:sub(1, #M.MAGIC + 1) == M.MAGIC .. " " and
+              head:sub(#M.MAGIC + 2):match("^(%d+)$")
+  if not ver then
+    return nil, name .. ": not an ljprof raw profile (it does not start with '" ..
+      M.MAGIC .. " <version>')"
+  end
+  if tonumber(ver) > M.VERSION then
+    return nil, string.format("%s: raw profile version %s is newer than this ljprof " ..
+      "reads (up to %d)", name, ver, M.VERSION)
+  end
+  local p, meta = {frames = {}, samples = {}, total = 0}, {}
+  local ended
+  for i = 2, n do
+    local f = fields(lines[i])
+    local kind = f[1]
+    if kind == "meta" and #f >= 3 then
+      local k, v = unesc(f[2]), unesc(f[3])
+      meta[k] = tonumber(v) or v
+    elseif kind == "frame" and f[3] == "L" and #f >= 7 then
+      local id = tonumber(f[2])
+      p.frames[id] = {id = id, lua = true, file = unesc(f[4]), line = tonumber(f[5]),
+                      linedefined = tonumber(f[6]), name = f[7] ~= "-" and unesc(f[7]) or nil}
+    elseif kind == "frame" and f[3] == "C" and #f >= 4 then
+      local id = tonumber(f[2])
+      p.frames[id] = {id = id, lua = false, name = unesc(f[4])}
+    elseif kind == "sample" and #f >= 4 then
+      local stack = {}
+      for id in (f[5] or ""):gmatch("%d+") do stack[#stack + 1] = tonumber(id) end
+      local count = tonumber(f[2])
+      if not count then
+        return nil, string.format("%s: line %d: bad sample count '%s'", name, i, f[2])
+      end
+      p.samples[#p.samples + 1] = {stack = stack, count = count, vmstate = unesc(f[3]),
+                                   zone = unesc(f[4])}
+      p.total = p.total + count
+    elseif kind == "end" then
+      ended = {tonumber(f[2]), tonumber(f[3])}
+      break
+    else
+      return nil, string.format("%s: line %d: not a raw profile record: '%s'", name, i,
+                                lines[i]:sub(1, 60))
+    end
+  end
+  if not ended or ended[1] ~= #p.frames or ended[2] ~= #p.samples then
+    return nil, name .. ": truncated raw profile (the end record is missing or its " ..
+      "counts differ from what was read)"
+  end
+  for _, s in ipairs(p.samples) do
+    for _, id in ipairs(s.stack) do
+      if not p.frames[id] then
+        return nil, string.format("%s: sample names frame %d, which is not defined", name, id)
+      end
+    end
+  end
+  return p, meta
+end
+
+-- Read and parse a raw profile file.
+function M.read(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, "cannot read raw profile: " .. tostring(err) end
+  local data = f:read("*a")
+  f:close()
+  return M.parse(data, path)
+end
+
+return M

@@ -1,0 +1,402 @@
+----------------------------------------------------------------------------
+-- jit.prof.pprof: ljprof's profile as a pprof file (.pb.gz), for
+-- `go tool pprof`, `pprof -http` and anything else that reads
+-- google/pprof's proto/profile.proto.
+--
+-- render(p, meta) -> gzip-compressed profile.proto bytes, from p of
+-- jit.prof.model.collect() and meta = {clock=, interval_us=, program=,
+-- samples=, dropped=}. encode(p, meta) gives the protobuf bytes unzipped,
+-- gzip(data) the gzip stream.
+--
+-- Format rules (profile.proto):
+--   string_table[0] is "" (pprof rejects a profile otherwise); every
+--     string field is an index into string_table.
+--   sample_type = [samples/count, cpu/nanoseconds] for clocks cpu and
+--     itimer, [samples/count, wall/nanoseconds] for wall and thread;
+--     period_type is the second type, period = interval_us * 1000 (ns);
+--     default_sample_type is the time type.
+--   One Sample per aggregated entry: location_id leaf first (p's stacks
+--     are outermost first, so they are reversed), value = [count,
+--     count * period] (a count is in timer ticks), string labels
+--     "vmstate" (Compiled, Interpreted, C code, Garbage Collector, JIT
+--     Compiler), "thread" (meta.thread or "main") and "zone" (when set).
+--     A sample without a Lua stack gets one pseudo-location, function
+--     "[<VM state>]" (e.g. "[Garbage Collector]"): pprof keeps a sample
+--     without locations in the total but shows it in no view (not even
+--     -raw or -traces), so its time would be unaccounted for.
+--   One Function per function: Lua functions by (file, name or
+--     linedefined), with name = the -jp "f" label (the name, or
+--     chunk:linedefined), system_name = name, filename = the chunk's full
+--     path, start_line = linedefined when known (0 when the frame only
+--     knows the name); C functions and builtins by name, with an empty
+--     filename and no lines.
+--   One Location per (function, line), with a single Line{function_id,
+--     line} (no line for C frames), no address, and mapping_id 1: the one
+--     Mapping, filename = meta.program, with has_functions, has_filenames
+--     and has_line_numbers set, so pprof knows the profile is symbolized
+--     (it neither looks for a binary nor warns about a missing one).
+--   duration_nanos = (meta.samples or the total) * period, an estimate
+--     (for cpu clocks it is CPU time); time_nanos = meta.created (Unix
+--     seconds) when present. comment holds program, clock and dropped
+--     ticks. Zero values are left out, as proto3 does.
+--
+-- Encoder: written here in Lua (varints, length-delimited fields, packed
+-- repeated integers). profile.proto needs a few small messages and two
+-- wire types, so a hand encoder is some 60 lines with no dependency, where
+-- a protobuf library would need a C module or a .proto compiler at run
+-- time. Numbers are doubles: integers are exact up to 2^53 (far above any
+-- count or nanosecond total here; larger values raise an error rather
+-- than being written wrong), negative int64 values are written as 64-bit
+-- two's complement (10 bytes) from a high/low 32-bit split, and
+-- time_nanos, which is above 2^53, is built from such a split exactly.
+--
+-- gzip: real DEFLATE through zlib's compress2() via the FFI (libz.so.1,
+-- present on practically every system) when it loads, its zlib header and
+-- Adler-32 trailer replaced by a gzip header, CRC-32 and ISIZE; otherwise
+-- (no FFI, no libz, any zlib error) a valid gzip stream of DEFLATE stored
+-- blocks (uncompressed, at most 65535 bytes each). The CRC-32 is always
+-- computed here (table-driven, with the `bit` library). mtime is 0, so the
+-- output is a function of the profile only.
+----------------------------------------------------------------------------
+
+local bit = require("bit")
+local model = require("jit.prof.model")
+
+local band, bxor, bnot = bit.band, bit.bxor, bit.bnot
+local rshift = bit.rshift
+local char, byte, concat = string.char, string.byte, table.concat
+local floor = math.floor
+
+local M = {}
+
+----------------------------------------------------------------------------
+-- Protobuf encoding.
+
+local TWO32 = 4294967296
+local TWO53 = 9007199254740992
+
+-- A base-128 varint of the 64-bit value hi * 2^32 + lo (0 <= hi, lo < 2^32).
+local function varint64(hi, lo)
+  local t, k = {}, 0
+  while hi > 0 or lo >= 128 do
+    k = k + 1
+    t[k] = lo % 128 + 128
+    lo = floor(lo / 128) + (hi % 128) * 33554432   -- 2^25: hi's low 7 bits
+    hi = floor(hi / 128)
+  end
+  t[k + 1] = lo
+  return char(unpack(t, 1, k + 1))
+end
+
+-- A base-128 varint of integer n (int64/uint64 wire form).
+local function varint(n)
+  if n >= 0 and n < 128 and n == floor(n) then return char(n) end
+  if n ~= floor(n) or n >= TWO53 or n <= -TWO53 then
+    error("pprof: " .. tostring(n) .. " is not an integer exactly representable", 2)
+  end
+  local lo = n % TWO32                       -- n = hi * 2^32 + lo, lo >= 0
+  return varint64(((n - lo) / TWO32) % TWO32, lo)   -- two's complement when n < 0
+end
+
+-- The varint of Unix time t (seconds, >= 0, before 2106) in nanoseconds,
+-- which is above 2^53: t * 10^9 = floor(t) * 1953125 * 2^9 + fraction,
+-- where floor(t) * 1953125 < 2^53 is exact.
+local function varint_ns(t)
+  local s = floor(t)
+  local m = s * 1953125
+  local frac = floor((t - s) * 1e9 + 0.5)
+  local lo = (m % 8388608) * 512 + frac      -- 2^23 * 2^9 = 2^32
+  local hi = floor(m / 8388608) + floor(lo / TWO32)
+  return varint64(hi, lo % TWO32)
+end
+M.varint_ns = varint_ns
+M.varint = varint
+
+local VARINT, LEN = 0, 2
+
+local function key(field, wiretype) return varint(field * 8 + wiretype) end
+
+-- Field writers append to buffer b; zero and empty values are left out.
+local function put_int(b, field, n)
+  if n ~= 0 then b[#b + 1] = key(field, VARINT); b[#b + 1] = varint(n) end
+end
+
+local function put_bytes(b, field, s)
+  b[#b + 1] = key(field, LEN); b[#b + 1] = varint(#s); b[#b + 1] = s
+end
+
+local function put_packed(b, field, list)
+  if #list == 0 then return end
+  local t = {}
+  for i = 1, #list do t[i] = varint(list[i]) end
+  put_bytes(b, field, concat(t))
+end
+
+----------------------------------------------------------------------------
+-- gzip.
+
+local crc_table = {}
+for i = 0, 255 do
+  local c = i
+  for _ = 1, 8 do
+    if band(c, 1) ~= 0 then c = bxor(rshift(c, 1), 0xEDB88320) else c = rshift(c, 1) end
+  end
+  crc_table[i] = c
+end
+
+-- CRC-32 (IEEE 802.3, as gzip uses) of string s, as a number in [0, 2^32).
+function M.crc32(s)
+  local c = bnot(0)
+  for i = 1, #s do
+    c = bxor(rshift(c, 8), crc_table[band(bxor(c, byte(s, i)), 255)])
+  end
+  c = bnot(c)
+  return c % TWO32
+end
+
+local function le32(n)
+  n = n % TWO32
+  return char(n % 256, floor(n / 256) % 256, floor(n / 65536) % 256, floor(n / 16777216))
+end
+
+-- DEFLATE stream of stored blocks.
+local function deflate_stored(data)
+  local out, n, pos = {}, #data, 1
+  repeat
+    local len = math.min(65535, n - pos + 1)
+    local final = pos + len > n
+    local nlen = 65535 - len
+    out[#out + 1] = char(final and 1 or 0, len % 256, floor(len / 256),
+                         nlen % 256, floor(nlen / 256))
+    out[#out + 1] = data:sub(pos, pos + len - 1)
+    pos = pos + len
+  until final
+  return concat(out)
+end
+
+-- zlib through the FFI, or nil. Loaded once.
+local zlib
+local function load_zlib()
+  if zlib ~= nil then return zlib or nil end
+  zlib = false
+  local ok, ffi = pcall(require, "ffi")
+  if not ok then return nil end
+  -- One declaration per pcall: another module may have declared some.
+  pcall(ffi.cdef, "unsigned long compressBound(unsigned long sourceLen);")
+  pcall(ffi.cdef, "int compress2(uint8_t *dest, unsigned long *destLen, "
+    .. "const uint8_t *source, unsigned long sourceLen, int level);")
+  for _, name in ipairs({"z", "libz.so.1", "libz.so"}) do
+    local lok, lib = pcall(ffi.load, name)
+    if lok and pcall(function() return lib.compress2 and lib.compressBound end) then
+      zlib = {ffi = ffi, lib = lib}
+      break
+    end
+  end
+  return zlib or nil
+end
+
+-- Raw DEFLATE of data by zlib (compress2's output without its 2-byte
+-- header and Adler-32 trailer), or nil.
+local function deflate_zlib(data)
+  local z = load_zlib()
+  if not z then return nil end
+  local ok, res = pcall(function()
+    local ffi, lib = z.ffi, z.lib
+    local cap = tonumber(lib.compressBound(#data))
+    local buf = ffi.new("uint8_t[?]", cap)
+    local len = ffi.new("unsigned long[1]", cap)
+    if lib.compress2(buf, len, data, #data, 6) ~= 0 then return nil end
+    local s = ffi.string(buf, tonumber(len[0]))
+    local cmf, flg = byte(s, 1, 2)
+    -- Method 8 (deflate), no preset dictionary, a valid header checksum.
+    if #s < 6 or cmf % 16 ~= 8 or band(flg, 0x20) ~= 0 or (cmf * 256 + flg) % 31 ~= 0 then
+      return nil
+    end
+    return s:sub(3, -5)
+  end)
+  return ok and res or nil
+end
+
+-- gzip stream of data: DEFLATE by zlib when available, stored blocks when
+-- not or when stored is true. Returns the stream and "deflate"/"stored".
+function M.gzip(data, stored)
+  local body = not stored and deflate_zlib(data)
+  local method = body and "deflate" or "stored"
+  body = body or deflate_stored(data)
+  -- ID1 ID2 CM=8 FLG=0 MTIME=0 XFL=0 OS=255 (unknown)
+  return "\31\139\8\0\0\0\0\0\0\255" .. body .. le32(M.crc32(data)) .. le32(#data), method
+end
+
+function M.zlib_available() return load_zlib() ~= nil end
+
+----------------------------------------------------------------------------
+-- The profile.
+
+local TIME_TYPE = {cpu = "cpu", itimer = "cpu", wall = "wall", thread = "wall"}
+
+-- Protobuf bytes of profile.proto's Profile (not compressed).
+function M.encode(p, meta)
+  meta = meta or {}
+  local interval_us = tonumber(meta.interval_us)
+  assert(interval_us and interval_us > 0,
+    "pprof: meta.interval_us (the sampling interval) is required")
+  local period = floor(interval_us * 1000 + 0.5)
+  local clock = tostring(meta.clock or "cpu")
+  local ttype = TIME_TYPE[clock] or "cpu"
+
+  local strings, sindex = {""}, {[""] = 0}
+  local function str(s)
+    s = tostring(s or "")
+    local i = sindex[s]
+    if not i then
+      i = #strings
+      strings[i + 1] = s
+      sindex[s] = i
+    end
+    return i
+  end
+
+  local function value_type(t, u)
+    local b = {}
+    put_int(b, 1, str(t)); put_int(b, 2, str(u))
+    return concat(b)
+  end
+
+  local out = {}
+  put_bytes(out, 1, value_type("samples", "count"))
+  put_bytes(out, 1, value_type(ttype, "nanoseconds"))
+
+  -- Functions and locations, created as samples use them.
+  local functions, locations = {}, {}
+  local fn_of, loc_of = {}, {}          -- key -> id
+  local frame_loc = {}                  -- p's frame id -> location id
+
+  local function function_id(fr)
+    local k
+    if fr.lua then
+      k = "L\0" .. tostring(fr.file) .. "\0" .. (fr.name and ("n" .. fr.name) or
+          ("d" .. tostring(fr.linedefined)))
+    else
+      k = "C\0" .. tostring(fr.name)
+    end
+    local id = fn_of[k]
+    if id then return id end
+    id = #functions + 1
+    fn_of[k] = id
+    local b = {}
+    local name = model.label(fr, "f")
+    put_int(b, 1, id)
+    put_int(b, 2, str(name))
+    put_int(b, 3, str(name))
+    if fr.lua then
+      put_int(b, 4, str(fr.file))       -- str(nil) is ""
+      put_int(b, 5, tonumber(fr.linedefined) or 0)
+    end
+    functions[id] = concat(b)
+    return id
+  end
+
+  -- The location of (function fnid, line) under key k.
+  local function location(k, fnid, line)
+    local lid = loc_of[k]
+    if lid then return lid end
+    lid = #locations + 1
+    loc_of[k] = lid
+    local ln = {}
+    put_int(ln, 1, fnid)
+    put_int(ln, 2, line)
+    local b = {}
+    put_int(b, 1, lid)
+    put_int(b, 2, 1)                    -- the one Mapping
+    put_bytes(b, 4, concat(ln))
+    locations[lid] = concat(b)
+    return lid
+  end
+
+  local function location_id(fid)
+    local lid = frame_loc[fid]
+    if lid then return lid end
+    local fr = p.frames[fid]
+    local fnid = function_id(fr)
+    local line = fr.lua and tonumber(fr.line) or 0
+    if line < 0 then line = 0 end
+    lid = location(fnid .. ":" .. line, fnid, line)
+    frame_loc[fid] = lid
+    return lid
+  end
+
+  -- The pseudo-location of samples without a Lua stack: "[<VM state>]".
+  local function stackless_id(state)
+    local k = "S\0" .. state
+    if loc_of[k] then return loc_of[k] end
+    local fnid = #functions + 1
+    local b = {}
+    put_int(b, 1, fnid)
+    put_int(b, 2, str("[" .. state .. "]"))
+    put_int(b, 3, str("[" .. state .. "]"))
+    functions[fnid] = concat(b)
+    return location(k, fnid, 0)
+  end
+
+  local k_vmstate, k_thread, k_zone = str("vmstate"), str("thread"), str("zone")
+  local thread = str(meta.thread or "main")
+  local function label(b, k, v)
+    local l = {}
+    put_int(l, 1, k); put_int(l, 2, v)
+    put_bytes(b, 3, concat(l))
+  end
+
+  local total = 0
+  for _, s in ipairs(p.samples) do
+    local ids, n = {}, #s.stack
+    for i = n, 1, -1 do ids[#ids + 1] = location_id(s.stack[i]) end   -- leaf first
+    local state = model.VMNAMES[s.vmstate] or tostring(s.vmstate or "?")
+    if n == 0 then ids[1] = stackless_id(state) end
+    local b = {}
+    put_packed(b, 1, ids)
+    put_packed(b, 2, {s.count, s.count * period})
+    label(b, k_vmstate, str(state))
+    label(b, k_thread, thread)
+    if s.zone and s.zone ~= "" then label(b, k_zone, str(s.zone)) end
+    put_bytes(out, 2, concat(b))
+    total = total + s.count
+  end
+  -- One Mapping for the program, marked symbolized (functions, file
+  -- names, lines): pprof then neither looks for a binary nor warns.
+  local mapping = {}
+  put_int(mapping, 1, 1)
+  put_int(mapping, 5, str(meta.program or "luajit"))
+  put_int(mapping, 7, 1); put_int(mapping, 8, 1); put_int(mapping, 9, 1)
+  put_bytes(out, 3, concat(mapping))
+  for _, l in ipairs(locations) do put_bytes(out, 4, l) end
+  for _, f in ipairs(functions) do put_bytes(out, 5, f) end
+
+  -- Strings used below are interned before the table is written.
+  local comments = {
+    str("ljprof: " .. tostring(meta.program or "?")),
+    str(string.format("clock %s, interval %g us", clock, interval_us)),
+    str(string.format("ticks %.0f, dropped %.0f", tonumber(meta.samples) or total,
+                      tonumber(meta.dropped) or 0)),
+  }
+  local ptype = value_type(ttype, "nanoseconds")
+  local default_type = str(ttype)
+
+  for i = 1, #strings do put_bytes(out, 6, strings[i]) end
+  local created = tonumber(meta.created)
+  if created and created > 0 and created < TWO32 then
+    out[#out + 1] = key(9, VARINT); out[#out + 1] = varint_ns(created)
+  end
+  put_int(out, 10, (tonumber(meta.samples) or total) * period)
+  put_bytes(out, 11, ptype)
+  put_int(out, 12, period)
+  put_packed(out, 13, comments)
+  put_int(out, 14, default_type)
+  return concat(out)
+end
+
+-- The pprof file: gzip-compressed profile.proto bytes.
+function M.render(p, meta)
+  return (M.gzip(M.encode(p, meta)))
+end
+
+return M

@@ -1,0 +1,218 @@
+----------------------------------------------------------------------------
+-- jit.prof.speedscope: an ljprof profile as a speedscope JSON file
+-- (https://www.speedscope.app/file-format-schema.json).
+--
+-- render(p, meta) -> the file's text, with p from jit.prof.model.collect()
+-- and meta = {clock=, interval_us=, program=, samples=, dropped=}.
+--
+-- The file holds one "sampled" profile (ljprof profiles one thread per
+-- Lua state), named after the program and the clock:
+--
+-- - shared.frames: one frame per function. A Lua frame has name, file and
+--   line: name is what -jp's f view prints (the function's name, or
+--   chunk:firstline when it has none, chunk without its directories), file
+--   the full chunk path, line the function's first line when the stack key
+--   carries it (functions without a name, and 0 for a main chunk);
+--   otherwise (named functions) the key only carries the line being run,
+--   so line is the lowest such line sampled in the function. The lines
+--   sampled in one function are one frame, as in the f view (a frame is a
+--   name in a file). C functions and builtins have a name only.
+-- - samples: frame indices, root (outermost) first. ljprof aggregates, so
+--   there is no time order: each distinct stack is one sample, weighted by
+--   its ticks, and samples are sorted by their frame names so that
+--   speedscope's time-order view reads like a flame graph.
+-- - weights: ticks * interval in nanoseconds (unit "nanoseconds", of CPU
+--   or wall time as the clock measures); startValue 0, endValue their sum
+--   (from p's counts: meta.samples is not needed; meta.dropped > 0 is
+--   noted in the profile's name). A sample with an empty stack still
+--   counts, under a frame "(no stack)".
+--
+-- The VM state and zone of samples are not written: speedscope has no
+-- labels, and pseudo-frames for them would distort the stacks (use the
+-- -jprof text report's v option to split by VM state).
+----------------------------------------------------------------------------
+
+local model = require("jit.prof.model")
+
+local M = {}
+
+M.SCHEMA = "https://www.speedscope.app/file-format-schema.json"
+M.NO_STACK = "(no stack)"
+
+local byte, format = string.byte, string.format
+local concat = table.concat
+
+-- Bytes of s that are not well-formed UTF-8 replaced by U+FFFD, so that
+-- the file is valid UTF-8 whatever chunk names contain.
+local function utf8_valid(s)
+  if not s:find("[\128-\255]") then return s end
+  local out, i, n = {}, 1, #s
+  while i <= n do
+    local c = byte(s, i)
+    local len, lo, hi = 0, 0x80, 0xBF    -- bounds of the second byte
+    if c < 0x80 then len = 1
+    elseif c >= 0xC2 and c <= 0xDF then len = 2
+    elseif c >= 0xE0 and c <= 0xEF then
+      len = 3
+      if c == 0xE0 then lo = 0xA0 elseif c == 0xED then hi = 0x9F end
+    elseif c >= 0xF0 and c <= 0xF4 then
+      len = 4
+      if c == 0xF0 then lo = 0x90 elseif c == 0xF4 then hi = 0x8F end
+    end
+    local ok = len > 0 and i + len - 1 <= n
+    if ok and len > 1 then
+      local c2 = byte(s, i + 1)
+      ok = c2 >= lo and c2 <= hi
+      for k = i + 2, i + len - 1 do
+        local ck = byte(s, k)
+        if ck < 0x80 or ck > 0xBF then ok = false end
+      end
+    end
+    if ok then
+      out[#out + 1] = s:sub(i, i + len - 1)
+      i = i + len
+    else
+      out[#out + 1] = "\239\191\189"
+      i = i + 1
+    end
+  end
+  return concat(out)
+end
+
+local ESC = {['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f',
+             ['\n'] = '\\n', ['\r'] = '\\r', ['\t'] = '\\t'}
+
+-- A JSON string literal: quotes, backslashes and control characters
+-- escaped; everything else (UTF-8 included) as is.
+function M.string(s)
+  s = utf8_valid(tostring(s))
+  return '"' .. s:gsub('[%z\1-\31"\\]', function(c)
+    return ESC[c] or format("\\u%04x", byte(c))
+  end) .. '"'
+end
+
+-- A JSON number: integers in full (up to 2^53), others to 17 digits.
+function M.number(x)
+  assert(x == x and x ~= math.huge and x ~= -math.huge,
+    "speedscope: number is not finite")
+  if x == math.floor(x) and math.abs(x) < 2^53 then
+    return format("%.0f", x)
+  end
+  return format("%.17g", x)
+end
+
+local str, num = M.string, M.number
+
+local function interval_text(us)
+  if us >= 1000 and us % 1000 == 0 then return (us / 1000) .. " ms" end
+  if us >= 1000 then return format("%.3g ms", us / 1000) end
+  return format("%g us", us)
+end
+
+-- The profile's name: program, clock and interval (and drops, if any).
+function M.profile_name(meta)
+  local s = format("%s (%s clock, %s interval", tostring(meta.program or "ljprof"),
+    tostring(meta.clock or "cpu"), interval_text(meta.interval_us))
+  local dropped = tonumber(meta.dropped) or 0
+  if dropped > 0 then s = s .. format(", %d samples dropped", dropped) end
+  return s .. ")"
+end
+
+function M.render(p, meta)
+  meta = meta or {}
+  local interval_us = tonumber(meta.interval_us)
+  assert(interval_us and interval_us > 0,
+    "speedscope: meta.interval_us (the sampling interval) is required")
+  local ns_per_tick = interval_us * 1000
+
+  -- Frames: model frames (one per function and current line) merged into
+  -- one speedscope frame per function.
+  local frames, by_key, of_model = {}, {}, {}
+  local function frame_for(key, make)
+    local f = by_key[key]
+    if not f then
+      f = make()
+      by_key[key] = f
+      frames[#frames + 1] = f
+    end
+    return f
+  end
+  for id, fr in ipairs(p.frames) do
+    local f
+    if fr.lua then
+      local name = model.label(fr, "f", false)
+      f = frame_for("L\0" .. name .. "\0" .. fr.file, function()
+        return {name = name, file = fr.file, line = fr.linedefined}
+      end)
+      if not fr.linedefined and fr.line and (not f.line or fr.line < f.line) then
+        f.line = fr.line
+      end
+    else
+      f = frame_for("C\0" .. fr.name, function() return {name = fr.name} end)
+    end
+    of_model[id] = f
+  end
+
+  -- Samples: one per distinct (merged) stack, root first.
+  local stacks, by_stack = {}, {}
+  for _, s in ipairs(p.samples) do
+    local fs = {}
+    for i, id in ipairs(s.stack) do fs[i] = of_model[id] end
+    if #fs == 0 then
+      fs[1] = frame_for("N\0", function() return {name = M.NO_STACK} end)
+    end
+    local names = {}
+    for i, f in ipairs(fs) do names[i] = f.name .. "\0" .. (f.file or "") end
+    local key = concat(names, "\30")
+    local st = by_stack[key]
+    if not st then
+      st = {key = key, frames = fs, count = 0}
+      by_stack[key] = st
+      stacks[#stacks + 1] = st
+    end
+    st.count = st.count + s.count
+  end
+  table.sort(stacks, function(a, b) return a.key < b.key end)
+
+  -- Frame indices (0-based) in order of first use by the sorted samples.
+  local order = {}
+  for _, st in ipairs(stacks) do
+    for _, f in ipairs(st.frames) do
+      if not f.index then
+        order[#order + 1] = f
+        f.index = #order - 1
+      end
+    end
+  end
+
+  local out = {}
+  local function w(s) out[#out + 1] = s end
+  w('{"$schema":' .. str(M.SCHEMA) .. ',\n')
+  w('"name":' .. str(meta.program or "ljprof") .. ',\n')
+  w('"exporter":"ljprof",\n"activeProfileIndex":0,\n')
+  w('"shared":{"frames":[\n')
+  for i, f in ipairs(order) do
+    w('{"name":' .. str(f.name))
+    if f.file then w(',"file":' .. str(f.file)) end
+    if f.line then w(',"line":' .. num(f.line)) end
+    w(i < #order and '},\n' or '}\n')
+  end
+  w(']},\n"profiles":[{"type":"sampled","name":' .. str(M.profile_name(meta)))
+  local total, weights = 0, {}
+  for i, st in ipairs(stacks) do
+    local wt = st.count * ns_per_tick
+    weights[i] = num(wt)
+    total = total + wt
+  end
+  w(',"unit":"nanoseconds","startValue":0,"endValue":' .. num(total) .. ',\n')
+  w('"samples":[\n')
+  for i, st in ipairs(stacks) do
+    local ix = {}
+    for k, f in ipairs(st.frames) do ix[k] = f.index end
+    w('[' .. concat(ix, ",") .. (i < #stacks and '],\n' or ']\n'))
+  end
+  w('],\n"weights":[' .. concat(weights, ",") .. ']}]}\n')
+  return concat(out)
+end
+
+return M

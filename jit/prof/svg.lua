@@ -1,0 +1,559 @@
+----------------------------------------------------------------------------
+-- jit.prof.svg: an ljprof profile as a self-contained SVG flame graph.
+--
+-- render(p, meta) -> the SVG text, with p from jit.prof.model.collect()
+-- and meta = {clock=, interval_us=, program=, samples=, dropped=}.
+--
+-- The file needs nothing else: CSS and a small script are inline, fonts
+-- are generic families. Open it in a browser to hover and zoom; as an
+-- image (<img>, no script) it still shows every label, elided here.
+--
+-- Layout (classic flame graph, as flamegraph.pl draws it):
+-- - The root ("all", every sample) is the bottom row; a frame's callees
+--   are stacked on top of it. Frames are merged by label under the same
+--   parent (functions of like-named chunks in different directories too:
+--   the tooltip names the other files), so a stack path appears once
+--   whatever the sample order, and
+--   the children of a frame are sorted by label (byte order), from left to
+--   right; the parent's own time is the gap on the right.
+-- - Width is proportional to samples: a frame's x and width are its
+--   first sample's offset and its sample count times (WIDTH - 2 PAD) /
+--   total, so the root spans the full width. Frames narrower than
+--   MIN_SHARE (0.1%) of all samples are not drawn, nor their callees, but
+--   still count in their parent's width (a gap); the subtitle says how
+--   many were left out.
+-- - Labels are those of -jp's F view: chunk:name for named Lua functions,
+--   chunk:firstline for unnamed ones (chunk without directories), C
+--   functions and builtins by name; a sample with no stack is the frame
+--   "(no stack)". A label that does not fit its box becomes the bare
+--   function name, then is cut to at least two characters and "..", then
+--   left out (labels are monospace, so this needs no font metrics; the
+--   script fits them again with the font's measured width).
+-- - The tooltip (<title>) has the full label, the file (full path) and
+--   line (the first line of unnamed functions; the lines sampled for
+--   named ones), samples, percent of all and time, own (self) samples,
+--   and the share of each VM state.
+--
+-- Colours: a frame's hue is the VM state most of its samples were taken
+-- in, its own and its callees' (so a leaf has the colour of the state it
+-- was mostly sampled in): N compiled green, I interpreted blue, C code orange, G
+-- garbage collector red, J JIT compiler purple, anything else grey; the
+-- root is grey. Within a hue the shade comes from a hash of the label,
+-- so that neighbours differ and the same function has the same shade in
+-- every graph. The legend at the top gives each state's share of all
+-- samples.
+--
+-- Zoom (script): clicking a frame widens it to the full width with its
+-- callees; its callers stay as full-width, faded rows below it; other
+-- frames are hidden. "Reset zoom" (top left), Escape or a click on the
+-- root go back. A URL ending in #zoom=<n> opens zoomed on the n-th frame
+-- (document order, from 0); clicks update it. Hovering shows the frame
+-- in the line at the bottom. Frames left out are not shown when zoomed
+-- either.
+--
+-- Text is UTF-8: bytes that are not well-formed UTF-8 and control
+-- characters (which XML 1.0 does not allow) become U+FFFD; & < > " ' are
+-- escaped. The output depends only on the profile and meta (no time,
+-- no table order), so the same profile gives the same bytes.
+----------------------------------------------------------------------------
+
+local model = require("jit.prof.model")
+
+local M = {}
+
+M.WIDTH = 1200        -- image width (px)
+M.PAD = 10            -- left and right margin
+M.FRAME_H = 16        -- row height
+M.CHAR_W = 7.45       -- advance width assumed for labels (12px monospace: 7.2, and a margin)
+M.MIN_SHARE = 0.001   -- frames below this share of all samples are not drawn
+M.TOP = 78            -- title, subtitle, legend
+M.BOTTOM = 30         -- details line
+M.ROOT = "all"
+M.NO_STACK = "(no stack)"
+
+-- VM states in legend order: letter, name, two shades (hash picks between).
+M.STATES = {
+  {"N", "Compiled",          {0x4c, 0xaf, 0x50}, {0x9c, 0xd6, 0x8f}},
+  {"I", "Interpreted",       {0x5b, 0x9b, 0xd5}, {0xa9, 0xcb, 0xee}},
+  {"C", "C code",            {0xf0, 0x8c, 0x28}, {0xf8, 0xc2, 0x7a}},
+  {"G", "Garbage collector", {0xd9, 0x3b, 0x3b}, {0xf0, 0x8a, 0x80}},
+  {"J", "JIT compiler",      {0x8e, 0x5c, 0xc4}, {0xc3, 0xa2, 0xe6}},
+}
+local OTHER = {"?", "Other", {0xa8, 0xa8, 0xa8}, {0xcc, 0xcc, 0xcc}}
+local ROOT_FILL = "#c4c4c4"
+
+local byte, format, floor = string.byte, string.format, math.floor
+local concat = table.concat
+
+local STATE = {}
+for i, s in ipairs(M.STATES) do STATE[s[1]] = s; s.order = i end
+OTHER.order = #M.STATES + 1
+
+------------------------------------------------------------------------
+-- Text.
+
+local REPLACEMENT = "\239\191\189"   -- U+FFFD
+local UTF8 = {"[\32-\126]", "[\194-\223][\128-\191]", "\224[\160-\191][\128-\191]",
+  "[\225-\236\238\239][\128-\191][\128-\191]", "\237[\128-\159][\128-\191]",
+  "\240[\144-\191][\128-\191][\128-\191]", "[\241-\243][\128-\191][\128-\191][\128-\191]",
+  "\244[\128-\143][\128-\191][\128-\191]"}
+
+-- s as well-formed UTF-8 without control characters: anything else
+-- (invalid bytes, C0 controls, DEL) becomes U+FFFD, byte by byte.
+function M.clean(s)
+  s = tostring(s)
+  if not s:find("[%z\1-\31\127-\255]") then return s end
+  local out, i, n = {}, 1, #s
+  while i <= n do
+    local e
+    for _, pat in ipairs(UTF8) do
+      e = select(2, s:find("^" .. pat, i))
+      if e then break end
+    end
+    out[#out + 1] = e and s:sub(i, e) or REPLACEMENT
+    i = (e or i) + 1
+  end
+  return concat(out)
+end
+
+local ENTITY = {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;",
+                ['"'] = "&quot;", ["'"] = "&#39;"}
+
+-- s for XML text or a quoted attribute: cleaned, then & < > " ' escaped.
+function M.escape(s)
+  return (M.clean(s):gsub("[&<>\"']", ENTITY))
+end
+local esc = M.escape
+
+-- Characters (code points) in a clean string.
+local function nchars(s)
+  local _, n = s:gsub("[^\128-\191]", "")
+  return n
+end
+
+-- The first k characters of a clean string.
+local function first_chars(s, k)
+  if k <= 0 then return "" end
+  local n, i = 0, 1
+  while i <= #s do
+    local b = byte(s, i)
+    if b < 0x80 or b >= 0xC0 then
+      n = n + 1
+      if n > k then return s:sub(1, i - 1) end
+    end
+    i = i + 1
+  end
+  return s
+end
+
+-- The text shown in a box of width w (px): the label, else the short
+-- name, else at least two of its characters and "..", else nothing.
+-- label and short are clean strings.
+function M.fit(label, short, w)
+  local room = floor((w - 6) / M.CHAR_W + 1e-9)
+  if room < 3 then return "" end
+  if nchars(label) <= room then return label end
+  local s = short or label
+  if nchars(s) <= room then return s end
+  if room < 4 then return "" end
+  return first_chars(s, room - 2) .. ".."
+end
+
+local function pct(n, total)
+  return format("%.2f%%", total > 0 and n * 100 / total or 0)
+end
+
+-- A duration in microseconds, for people.
+local function duration(us)
+  if us >= 1e6 then return format("%.2f s", us / 1e6) end
+  if us >= 1e3 then return format("%.4g ms", us / 1e3) end
+  return format("%.0f us", us)
+end
+
+local CLOCK_TIME = {cpu = "CPU time", wall = "wall-clock time",
+                    itimer = "process CPU time", thread = "thread CPU time"}
+
+local function plural(n, word)
+  return format("%.0f %s%s", n, word, n == 1 and "" or "s")
+end
+
+------------------------------------------------------------------------
+-- The tree of frames.
+
+local function new_node(label, short, parent)
+  return {label = label, short = short, parent = parent, count = 0, self = 0,
+          states = {}, children = {}, files = {}}
+end
+
+local function add_state(t, st, c) t[st] = (t[st] or 0) + c end
+
+-- The node of model frame fr under parent, created on first use.
+local function child(parent, fr)
+  local label, short
+  if fr then
+    label = M.clean(model.label(fr, "F", false))
+    if fr.lua and fr.name then short = M.clean(fr.name) end
+  else
+    label = M.NO_STACK
+  end
+  local node = parent.children[label]
+  if not node then
+    node = new_node(label, short, parent)
+    parent.children[label] = node
+  end
+  if fr and fr.lua then
+    node.files[fr.file] = true
+    local line = fr.linedefined or fr.line
+    if fr.linedefined then node.defined = fr.linedefined == 0 and "main" or "first" end
+    if line then
+      if not node.lo or line < node.lo then node.lo = line end
+      if not node.hi or line > node.hi then node.hi = line end
+    end
+  end
+  return node
+end
+
+local function build(p)
+  local root = new_node(M.ROOT, nil, nil)
+  for _, s in ipairs(p.samples) do
+    local c = tonumber(s.count) or 0
+    if c > 0 then
+      local st = tostring(s.vmstate or "?")
+      local node = root
+      node.count = node.count + c
+      add_state(node.states, st, c)
+      local stack = s.stack or {}
+      if #stack == 0 then
+        node = child(node, nil)
+        node.count = node.count + c
+        add_state(node.states, st, c)
+      end
+      for _, id in ipairs(stack) do
+        node = child(node, p.frames[id] or {lua = false, name = "?"})
+        node.count = node.count + c
+        add_state(node.states, st, c)
+      end
+      node.self = node.self + c
+    end
+  end
+  return root
+end
+
+-- The state most samples of t were in (ties: legend order), as an entry
+-- of STATES (or OTHER).
+local function dominant(t)
+  local best, bn = nil, -1
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    local oa, ob = (STATE[a] or OTHER).order, (STATE[b] or OTHER).order
+    if oa ~= ob then return oa < ob end
+    return a < b
+  end)
+  for _, k in ipairs(keys) do
+    if t[k] > bn then best, bn = k, t[k] end
+  end
+  return STATE[best] or OTHER
+end
+
+-- A shade of the state's hue picked by a hash of the label.
+local function fill(state, label)
+  local h = 0
+  for i = 1, #label do h = (h * 31 + byte(label, i)) % 16777213 end
+  local v = (h % 1000) / 999
+  local lo, hi = state[3], state[4]
+  return format("#%02x%02x%02x", floor(lo[1] + (hi[1] - lo[1]) * v + 0.5),
+    floor(lo[2] + (hi[2] - lo[2]) * v + 0.5), floor(lo[3] + (hi[3] - lo[3]) * v + 0.5))
+end
+
+-- "Compiled 80.0%, C code 20.0%": the states of t, in legend order.
+local function state_shares(t, n)
+  local parts = {}
+  local extra = {}
+  for _, s in ipairs(M.STATES) do
+    if t[s[1]] then parts[#parts + 1] = format("%s %.1f%%", s[2], t[s[1]] * 100 / n) end
+  end
+  for k in pairs(t) do
+    if not STATE[k] then extra[#extra + 1] = k end
+  end
+  table.sort(extra)
+  for _, k in ipairs(extra) do
+    parts[#parts + 1] = format("%s %.1f%%", M.clean(k), t[k] * 100 / n)
+  end
+  return concat(parts, ", ")
+end
+
+-- The tooltip of a node: its lines, each escaped, joined by newlines.
+local function tooltip(node, total, us, clock_time)
+  local t = {node.label}
+  local files = {}
+  for f in pairs(node.files) do files[#files + 1] = f end
+  table.sort(files)
+  if #files > 0 then
+    local where = M.clean(files[1])
+    if node.lo then
+      if node.defined == "main" then where = where .. " (main chunk)"
+      elseif node.defined then where = where .. ":" .. node.lo .. " (first line)"
+      elseif node.lo == node.hi then where = where .. ":" .. node.lo
+      else where = where .. ":" .. node.lo .. "-" .. node.hi .. " (lines sampled)" end
+    end
+    if #files > 1 then where = where .. format(" (and %d more files)", #files - 1) end
+    t[#t + 1] = where
+  end
+  local line = plural(node.count, "sample") .. " (" .. pct(node.count, total) .. ")"
+  if us then line = line .. ", " .. duration(node.count * us) .. " of " .. clock_time end
+  t[#t + 1] = line
+  if node.parent and node.self > 0 then
+    t[#t + 1] = "self: " .. plural(node.self, "sample") .. " (" .. pct(node.self, total) .. ")"
+  end
+  t[#t + 1] = state_shares(node.states, node.count)
+  for i = 1, #t do t[i] = esc(t[i]) end
+  return concat(t, "\n")
+end
+
+-- Children of node in label (byte) order.
+local function sorted_children(node)
+  local list = {}
+  for _, c in pairs(node.children) do list[#list + 1] = c end
+  table.sort(list, function(a, b) return a.label < b.label end)
+  return list
+end
+
+------------------------------------------------------------------------
+-- The script: zoom, reset, details line. Frames are <g class="f"> with
+-- data-s (first sample), data-n (samples), data-d (depth) and data-short
+-- (the bare function name, when it differs from the label); the label is
+-- the first line of the frame's <title>.
+local SCRIPT = [==[
+(function () {
+  var svg = document.getElementById('ljprof-flamegraph');
+  var W = +svg.getAttribute('data-width'), PAD = +svg.getAttribute('data-pad');
+  var NS = 'http://www.w3.org/2000/svg';
+  var details = document.getElementById('details'), reset = document.getElementById('reset');
+  var hint = details.textContent;
+  var cw = +svg.getAttribute('data-charw');
+  try {  /* the real advance width of the label font */
+    var m = document.createElementNS(NS, 'text');
+    m.setAttribute('class', 'lbl');
+    m.textContent = 'MMMMMMMMMMMMMMMMMMMM';
+    svg.appendChild(m);
+    var mw = m.getComputedTextLength() / 20;
+    svg.removeChild(m);
+    if (mw > 0) cw = mw;
+  } catch (e) {}
+  try {  /* the legend, laid out again with the real text widths */
+    var lg = document.getElementById('legend'), parts = lg.querySelectorAll('text, rect'), lw = 0;
+    for (var k = 0; k < parts.length; k++)
+      lw += parts[k].tagName === 'rect' ? 17 : parts[k].getComputedTextLength() + (k ? 20 : 10);
+    var lx = Math.round((svg.viewBox.baseVal.width - lw + 20) / 2);
+    for (k = 0; k < parts.length; k++) {
+      parts[k].setAttribute('x', lx);
+      lx += parts[k].tagName === 'rect' ? 17 : parts[k].getComputedTextLength() + (k ? 20 : 10);
+    }
+  } catch (e) {}
+  var nodes = svg.querySelectorAll('g.f'), fr = [];
+  for (var i = 0; i < nodes.length; i++) {
+    var g = nodes[i], title = g.getElementsByTagName('title')[0].textContent;
+    fr.push({g: g, i: i, s: +g.getAttribute('data-s'), n: +g.getAttribute('data-n'),
+             d: +g.getAttribute('data-d'), label: title.split('\n')[0],
+             info: title.split('\n').slice(0, 3).join('  '),
+             short: g.getAttribute('data-short'),
+             rect: g.getElementsByTagName('rect')[0], text: g.getElementsByTagName('text')[0]});
+  }
+  function fit(f, w) {
+    var room = Math.floor((w - 6) / cw);
+    if (room < 3) return '';
+    if (f.label.length <= room) return f.label;
+    var s = f.short || f.label;
+    if (s.length <= room) return s;
+    if (room < 4) return '';
+    return s.substring(0, room - 2) + '..';
+  }
+  function place(f, x, w, cls) {
+    f.rect.setAttribute('x', x.toFixed(2));
+    f.rect.setAttribute('width', w.toFixed(2));
+    f.text.setAttribute('x', (x + 3).toFixed(2));
+    f.text.textContent = fit(f, w);
+    f.g.setAttribute('class', cls);
+  }
+  var zoomed = null;
+  function zoom(z) {
+    var S = z.s, N = z.n, D = z.d, k = W / N;
+    for (var i = 0; i < fr.length; i++) {
+      var f = fr[i];
+      if (f.d < D && f.s <= S && f.s + f.n >= S + N) place(f, PAD, W, 'f a');
+      else if (f.d >= D && f.s >= S && f.s + f.n <= S + N) place(f, PAD + (f.s - S) * k, f.n * k, 'f');
+      else f.g.setAttribute('class', 'f h');
+    }
+    zoomed = z.d > 0 ? z : null;
+    reset.setAttribute('class', zoomed ? '' : 'h');
+    svg.setAttribute('data-zoom', zoomed ? String(z.i) : '');
+    try { history.replaceState(null, '', zoomed ? '#zoom=' + z.i : location.pathname + location.search); } catch (e) {}
+  }
+  function frameOf(e) {
+    for (var t = e.target; t && t !== svg; t = t.parentNode)
+      if (t.getAttribute && /(^| )f( |$)/.test(t.getAttribute('class') || '')) return fr[+t.getAttribute('data-i')];
+    return null;
+  }
+  for (var j = 0; j < fr.length; j++) fr[j].g.setAttribute('data-i', j);
+  svg.addEventListener('click', function (e) {
+    var f = frameOf(e);
+    if (f) zoom(f);
+    else if (e.target === reset || (e.target && e.target.parentNode === reset)) zoom(fr[0]);
+  });
+  svg.addEventListener('mouseover', function (e) {
+    var f = frameOf(e);
+    details.textContent = f ? f.info : hint;
+  });
+  svg.addEventListener('mouseout', function () { details.textContent = hint; });
+  document.addEventListener('keydown', function (e) {
+    if (e.key === 'Escape' && fr.length) zoom(fr[0]);
+  });
+  if (fr.length) {
+    var h = /^#zoom=(\d+)$/.exec(location.hash || ''), z = h && fr[+h[1]];
+    zoom(z || fr[0]);
+  }
+  svg.setAttribute('data-ready', '1');
+})();
+]==]
+
+local CSS = [[
+text { font-family: "DejaVu Sans", Verdana, Arial, sans-serif; fill: #222; }
+.title { font-size: 17px; font-weight: bold; }
+.sub { font-size: 12px; fill: #444; }
+.legend { font-size: 12px; }
+.lbl, .f text { font-family: "DejaVu Sans Mono", Menlo, Consolas, "Liberation Mono", monospace;
+  font-size: 12px; fill: #000; pointer-events: none; }
+.f { cursor: pointer; }
+.f rect { stroke: #fbfbf5; stroke-width: 0.5; }
+.f:hover rect { stroke: #000; stroke-width: 1; }
+.a rect { opacity: 0.5; }
+.h { display: none; }
+#reset { cursor: pointer; }
+#reset rect { fill: #eee; stroke: #888; }
+.btn { font-size: 12px; }
+#details { font-size: 12px; fill: #333; }
+]]
+
+------------------------------------------------------------------------
+
+function M.render(p, meta)
+  meta = meta or {}
+  local W, PAD, FH = M.WIDTH - 2 * M.PAD, M.PAD, M.FRAME_H
+  local root = build(p)
+  local total = root.count
+  local us = tonumber(meta.interval_us)
+  if us and us <= 0 then us = nil end
+  local clock = meta.clock and tostring(meta.clock) or nil
+  local clock_time = CLOCK_TIME[clock or ""] or ((clock and M.clean(clock) .. " " or "") .. "time")
+  local min_count = total * M.MIN_SHARE
+
+  -- Frames to draw, parents before children, and the deepest row.
+  local drawn, left_out, depth_max = {}, 0, 0
+  local function size(node)   -- frames in node's subtree
+    local n = 1
+    for _, c in pairs(node.children) do n = n + size(c) end
+    return n
+  end
+  local function layout(node, start, depth)
+    node.start, node.depth = start, depth
+    drawn[#drawn + 1] = node
+    if depth > depth_max then depth_max = depth end
+    local x = start
+    for _, c in ipairs(sorted_children(node)) do
+      if c.count >= min_count then
+        layout(c, x, depth + 1)
+      else
+        left_out = left_out + size(c)
+      end
+      x = x + c.count
+    end
+  end
+  if total > 0 then layout(root, 0, 0) end
+
+  local height = M.TOP + (depth_max + 1) * FH + M.BOTTOM
+  local out = {}
+  local function w(...) for i = 1, select("#", ...) do out[#out + 1] = select(i, ...) end end
+
+  w('<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n')
+  w(format('<svg version="1.1" id="ljprof-flamegraph" xmlns="http://www.w3.org/2000/svg" ' ..
+    'width="%d" height="%d" viewBox="0 0 %d %d" data-width="%d" data-pad="%d" data-charw="%.2f">\n',
+    M.WIDTH, height, M.WIDTH, height, W, PAD, M.CHAR_W))
+  w('<style type="text/css"><![CDATA[\n', CSS, ']]></style>\n')
+  w(format('<rect x="0" y="0" width="%d" height="%d" fill="#fbfbf5"/>\n', M.WIDTH, height))
+
+  -- Title, subtitle, legend, reset control.
+  local program = meta.program and tostring(meta.program) or "ljprof"
+  w(format('<text class="title" x="%d" y="24" text-anchor="middle">Flame graph: %s</text>\n',
+    M.WIDTH / 2, esc(program)))
+  local sub = {}
+  if clock then sub[#sub + 1] = esc(clock) .. " clock" end
+  if us then sub[#sub + 1] = duration(us) .. " interval" end
+  local tot = plural(total, "sample")
+  if us then tot = tot .. " = " .. duration(total * us) .. " of " .. esc(clock_time) end
+  sub[#sub + 1] = tot
+  local dropped = tonumber(meta.dropped) or 0
+  if dropped > 0 then sub[#sub + 1] = plural(dropped, "sample") .. " dropped" end
+  if left_out > 0 then
+    sub[#sub + 1] = plural(left_out, "frame") .. " under " .. (M.MIN_SHARE * 100) .. "% not drawn"
+  end
+  w(format('<text class="sub" x="%d" y="42" text-anchor="middle">%s</text>\n',
+    M.WIDTH / 2, concat(sub, " \194\183 ")))
+
+  -- Legend: one swatch per state with its share of all samples, centred
+  -- with text widths estimated at CW px per character (the script lays it
+  -- out again with the real widths).
+  local items, extra = {}, 0
+  for _, s in ipairs(M.STATES) do
+    local n = root.states[s[1]] or 0
+    items[#items + 1] = {s, format("%s (%s) %.1f%%", s[2], s[1], total > 0 and n * 100 / total or 0)}
+  end
+  for k, n in pairs(root.states) do if not STATE[k] then extra = extra + n end end
+  if extra > 0 then items[#items + 1] = {OTHER, format("Other %.1f%%", extra * 100 / total)} end
+  local lead = "Colour = VM state:"
+  local CW, GAP = 6.5, 20
+  local legend_w = #lead * CW + 10
+  for _, it in ipairs(items) do legend_w = legend_w + 17 + nchars(it[2]) * CW + GAP end
+  local x = floor((M.WIDTH - legend_w + GAP) / 2)
+  w('<g class="legend" id="legend"><title>Each frame is coloured by the VM state most of its samples ' ..
+    '(its own and its callees&#39;) were taken in; percentages are of all samples.</title>\n')
+  w(format('<text x="%d" y="66">%s</text>\n', x, esc(lead)))
+  x = x + #lead * CW + 10
+  for _, it in ipairs(items) do
+    w(format('<rect x="%.0f" y="55" width="12" height="12" fill="%s" stroke="#666" stroke-width="0.5"/>' ..
+      '<text x="%.0f" y="66">%s</text>\n', x, fill(it[1], ""), x + 17, esc(it[2])))
+    x = x + 17 + nchars(it[2]) * CW + GAP
+  end
+  w('</g>\n')
+  w('<g id="reset" class="h"><rect x="10" y="10" width="84" height="20" rx="3"/>' ..
+    '<text x="52" y="24" text-anchor="middle" class="btn">Reset zoom</text></g>\n')
+
+  if total == 0 then
+    w(format('<text class="sub empty" x="%d" y="%d" text-anchor="middle">No samples collected</text>\n',
+      M.WIDTH / 2, M.TOP + 12))
+  end
+
+  -- Frames.
+  local scale = total > 0 and W / total or 0
+  local base = M.TOP + depth_max * FH    -- y of the root row
+  for _, node in ipairs(drawn) do
+    local fx, fw = PAD + node.start * scale, node.count * scale
+    local y = base - node.depth * FH
+    local colour = node.parent and fill(dominant(node.states), node.label) or ROOT_FILL
+    local short = node.short ~= node.label and node.short or nil
+    w(format('<g class="f" data-s="%.0f" data-n="%.0f" data-d="%d"%s>', node.start, node.count,
+      node.depth, short and (' data-short="' .. esc(short) .. '"') or ""))
+    w('<title>', tooltip(node, total, us, clock_time), '</title>')
+    w(format('<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s"/>', fx, y, fw, FH - 1, colour))
+    w(format('<text x="%.2f" y="%.1f">%s</text></g>\n', fx + 3, y + FH - 4.5,
+      esc(M.fit(node.label, short, fw))))
+  end
+
+  w(format('<text id="details" x="%d" y="%d">%s</text>\n', PAD, height - 10,
+    total > 0 and "Click a frame to zoom in; Escape or Reset zoom to go back. Hover for details." or ""))
+  w('<script type="text/ecmascript"><![CDATA[\n', SCRIPT, ']]></script>\n')
+  w('</svg>\n')
+  return concat(out)
+end
+
+return M

@@ -1,120 +1,179 @@
 ----------------------------------------------------------------------------
--- ljprof high-level profiler: luajit -jprof[=options[,output]] app.lua
+-- ljprof high-level profiler, the -jp of ljprof:
 --
--- The -jp of ljprof. Sampling and aggregation happen in the ljprof C
--- library: each sample's stack key is dumped at the safe point with the
--- format the options ask for, so this module only parses options and
--- prints the aggregated table.
+--   luajit -jprof[=letters[/key=value...][,output...]] app.lua
 --
--- Options (as for -jp): f (functions, default), F (functions with module
--- prefix), l (lines), p (full paths), <n> / -<n> (stack depth, callers
--- first when negative), v (split by VM state), r (raw counts), m<n>
--- (minimum percent shown, default 3), i<n> (interval in ms, default 10),
--- G (folded stacks "a;b;c count"). Zones (z), split (s) and annotation
--- (a, A) come with later work and are rejected with a clear error.
+-- Examples:
+--   luajit -jprof app.lua                          top functions
+--   luajit -jprof=vf,out.txt app.lua               by VM state, to a file
+--   luajit -jprof=G,app.folded app.lua             -jp's folded stacks
+--   luajit -jprof=vf/clock=wall/format=svg,out.svg app.lua
+--   luajit -jprof=l,report.txt,app.svg,app.pb.gz app.lua   three outputs
 --
--- Output: to stdout, to the file named after the comma, or to
--- $LUAJIT_PROFILEFILE. Written on stop(), at normal exit and on os.exit().
+-- Letters: exactly those of LuaJIT's -jp, with the same defaults, the same
+-- interplay and the same text layout (see jit/prof/text.lua):
+--   f  functions: name, else chunk:line (default)
+--   F  functions with the chunk prefixed (chunk:name)
+--   l  lines: chunk:line
+--   <n>   stack depth n, callee < caller (default 1)
+--   -<n>  stack depth n, caller > callee
+--   s  split after the first stack level (depth at least 2)
+--   p  full chunk paths
+--   v  split by VM state (vf: state first; fv: state second)
+--   z  split by zone ("(none)" for samples without one)
+--   r  raw sample counts instead of percentages
+--   a  annotate source excerpts (3 lines of context), A whole files
+--   G  folded stacks "a;b;c count" (the -jp G text)
+--   m<n>  minimum percentage shown (default 3)
+--   i<n>  sampling interval in ms (default 10)
+-- Unknown letters are an error (-jp ignores them).
+--
+-- Then, ljprof's own options, any number of /key=value items:
+--   /clock=cpu|wall|itimer|thread   the timer (default cpu: thread CPU time)
+--   /format=text|folded|speedscope|pprof|svg|raw
+--   /duration=<seconds>   sample only the first N seconds
+--   /rate=<Hz>            samples per second (instead of i<n>)
+--
+-- Outputs: every word after the options is one output file ("-" is
+-- stdout); none: $LUAJIT_PROFILEFILE, else stdout. With one output, its
+-- format is /format= if given; otherwise each output's format comes from
+-- its name (.speedscope.json, .pb.gz, .svg, .folded, .ljprof, else text),
+-- and /format= applies to the names without a known ending (not .txt).
+-- The text format is the -jp report followed by ljprof's "Hot but
+-- interpreted" section (not with r, G or annotation); folded uses the
+-- f/F/l/p letters for its frame labels; the other formats come from the
+-- module jit.prof.<format>. Files are written atomically (a temporary
+-- file renamed). Unwritable outputs, unavailable formats and bad options
+-- are reported in one line before profiling starts.
+--
+-- The profile is written by stop(), at normal exit (lua_close), on
+-- os.exit(), after an uncaught error (the exit status stays that of the
+-- error), on Ctrl-C (luajit turns SIGINT into an "interrupted!" error) and,
+-- when the ljprof library can trap signals (ljprof.on_signal), on SIGTERM,
+-- SIGHUP (and SIGINT where luajit does not handle it), after which the
+-- signal's default action is re-raised, so the exit status is unchanged.
 ----------------------------------------------------------------------------
 
 local ljprof = require("ljprof")
 local model = require("jit.prof.model")
-
-local vmnames = model.VMNAMES
+local text = require("jit.prof.text")
 
 local M = {}
 local run        -- options of the active run, or nil
-local exit_proxy -- __gc proxy that stops at lua_close
+local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 
--- Parse -jp style options into a run description.
-local function parse(opts, output)
-  opts = opts or "f"
-  local r = {min = 3, depth = 1, interval = ""}
-  opts = opts:gsub("i%d*", function(s) r.interval = s; return "" end)
-  opts = opts:gsub("m(%d+)", function(s) r.min = tonumber(s); return "" end)
-  opts = opts:gsub("%-?%d+", function(s) r.depth = tonumber(s); return "" end)
-  local m = {}
-  for c in opts:gmatch(".") do
-    if c:find("[zsaA]") then
-      error("jit.prof: option '" .. c .. "' is not supported yet "
-        .. "(accepted: f F l p v r G m<n> i<n> <n> -<n>)", 0)
-    end
-    m[c] = true
-  end
-  r.raw = m.r or m.G
-  r.folded = m.G
-  r.states = m.v
-  r.scope = m.l and "l" or m.F and "F" or m.f and "f" or (m.v and "" or "f")
-  r.fullpath = m.p or false
-  r.split = (r.scope == "" or opts:find("v.*[lfF]")) and 1 or 0
-  if m.G and r.scope ~= "" then r.depth, r.min = -100, 0 end
-  -- Samples are recorded with structured stacks (jit.prof.model) as deep
-  -- as the view needs; the view is rendered at the end.
-  r.record_depth = -math.max(1, math.abs(r.depth))
-  r.output = output or os.getenv("LUAJIT_PROFILEFILE")
-  return r
+local CLOCKS = {"cpu", "wall", "itimer", "thread"}
+local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
+  table.concat(model.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz>"
+
+local function fail(msg) error("jit.prof: " .. msg, 0) end
+
+local function member(list, x)
+  for _, v in ipairs(list) do if v == x then return true end end
+  return false
 end
 
--- Sort keys of a count table by count, most first (ties by name).
-local function sorted(counts)
-  local keys = {}
-  for k in pairs(counts) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b)
-    if counts[a] ~= counts[b] then return counts[a] > counts[b] end
-    return a < b
-  end)
-  return keys
+local function positive(key, s, what)
+  local n = tonumber(s)
+  if not n or not (n > 0) or n == math.huge then
+    fail(string.format("bad %s '%s' (accepted: a positive number of %s)", key, s, what))
+  end
+  return n
 end
 
-local function report(r, out)
-  local prof = model.collect(ljprof.summary())
-  local total = 0
-  local count1, count2 = {}, {}
-  for _, e in ipairs(prof.samples) do
-    local stack = r.scope ~= "" and
-      model.view(prof, e.stack, r.scope, r.fullpath, r.depth, r.folded and ";") or nil
-    local state = vmnames[e.vmstate] or e.vmstate
-    local k1, k2
-    if r.split == 1 then k1, k2 = state, stack
-    else k1, k2 = stack, r.states and state or nil end
-    total = total + e.count
-    count1[k1] = (count1[k1] or 0) + e.count
-    if k2 then
-      local t = count2[k1] or {}
-      count2[k1] = t
-      t[k2] = (t[k2] or 0) + e.count
-    end
-  end
-  if total == 0 then
-    if not r.folded then out:write("[No samples collected]\n") end
-    return
-  end
-  local function top(counts, sum, indent, children)
-    for _, k in ipairs(sorted(counts)) do
-      local v = counts[k]
-      local pct = math.floor(v * 100 / sum + 0.5)
-      if pct < r.min then break end
-      if r.folded then
-        out:write(string.format("%s %d\n", k, v))
-      elseif r.raw then
-        out:write(string.format("%s%5d  %s\n", indent, v, k))
+-- "/key=value/..." -> {clock=, format=, duration=, rate=}
+local function parse_keys(s)
+  local kv = {}
+  for item in s:gmatch("/([^/]*)") do
+    if item ~= "" then
+      local k, val = item:match("^([%w_]+)=(.*)$")
+      if not k then
+        fail("bad option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
+      elseif k == "clock" then
+        if not member(CLOCKS, val) then
+          fail("bad clock '" .. val .. "' (accepted: " .. table.concat(CLOCKS, ", ") .. ")")
+        end
+        kv.clock = val
+      elseif k == "format" then
+        if not member(model.FORMATS, val) then
+          fail("bad format '" .. val .. "' (accepted: " .. table.concat(model.FORMATS, ", ") .. ")")
+        end
+        kv.format = val
+      elseif k == "duration" then
+        kv.duration = positive("duration", val, "seconds")
+      elseif k == "rate" then
+        kv.rate = positive("rate", val, "samples per second")
       else
-        out:write(string.format("%s%2d%%  %s\n", indent, pct, k))
-      end
-      if children and children[k] then
-        local sub = r.split == 1 and "  -- " or r.depth < 0 and "  -> " or "  <- "
-        top(children[k], v, r.folded and "" or sub)
+        fail("unknown option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
       end
     end
   end
-  top(count1, total, "", count2)
-  if not r.raw then M.hot_interpreted(out, total, r.min) end
+  return kv
+end
+
+-- Special files are written in place, never replaced by a rename.
+local function special(path)
+  return path:sub(1, 5) == "/dev/" or path:sub(1, 6) == "/proc/"
+end
+
+-- An output must be writable now; a file created to find out is removed.
+local function check_writable(path)
+  if path == "-" then return end
+  local existed = special(path) or io.open(path, "rb")
+  if type(existed) == "userdata" then existed:close() end
+  local f, err = io.open(path, "ab")
+  if not f then fail("cannot write output " .. tostring(err)) end
+  f:close()
+  if not existed then os.remove(path) end
+end
+
+-- The renderer module of a non-text format, or one line saying why not.
+local function renderer(fmt)
+  local ok, mod = pcall(require, "jit.prof." .. fmt)
+  if not ok then
+    local why = tostring(mod):match("^[^\n]*"):gsub(":$", "")
+    return nil, "format " .. fmt .. " is not available (" .. why .. ")"
+  end
+  if type(mod) ~= "table" or type(mod.render) ~= "function" then
+    return nil, "format " .. fmt .. " is not available (module jit.prof." ..
+      fmt .. " has no render function)"
+  end
+  return mod
+end
+
+-- Parse options and outputs into a run description.
+local function parse(opts, outputs)
+  opts = opts and tostring(opts) or "f"
+  local letters, rest = opts:match("^([^/]*)(.*)$")
+  local r = {view = text.parse(letters), outputs = {}}
+  local kv = parse_keys(rest)
+  r.kv = kv
+  if kv.rate and r.view.interval then
+    fail("both i" .. r.view.interval .. " and /rate=" .. kv.rate ..
+      " set the interval (accepted: one of them)")
+  end
+  if #outputs == 0 then outputs = {os.getenv("LUAJIT_PROFILEFILE") or "-"} end
+  local stacks = false
+  for _, path in ipairs(outputs) do
+    local fmt
+    if kv.format and #outputs == 1 then
+      fmt = kv.format
+    else
+      fmt = model.format_for(path)
+      if kv.format and fmt == "text" and not path:find("%.txt$") then fmt = kv.format end
+    end
+    r.outputs[#r.outputs + 1] = {path = path, format = fmt}
+    if fmt ~= "text" then stacks = true end
+  end
+  r.record_depth = stacks and -model.MAX_DEPTH or text.record_depth(r.view)
+  return r
 end
 
 -- "Hot but interpreted": functions where at least min percent of all
 -- samples were spent in the interpreter, with the trace aborts LuaJIT
 -- reported for traces starting in them (why the hot code did not compile).
-function M.hot_interpreted(out, total, min)
+-- Returns the section (from its leading blank line), or "".
+function M.hot_interpreted(total, min)
   local aborts = {}
   for _, a in ipairs(ljprof.aborts()) do
     local t = aborts[a.func] or {}
@@ -142,45 +201,119 @@ function M.hot_interpreted(out, total, min)
       end
     end
   end
-  if #lines > 0 then
-    out:write("\nHot but interpreted (percent of all samples in the interpreter; trace aborts):\n")
-    for _, l in ipairs(lines) do out:write(l, "\n") end
+  if #lines == 0 then return "" end
+  return "\nHot but interpreted (percent of all samples in the interpreter; trace aborts):\n"
+    .. table.concat(lines, "\n") .. "\n"
+end
+
+-- The content of one output.
+local function render(r, o, p, meta)
+  local v = r.view
+  if o.format == "text" then
+    local s = text.render(p, v)
+    if p.total > 0 and not (v.letters.r or v.letters.G or v.ann) then
+      s = s .. M.hot_interpreted(p.total, v.min)
+    end
+    return s
   end
+  local mod, err = renderer(o.format)
+  if not mod then return nil, err end
+  if o.format == "folded" then  -- frame labels from the f/F/l/p letters
+    local m = {}
+    for k, x in pairs(meta) do m[k] = x end
+    m.scope, m.fullpath = v.scope ~= "" and v.scope or "f", v.fullpath
+    meta = m
+  end
+  local ok, data = pcall(mod.render, p, meta)
+  if not ok then return nil, "format " .. o.format .. " failed: " .. tostring(data) end
+  if type(data) ~= "string" then
+    return nil, "format " .. o.format .. " failed: render returned no data"
+  end
+  return data
+end
+
+local function write_output(o, data)
+  if o.path == "-" then
+    io.stdout:write(data)
+    io.stdout:flush()
+    return true
+  end
+  local ok, err
+  if not special(o.path) then ok, err = model.write_file(o.path, data) end
+  if not ok then  -- a special file, or no temporary file next to it
+    local f, ferr = io.open(o.path, "wb")
+    if not f then return nil, ferr or err end
+    local wok, werr = f:write(data)
+    local cok, cerr = f:close()
+    if not wok or not cok then return nil, tostring(werr or cerr) end
+  end
+  return true
 end
 
 function M.stop()
   if not run then return end
   local r = run
-  run = nil
+  run, exit_proxy = nil, nil
+  if ljprof.on_signal then pcall(ljprof.on_signal, nil) end
   ljprof.stop()
-  local out = io.stdout
-  if r.output and r.output ~= "-" then
-    local f, err = io.open(r.output, "w")
-    if not f then
-      io.stderr:write("jit.prof: cannot write ", r.output, ": ", tostring(err), "\n")
-      return
+  local st = ljprof.stats()
+  local p = model.collect(ljprof.summary())
+  local meta = {
+    clock = st.clock, interval_us = st.interval_us, program = r.program,
+    samples = st.samples, dropped = st.dropped,
+  }
+  for _, o in ipairs(r.outputs) do
+    local ok, data, err = pcall(render, r, o, p, meta)
+    if ok and data then
+      ok, err = write_output(o, data)
+    elseif not ok then
+      err = data
     end
-    out = f
+    if not ok or not data then
+      io.stderr:write("jit.prof: ", o.path == "-" and "" or (o.path .. ": "),
+        tostring(err):match("^[^\n]*"), "\n")
+    end
   end
-  report(r, out)
-  if out ~= io.stdout then out:close() else out:flush() end
 end
 
-function M.start(opts, output)
+-- A trapped signal (ljprof.on_signal), at the next safe point: write the
+-- profile; the library then re-raises the signal with its default action.
+local function on_signal()
+  M.stop()
+end
+
+function M.start(opts, ...)
   if run then M.stop() end
-  local r = parse(opts, output)
-  if r.output and r.output ~= "-" then  -- unwritable output: say so now
-    local f, err = io.open(r.output, "a")
-    if not f then error("jit.prof: cannot write output file " .. tostring(err), 0) end
-    f:close()
+  local outputs = {}
+  for i = 1, select("#", ...) do
+    local o = select(i, ...)
+    if o ~= nil and o ~= "" then outputs[#outputs + 1] = tostring(o) end
   end
-  ljprof.record({mode = r.interval, fmt = model.KEY_FMT, depth = r.record_depth})
+  local r = parse(opts, outputs)
+  for _, o in ipairs(r.outputs) do  -- say what cannot work before starting
+    check_writable(o.path)
+    if o.format ~= "text" then
+      local ok, err = renderer(o.format)
+      if not ok then fail(err) end
+    end
+  end
+  r.program = type(arg) == "table" and arg[0] or "?"
+  local ropt = {fmt = model.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
+                duration = r.kv.duration}
+  if r.kv.rate then ropt.rate = r.kv.rate
+  elseif r.view.interval then ropt.interval = r.view.interval end
+  ljprof.record(ropt)
   run = r
+  -- SIGINT is trapped only where nobody handles it (luajit's own handler
+  -- is installed while -j options and the script run).
+  if ljprof.on_signal then pcall(ljprof.on_signal, {"TERM", "HUP", "INT"}, on_signal) end
   -- Stop (and write) at lua_close, and before os.exit, which skips it.
-  exit_proxy = newproxy(true)
-  local this = exit_proxy
-  getmetatable(exit_proxy).__gc = function()
-    if exit_proxy == this then M.stop() end
+  -- Only the active run's proxy stops: a proxy left from an earlier start
+  -- may be collected at any time and must not end a later run.
+  local proxy = newproxy(true)
+  exit_proxy = proxy
+  getmetatable(proxy).__gc = function()
+    if exit_proxy == proxy then M.stop() end
   end
   if not M.os_exit then
     M.os_exit = os.exit

@@ -67,32 +67,12 @@ local function write_outputs(p, meta, outputs, forced, view)
   end
 end
 
--- A -jp-like text report of p (f/F/l, p, depth, v, r views).
+-- The -jp text report of p for view letters (jit.prof.text).
 function M.text(p, view)
-  local scope = view:find("l") and "l" or view:find("F") and "F" or "f"
-  local depth = tonumber(view:match("%-?%d+")) or 1
-  local byvm = view:find("v") ~= nil
-  local counts, total = {}, 0
-  for _, s in ipairs(p.samples) do
-    local k = model.view(p, s.stack, scope, view:find("p") ~= nil, depth)
-    if byvm then k = (model.VMNAMES[s.vmstate] or s.vmstate) .. "  " .. k end
-    counts[k] = (counts[k] or 0) + s.count
-    total = total + s.count
-  end
-  if total == 0 then return "[No samples collected]\n" end
-  local keys = {}
-  for k in pairs(counts) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b)
-    if counts[a] ~= counts[b] then return counts[a] > counts[b] end
-    return a < b
-  end)
-  local out = {}
-  for _, k in ipairs(keys) do
-    local pct = math.floor(counts[k] * 100 / total + 0.5)
-    if pct < 1 then break end
-    out[#out + 1] = string.format("%2d%%  %s", pct, k)
-  end
-  return table.concat(out, "\n") .. "\n"
+  local text = require("jit.prof.text")
+  local ok, v = pcall(text.parse, view)
+  if not ok then fail(tostring(v)) end
+  return text.render(p, v)
 end
 
 -- Options start at argv[first]. For the command they end at the script

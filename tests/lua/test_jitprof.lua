@@ -1,12 +1,15 @@
 -- jit/prof.lua, the -jprof front end: run real `luajit -jprof=...`
--- subprocesses on a deterministic workload and compare the report's
--- structure with `luajit -jp=...` on the same workload.
+-- subprocesses on deterministic workloads and compare each option's report
+-- structure with `luajit -jp=...` on the same workload; then the fixes of
+-- the built-in's bugs, ljprof's own options and output formats, and the
+-- text/folded renderers on synthetic profiles (exact text).
 local t = require("t")
+local model = require("jit.prof.model")
+local text = require("jit.prof.text")
+local folded = require("jit.prof.folded")
 
-local function tmpname() return os.tmpname() end
-
-local function write(path, text)
-  local f = assert(io.open(path, "w")); f:write(text); f:close()
+local function write(path, s)
+  local f = assert(io.open(path, "w")); f:write(s); f:close()
 end
 
 local function read(path)
@@ -14,9 +17,36 @@ local function read(path)
   local s = f:read("*a"); f:close(); return s
 end
 
--- Two interpreted functions with a fixed 3:1 cost ratio (~0.5 s of CPU).
-local workload = tmpname() .. ".lua"
-write(workload, [[
+local function exists(path)
+  local f = io.open(path, "r"); if f then f:close() end
+  return f ~= nil
+end
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- A directory of its own: workloads run from it with relative names, as
+-- -jp users do (annotation opens the files by the names in the chunks).
+local dir = os.tmpname()
+os.remove(dir)
+os.execute("mkdir -p " .. q(dir))
+local function path(name) return dir .. "/" .. name end
+
+-- A shell command in dir; returns its stdout+stderr and its exit status.
+local function sh(cmd)
+  local p = io.popen("cd " .. q(dir) .. " && { " .. cmd .. "; } 2>&1; echo \"exit=$?\"")
+  local s = p:read("*a")
+  p:close()
+  local body, code = s:match("^(.*)exit=(%d+)\n$")
+  return body or s, tonumber(code)
+end
+
+local function run(opt, script, extra)
+  return sh(string.format("luajit %s %s%s", opt, script, extra or ""))
+end
+
+-- Two interpreted functions with a fixed 3:1 cost ratio (~0.3 s of CPU).
+-- The hot lines are 2 and 3 (the case that crashes -jp's annotation).
+write(path("wl.lua"), [[
 jit.off()
 local function heavy(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
 local function light(n) local s = 0 for i = 1, n do s = s + i % 5 end return s end
@@ -24,45 +54,130 @@ local r = 0
 for k = 1, 200 do r = r + heavy(300000) + light(100000) end
 io.write("result ", r, "\n")
 ]])
+local workload = "wl.lua"
 
-local function run(opt, script, extra)
-  local out = tmpname()
-  local cmd = string.format("luajit %s %s%s > %s 2>&1", opt, script, extra or "", out)
-  local ok = os.execute(cmd)
-  local text = read(out) or ""
-  os.remove(out)
-  return text, ok
+-- Hot lines far from the top of the file (excerpts work in -jp too).
+write(path("wl_ann.lua"), [[
+-- annotation workload
+jit.off()
+
+local function outer(n)
+  local s = 0
+  for i = 1, n do
+    s = s + i % 7
+  end
+  return s
 end
+
+
+
+
+local function inner(n)
+  local s = 0
+  for i = 1, n do s = s + i % 5 end
+  return s
+end
+
+local r = 0
+for k = 1, 100 do r = r + outer(600000) + inner(200000) end
+print(r)
+]])
+
+-- A loadstring chunk ("[string]") sorts before "wl_str.lua": -jp stops
+-- annotating at it.
+write(path("wl_str.lua"), [[
+jit.off()
+local chunk = loadstring("local s = 0 for i = 1, ... do s = s + i % 3 end return s")
+local virt = loadstring("local s = 0 for i = 1, ... do s = s + i % 3 end return s", "@virtual.lua")
+
+local function filework(n)
+  local s = 0
+  for i = 1, n do s = s + i % 7 end
+  return s
+end
+
+local r = 0
+for k = 1, 100 do r = r + filework(400000) + chunk(300000) + virt(300000) end
+print(r)
+]])
+
+-- A hot interpreted loop that never ends by itself (signals).
+write(path("loop.lua"), [[
+jit.off()
+local function spin(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
+io.write("started\n"); io.flush()
+while true do spin(100000) end
+]])
 
 -- The report's lines, up to ljprof's own "Hot but interpreted" section
 -- (after a blank line), which -jp does not have.
-local function lines(text)
+local function lines(s)
   local r = {}
-  text = text:gsub("\n\nHot but interpreted.*$", "\n")
-  for l in text:gmatch("[^\n]+") do r[#r + 1] = l end
+  s = s:gsub("\n\nHot but interpreted.*$", "\n")
+  for l in s:gmatch("[^\n]+") do r[#r + 1] = l end
   return r
 end
 
+-- A line's grammar: the numbers that vary per run replaced, the rest kept.
+local function shape(l)
+  l = l:gsub("@0x%x+", "@0x")
+  local n
+  l, n = l:gsub("^  ([%-<>][%-<>]) %s*%d+(%%?)  ", "  %1 N%2  ")  -- second level
+  if n == 0 then l, n = l:gsub("^%s*%d+(%%?)  ", "N%1  ") end        -- top level
+  if n == 0 then l, n = l:gsub("^%s*%d+(%%?) | ", "N%1 | ") end      -- annotation
+  if n == 0 then l = l:gsub("^(.-) %d+$", "%1 N") end                 -- G, output
+  return l
+end
+
+local function shapes(s, keep)
+  local r = {}
+  for _, l in ipairs(lines(s)) do
+    if not keep or keep(l) then r[#r + 1] = shape(l) end
+  end
+  return r
+end
+
+local function same(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+-- -jprof=opt and -jp=opt on the same script: the same lines, in the same
+-- order, once the numbers are taken out. Sampling is noisy, so a mismatch
+-- is tried once more before it counts.
+local function compare(opt, script, keep)
+  local mine, theirs
+  for _ = 1, 2 do
+    mine = shapes(run("-jprof=" .. opt, script or workload), keep)
+    theirs = shapes(run("-jp=" .. opt, script or workload), keep)
+    if same(mine, theirs) then break end
+  end
+  t.ok(same(mine, theirs), "-jprof=" .. opt .. " vs -jp=" .. opt .. ":\n  mine:   " ..
+    table.concat(mine, "\n          ") .. "\n  theirs: " .. table.concat(theirs, "\n          "))
+  t.ok(#mine >= 2, "-jprof=" .. opt .. " printed a report")
+  return mine
+end
+
 t.case("hot but interpreted: its own section after the -jp lines", function()
-  local text = run("-jprof", workload)
-  local sec = text:match("\n\n(Hot but interpreted.*)$")
-  t.ok(sec, "section present:\n" .. text)
+  local s = run("-jprof", workload)
+  local sec = s:match("\n\n(Hot but interpreted.*)$")
+  t.ok(sec, "section present:\n" .. s)
   if sec then
     t.ok(sec:find("\n%s?%d+%%  [^\n]*:%d+  no trace aborts reported") ~= nil,
       "jit.off functions listed without aborts:\n" .. sec)
   end
   t.ok(not run("-jprof=r", workload):find("Hot but", 1, true), "not in raw mode")
+  t.ok(not run("-jprof=G", workload):find("Hot but", 1, true), "not in G mode")
+  t.ok(not run("-jprof=A", workload):find("Hot but", 1, true), "not in annotation")
 end)
 
 t.case("default report: percent lines, heavy first, like -jp", function()
-  local mine = run("-jprof", workload)
-  local theirs = run("-jp", workload)
-  local l1, l2 = lines(mine), lines(theirs)
-  t.eq(l1[1], l2[1], "program output first")
-  t.ok(l1[2] and l1[2]:match("^%s?%d+%%  heavy$"), "top entry: " .. tostring(l1[2]))
-  t.ok(l2[2] and l2[2]:match("^%s?%d+%%  heavy$"), "jit.p top entry: " .. tostring(l2[2]))
-  for i = 2, #l1 do
-    t.ok(l1[i]:match("^%s?%d+%%  %S") ~= nil, "line grammar: " .. l1[i])
+  local l1 = compare("")
+  t.ok(l1[2] == "N%  heavy" and l1[3] == "N%  light", "top entries: " .. table.concat(l1, " | "))
+  local l2 = lines(run("-jprof", workload))
+  for i = 2, #l2 do
+    t.ok(l2[i]:match("^%s?%d+%%  %S") ~= nil, "line grammar: " .. l2[i])
   end
   -- The share, from enough samples not to flake: ~125 timer signals at
   -- 2 ms (CPU timers fire at most every 4 ms here), so 3:1 is 75% +- 4%.
@@ -71,63 +186,457 @@ t.case("default report: percent lines, heavy first, like -jp", function()
   t.ok(pct >= 55 and pct <= 95, "heavy share " .. pct .. "% (expected about 75%)")
 end)
 
-t.case("raw counts (r) and minimum (m0)", function()
-  local l = lines(run("-jprof=rm0", workload))
-  t.ok(l[2]:match("^%s*%d+  heavy$") ~= nil, "raw line: " .. tostring(l[2]))
+t.case("-jp stack views: f F l p, depth n and -n, split s", function()
+  compare("fi2")
+  compare("Fi2")
+  local l = compare("li2")
+  t.eq(l[2], "N%  wl.lua:2", "hot line")
+  compare("2i2")
+  compare("-2i2")
+  l = compare("si2")
+  t.eq(l[3], "  <- N%  wl.lua:0", "s: the rest of the key below the first frame")
+  l = compare("-si2")
+  t.eq(l[3], "  -> N%  heavy", "-s: callers first")
+  compare("3si2")
+  compare("Fl2i2")
+  -- p: full paths, run by absolute name.
+  l = compare("pli2", path(workload))
+  t.eq(l[2], "N%  " .. path(workload) .. ":2", "full path")
+  compare("pFi2", path(workload))
 end)
 
-t.case("split by VM state (vf, fv)", function()
+t.case("-jp splits: v z and their order (vf fv zf fz fl vl)", function()
+  for _, o in ipairs({"vi2", "vfi2", "fvi2", "zi2", "zfi2", "fzi2", "fli2", "vli2"}) do
+    compare(o)
+  end
   local l = lines(run("-jprof=vf", workload))
   t.ok(l[2]:match("^%s?%d+%%  Interpreted$") ~= nil, "first level is a VM state: " .. tostring(l[2]))
   t.ok(l[3]:match("^  %-%- %s?%d+%%  heavy$") ~= nil, "second level: " .. tostring(l[3]))
   l = lines(run("-jprof=fv", workload))
   t.ok(l[2]:match("^%s?%d+%%  heavy$") ~= nil, "first level: " .. tostring(l[2]))
   t.ok(l[3]:match("^  <%- %s?%d+%%  Interpreted$") ~= nil, "second level: " .. tostring(l[3]))
+  l = lines(run("-jprof=z", workload))
+  t.ok(l[2]:match("^100%%  %(none%)$") ~= nil, "no zone: (none), as -jp: " .. tostring(l[2]))
 end)
 
-t.case("lines (l) and depth (2, -2)", function()
-  local l = lines(run("-jprof=l", workload))
-  t.ok(l[2]:match("^%s?%d+%%  [^:]+%.lua:2$") ~= nil, "hot line is line 2: " .. tostring(l[2]))
-  l = lines(run("-jprof=2", workload))
-  t.ok(l[2]:match("^%s?%d+%%  heavy < [^ ]+$") ~= nil, "callee < caller: " .. tostring(l[2]))
-  l = lines(run("-jprof=-2", workload))
-  t.ok(l[2]:match("^%s?%d+%%  [^ ]+ > heavy$") ~= nil, "caller > callee: " .. tostring(l[2]))
+t.case("raw counts (r), minimum (m), interval (i)", function()
+  compare("ri2")
+  compare("vfri2")
+  local l = lines(run("-jprof=rm0", workload))
+  t.ok(l[2]:match("^%s*%d+  heavy$") ~= nil, "raw line: " .. tostring(l[2]))
+  -- m50: light (about 25%) is left out.
+  l = compare("m50i2")
+  t.eq(#l, 2, "m50 keeps heavy only")
+  -- m0: every entry, which may include a stray sample or two; the top
+  -- entries and the grammar are the same.
+  local mine = shapes((run("-jprof=m0i2", workload)))
+  for i = 2, #mine do t.ok(mine[i]:match("^N%%  %S"), "m0 line: " .. mine[i]) end
+  t.eq(mine[2], "N%  heavy", "m0 top entry")
+  -- i: the interval reaches the recording (raw profile meta).
+  run("-jprof=i5/format=raw,i5.ljprof", workload)
+  local p, meta = require("jit.prof.raw").read(path("i5.ljprof"))
+  t.ok(p and meta.interval_us == 5000, "i5: interval_us " .. tostring(meta and meta.interval_us))
+  run("-jprof=i/format=raw,i1.ljprof", workload)
+  p, meta = require("jit.prof.raw").read(path("i1.ljprof"))
+  t.ok(p and meta.interval_us == 1000, "i alone: 1 ms, got " .. tostring(meta and meta.interval_us))
 end)
 
-t.case("folded stacks (G) to a file", function()
-  local out = tmpname()
-  local text = run("-jprof=G," .. out, workload)
-  t.eq(lines(text)[1]:match("^result"), "result", "program output on stdout")
-  local folded = read(out) or ""
-  os.remove(out)
+t.case("folded stacks (G): the -jp G text", function()
+  local heavy_light = function(l) return l:find("[;:]heavy %d+$") or l:find("[;:]light %d+$") end
+  local l = compare("Gi2", nil, heavy_light)
+  t.eq(l[2] or l[1], "@0x;wl.lua:0;light N", "root-first stack")
+  compare("GFi2", nil, heavy_light)
+  compare("Gli2", nil, function(l) return l:find(":[23] %d+$") end)
+  compare("Gfvi2", nil, function(l) return l:find(";heavy %d+$") or l:find("^Interpreted %d+$") end)
+  local out = path("g.folded")
+  local s = run("-jprof=G," .. out, workload)
+  t.eq(lines(s)[1]:match("^result"), "result", "program output on stdout")
+  local data = read(out) or ""
   local n = 0
-  for l in folded:gmatch("[^\n]+") do
+  for line in data:gmatch("[^\n]+") do
     n = n + 1
-    t.ok(l:match("^[^ ]+ %d+$") or l:match("^.+ %d+$"), "folded line: " .. l)
+    t.ok(line:match("^.+ %d+$"), "folded line: " .. line)
   end
   t.ok(n >= 2, "at least two stacks")
-  t.ok(folded:find(";heavy %d+\n") ~= nil, "root-first stacks end in the leaf")
+  t.ok(data:find(";heavy %d+\n") ~= nil, "root-first stacks end in the leaf")
 end)
 
-t.case("profile written on os.exit", function()
-  local script = tmpname() .. ".lua"
-  write(script, [[
+t.case("annotation (A, Ar, a, ar): headers and excerpts as -jp", function()
+  local l = compare("Ai2")
+  t.eq(l[2], "====== wl.lua ======", "file header")
+  t.eq(l[3], "      | jit.off()", "cold line")
+  t.eq(l[4]:match("^N%% | local function heavy"), "N% | local function heavy", "hot line")
+  compare("Ari2")
+  l = compare("ai2", "wl_ann.lua")
+  t.eq(l[2], "====== wl_ann.lua ======", "header")
+  t.eq(l[3], "@@ 3 @@", "excerpt from 3 lines before the first hot line (6)")
+  compare("ari2", "wl_ann.lua")
+  local s = run("-jprof=a", "wl_ann.lua")
+  t.ok(s:find("\n\n====== wl_ann.lua ======\n@@ 3 @@\n", 1, true) ~= nil,
+    "blank line, header, hunk:\n" .. s)
+end)
+
+t.case("fix: annotation with a hot line among lines 2-3", function()
+  -- -jp=a fails here (show + ann on a boolean) and prints only "@@ 1 @@".
+  local s = run("-jprof=a", workload)
+  t.ok(s:find("\n====== wl.lua ======\n@@ 1 @@\n      | jit.off()\n", 1, true) ~= nil,
+    "excerpt from line 1:\n" .. s)
+  t.ok(s:find("\n%s*%d+%% | local function heavy") ~= nil, "hot line 2 shown:\n" .. s)
+  t.ok(s:find("\n%s*%d+%% | local function light") ~= nil, "hot line 3 shown:\n" .. s)
+  t.ok(s:find("      | local r = 0\n", 1, true) ~= nil, "context after the hot lines")
+  t.ok(not s:find("error", 1, true), "no error:\n" .. s)
+end)
+
+t.case("fix: a [string] chunk or a missing file does not stop annotation", function()
+  local s = run("-jprof=a", "wl_str.lua")
+  local i1 = s:find("\n====== [string] ======\n[Cannot annotate non-file]\n", 1, true)
+  local i2 = s:find("====== ERROR: virtual.lua: ", 1, true)
+  local i3 = s:find("\n====== wl_str.lua ======\n", 1, true)
+  t.ok(i1 and i2 and i3, "three files, [string] first:\n" .. s)
+  t.ok(i3 and s:find("%d+%% |   for i = 1, n do s = s %+ i %% 7 end", i3) ~= nil,
+    "the file after them is annotated:\n" .. s)
+end)
+
+t.case("fix: starting twice, a stale __gc does not stop the second run", function()
+  write(path("twice.lua"), [[
+jit.off()
+local prof, ljprof = require("jit.prof"), require("ljprof")
+local function first(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
+local function second(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
+prof.start("r", "t1.txt")
+for k = 1, 100 do first(100000) end
+prof.start("r", "t2.txt")
+collectgarbage(); collectgarbage()
+print("running", ljprof.running())
+for k = 1, 200 do second(100000) end
+]])
+  os.remove(path("t1.txt")); os.remove(path("t2.txt"))
+  local s, code = run("", "twice.lua")
+  t.eq(code, 0, "exit status")
+  t.ok(s:find("running\ttrue", 1, true), "still running after a full GC:\n" .. s)
+  local t1, t2 = read(path("t1.txt")) or "", read(path("t2.txt")) or ""
+  t.ok(t1:match("^%s*%d+  first\n"), "first run written by the second start: " .. t1)
+  t.ok(t2:match("^%s*%d+  second\n"), "second run written at exit: " .. t2)
+  t.ok(not t2:find("first", 1, true), "second run only: " .. t2)
+end)
+
+t.case("fix: zero samples: the file is complete and closed", function()
+  write(path("zero.lua"), [[
+local prof = require("jit.prof")
+prof.start("fi1000", "z1.txt"); prof.stop()
+prof.start("Gi1000", "z2.txt"); prof.stop()
+local f = io.open("z1.txt"); io.write("[", f:read("*a"), "]\n"); f:close()
+f = io.open("z2.txt"); io.write("[", f:read("*a"), "]\n"); f:close()
+local p = io.popen("ls -l /proc/$PPID/fd"); io.write(p:read("*a")); p:close()
+]])
+  local s = run("", "zero.lua")
+  t.ok(s:find("[[No samples collected]\n]\n", 1, true), "text: " .. s)
+  t.ok(s:find("\n[]\n", 1, true), "G: an empty file: " .. s)
+  t.ok(not s:find("z1.txt", 1, true) and not s:find("z2.txt", 1, true),
+    "no descriptor left open on the outputs:\n" .. s)
+  s = run("-jprof=i1000,z3.txt", "zero.lua")
+  t.eq(read(path("z3.txt")), "[No samples collected]\n", "-jprof with no samples")
+end)
+
+-- Run script under -jprof=r,out and without profiling; both exit
+-- statuses, the profile and the output.
+local function exit_case(script, body, signal)
+  write(path(script), body)
+  local out = path(script .. ".prof")
+  os.remove(out)
+  local cmd = "luajit %s " .. script
+  if signal then  -- wait until the loop runs, then send the signal
+    cmd = "luajit %s " .. script .. " > " .. script .. ".log 2>&1 & pid=$!; " ..
+      "for i in $(seq 100); do grep -q started " .. script .. ".log 2>/dev/null && break; " ..
+      "sleep 0.05; done; sleep 0.3; kill -" .. signal .. " $pid; wait $pid"
+  end
+  local _, plain = sh(string.format(cmd, ""))
+  local s, code = sh(string.format(cmd, "-jprof=r," .. q(out)))
+  return read(out) or "", code, plain, s
+end
+
+local spin = [[
 jit.off()
 local function spin(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
-for k = 1, 300 do spin(200000) end
-os.exit(3)
+for k = 1, 300 do spin(100000) end
+]]
+
+t.case("profile written on normal exit, os.exit() and an uncaught error", function()
+  local prof, code, plain = exit_case("ex_normal.lua", spin)
+  t.ok(prof:match("^%s*%d+  spin\n"), "normal exit: " .. prof)
+  t.ok(code == 0 and plain == 0, "status " .. tostring(code))
+  prof, code, plain = exit_case("ex_exit.lua", spin .. "os.exit(3)\n")
+  t.ok(prof:match("^%s*%d+  spin\n"), "os.exit: " .. prof)
+  t.ok(code == 3 and plain == 3, "os.exit status unchanged: " .. tostring(code))
+  local s
+  prof, code, plain, s = exit_case("ex_error.lua", spin .. "error('boom')\n")
+  t.ok(prof:match("^%s*%d+  spin\n"), "uncaught error: " .. prof)
+  t.ok(code == plain and code ~= 0, "error status unchanged: " .. tostring(code) .. " vs " ..
+    tostring(plain))
+  t.ok(s:find("boom", 1, true), "the error is reported: " .. s)
+end)
+
+t.case("profile written on SIGINT (luajit's interrupted! error), status unchanged", function()
+  local prof, code, plain = exit_case("sig_int.lua", read(path("loop.lua")), "INT")
+  t.ok(prof:match("^%s*%d+  spin\n"), "profile: " .. prof)
+  t.ok(code == plain, "status " .. tostring(code) .. ", without profiling " .. tostring(plain))
+end)
+
+t.case("profile written on SIGTERM and SIGHUP, then the default action", function()
+  if not require("ljprof").on_signal then
+    io.stdout:write("     skipped: the ljprof library has no on_signal (C support pending)\n")
+    return
+  end
+  for sig, status in pairs({TERM = 143, HUP = 129}) do
+    local prof, code, plain = exit_case("sig_" .. sig .. ".lua", read(path("loop.lua")), sig)
+    t.ok(prof:match("^%s*%d+  spin\n"), sig .. ": profile: " .. prof)
+    t.ok(code == plain and plain == status, sig .. ": status " .. tostring(code) ..
+      ", without profiling " .. tostring(plain))
+  end
+end)
+
+t.case("signal contract: on_signal's callback writes the profile, stop removes the trap", function()
+  -- The Lua side of ljprof.on_signal, with the C part mocked: the
+  -- callback is what the library runs at the safe point after a signal.
+  write(path("sigmock.lua"), [[
+local ljprof = require("ljprof")
+local trap, removed
+ljprof.on_signal = function(sigs, fn)
+  if sigs == nil then removed = true else trap = {sigs = sigs, fn = fn} end
+end
+jit.off()
+local prof = require("jit.prof")
+prof.start("r", "sigmock.txt")
+local function spin(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
+for k = 1, 300 do spin(100000) end
+print("signals " .. table.concat(trap.sigs, ","))
+trap.fn("TERM")
+print("removed " .. tostring(removed) .. ", running " .. tostring(ljprof.running()))
+io.write(io.open("sigmock.txt"):read("*a"))
 ]])
-  local out = tmpname()
-  local _, ok = run("-jprof=r," .. out, script)
-  local text = read(out) or ""
-  os.remove(out); os.remove(script)
-  t.ok(text:match("^%s*%d+  spin\n") ~= nil, "report written before os.exit: " .. text)
+  local s = run("", "sigmock.lua")
+  t.ok(s:find("signals TERM,HUP,INT\n", 1, true), "trapped signals: " .. s)
+  t.ok(s:find("removed true, running false\n%s*%d+  spin\n"), "profile written: " .. s)
 end)
 
-t.case("unsupported option: one clear line", function()
-  local text = run("-jprof=z", workload)
-  t.ok(text:find("option 'z' is not supported yet", 1, true) ~= nil, text)
+t.case("bad options: one line naming the input and what is accepted", function()
+  local cases = {
+    {"x", "bad option 'x' in 'x' (accepted: f F l s p v z r a A G"},
+    {"fm", "bad option 'm' in 'fm'"},
+    {"f/clock=sundial", "bad clock 'sundial' (accepted: cpu, wall, itimer, thread)"},
+    {"f/format=png", "bad format 'png' (accepted: text, folded, speedscope, pprof, svg, raw)"},
+    {"f/duration=-1", "bad duration '-1' (accepted: a positive number of seconds)"},
+    {"f/rate=fast", "bad rate 'fast' (accepted: a positive number of samples per second)"},
+    {"f/colour=red", "unknown option '/colour=red' (accepted after the letters: /clock="},
+    {"f/clock", "bad option '/clock' (accepted after the letters:"},
+    {"i5/rate=100", "both i5 and /rate=100 set the interval"},
+  }
+  for _, c in ipairs(cases) do
+    local s, code = run("-jprof=" .. c[1], workload)
+    t.ok(s:find(c[2], 1, true), c[1] .. ": " .. s)
+    t.ok(not s:find("result", 1, true) and code ~= 0, c[1] .. ": the program does not run")
+    t.eq(select(2, s:gsub("\n", "")), 1, c[1] .. ": one line")
+  end
 end)
 
-os.remove(workload)
+t.case("unwritable output: one line before profiling starts", function()
+  local s, code = run("-jprof=f,/nonexistent/dir/out.txt", workload)
+  t.ok(s:find("cannot write output /nonexistent/dir/out.txt: ", 1, true), s)
+  t.ok(not s:find("result", 1, true) and code ~= 0, "the program does not run: " .. s)
+  t.eq(select(2, s:gsub("\n", "")), 1, "one line")
+  s = run("-jprof=f,ok.txt,/nonexistent/x.svg", workload)
+  t.ok(s:find("cannot write output /nonexistent/x.svg", 1, true), "any of several: " .. s)
+  t.ok(not exists(path("ok.txt")), "no file left behind by the check")
+end)
+
+t.case("several outputs, formats from the names; full stacks recorded", function()
+  for _, f in ipairs({"m.txt", "m.folded", "m.ljprof", "m.out"}) do os.remove(path(f)) end
+  local s, code = run("-jprof=vf,m.txt,m.folded,m.ljprof,m.out", workload)
+  t.eq(code, 0, "status: " .. s)
+  local txt = read(path("m.txt")) or ""
+  t.ok(txt:match("^%s?%d+%%  Interpreted\n  %-%- %s?%d+%%  heavy\n"), "text: " .. txt)
+  t.ok(txt:find("\nHot but interpreted", 1, true), "text has ljprof's section")
+  local fo = read(path("m.folded")) or ""
+  t.ok(fo:match("^@0x%x+;wl%.lua:0;heavy %d+\n"), "folded, full root-first stacks " ..
+    "although the text view has depth 1: " .. fo)
+  local p, meta = require("jit.prof.raw").read(path("m.ljprof"))
+  t.ok(p and p.total > 0 and meta.program == "wl.lua" and meta.clock, "raw: " .. tostring(meta))
+  t.eq(read(path("m.out")), txt, "unknown ending: text, the same report")
+  -- /format= with one output: that format, whatever the name.
+  run("-jprof=/format=folded,f.txt", workload)
+  t.ok((read(path("f.txt")) or ""):match("^@0x%x+;wl%.lua:0;heavy %d+\n"), "format=folded")
+  -- /format= with several: for the names without a known ending.
+  run("-jprof=/format=folded,g.txt,g.out", workload)
+  t.ok((read(path("g.txt")) or ""):match("^%s?%d+%%  heavy\n"), ".txt stays text")
+  t.ok((read(path("g.out")) or ""):match("^@0x%x+;wl%.lua:0;heavy %d+\n"), "other: folded")
+  -- Folded labels follow the letters; to stdout without an output.
+  s = run("-jprof=l/format=folded", workload)
+  t.ok(s:find("\n@0x%x+;wl%.lua:5;wl%.lua:2 %d+\n"), "line labels: " .. s)
+  -- $LUAJIT_PROFILEFILE without outputs, as -jp.
+  sh("LUAJIT_PROFILEFILE=env.txt luajit -jprof=r " .. workload)
+  t.ok((read(path("env.txt")) or ""):match("^%s*%d+  heavy\n"), "LUAJIT_PROFILEFILE")
+end)
+
+t.case("formats from other modules, or one line naming a missing one", function()
+  for _, fmt in ipairs({"speedscope", "pprof", "svg"}) do
+    local ok = pcall(require, "jit.prof." .. fmt)
+    local name = "m." .. ({speedscope = "speedscope.json", pprof = "pb.gz", svg = "svg"})[fmt]
+    os.remove(path(name))
+    local s, code = run("-jprof=f," .. name, workload)
+    if ok then
+      t.ok(code == 0 and #(read(path(name)) or "") > 0, fmt .. " written: " .. s)
+    else
+      t.ok(s:find("format " .. fmt .. " is not available", 1, true) and code ~= 0, s)
+    end
+  end
+  -- A tree without jit/prof/svg.lua: the missing module is named.
+  local src = os.getenv("LJPROF_SRC") or io.popen("pwd"):read("*l")
+  local tree = path("tree")
+  sh("mkdir -p tree/jit/prof && cp " .. q(src .. "/jit/prof.lua") .. " tree/jit/ && cp " ..
+     q(src .. "/jit/prof/model.lua") .. " " .. q(src .. "/jit/prof/text.lua") .. " " ..
+     q(src .. "/jit/prof/folded.lua") .. " tree/jit/prof/")
+  local s, code = sh("LUA_PATH=" .. q(tree .. "/?.lua;;") .. " luajit -jprof=f/format=svg,x.svg " .. workload)
+  t.ok(s:find("jit.prof: format svg is not available (module 'jit.prof.svg' not found)",
+    1, true), s)
+  t.ok(code ~= 0 and not s:find("result", 1, true), "before the program runs")
+  t.eq(select(2, s:gsub("\n", "")), 1, "one line")
+end)
+
+t.case("clock=, rate= and duration= reach the recording", function()
+  run("-jprof=/clock=wall/format=raw,w.ljprof", workload)
+  local raw = require("jit.prof.raw")
+  local p, meta = raw.read(path("w.ljprof"))
+  t.ok(p and meta.clock == "wall", "clock wall: " .. tostring(meta and meta.clock))
+  run("-jprof=/rate=250/format=raw,r.ljprof", workload)
+  p, meta = raw.read(path("r.ljprof"))
+  t.ok(p and meta.interval_us == 4000, "rate 250: " .. tostring(meta and meta.interval_us))
+  -- duration: only the first 0.1 s of a ~0.3 s run at 1 ms wall clock.
+  run("-jprof=i1/clock=wall/format=raw,full.ljprof", workload)
+  run("-jprof=i1/clock=wall/duration=0.1/format=raw,d.ljprof", workload)
+  local pf = raw.read(path("full.ljprof"))
+  local pd = raw.read(path("d.ljprof"))
+  t.ok(pf and pd and pd.total > 0 and pd.total < pf.total * 0.6,
+    "duration 0.1: " .. tostring(pd and pd.total) .. " of " .. tostring(pf and pf.total))
+end)
+
+-- Synthetic profiles: exact text.
+
+-- One sample entry as ljprof.summary() gives it (model.KEY_FMT keys).
+local function entry(frames, count, vmstate, zone)
+  local t2 = {}
+  for i, f in ipairs(frames) do t2[i] = f[1] .. model.FIELD .. f[2] end
+  return {stack = table.concat(t2, model.FRAME), count = count, vmstate = vmstate or "I",
+          zone = zone or ""}
+end
+
+local MAIN = {"/src/app.lua:0", "/src/app.lua:30"}
+local function fn(name, line) return {name, "/src/app.lua:" .. line} end
+
+t.case("zones (z, zf, fz): the -jp text, (none) for samples without a zone", function()
+  local p = model.collect({
+    entry({MAIN, fn("work", 5)}, 42, "I", "AI"),
+    entry({MAIN, fn("work", 5)}, 23, "I", "PHYS"),
+    entry({MAIN, fn("work", 6)}, 21, "N", "PHYS.sub"),
+    entry({MAIN, fn("work", 5)}, 14, "I", ""),
+  })
+  t.eq(text.render(p, "z"), "42%  AI\n23%  PHYS\n21%  PHYS.sub\n14%  (none)\n", "z")
+  t.eq(text.render(p, "zf"), "42%  AI\n  -- 100%  work\n23%  PHYS\n  -- 100%  work\n" ..
+    "21%  PHYS.sub\n  -- 100%  work\n14%  (none)\n  -- 100%  work\n", "zf")
+  t.eq(text.render(p, "fz"), "100%  work\n  <- 42%  AI\n  <- 23%  PHYS\n  <- 21%  PHYS.sub\n" ..
+    "  <- 14%  (none)\n", "fz")
+  t.eq(text.render(p, "zr"), "   42  AI\n   23  PHYS\n   21  PHYS.sub\n   14  (none)\n", "zr")
+  t.eq(text.render(p, "vz"), text.render(p, "z"), "v and z: z wins")
+end)
+
+t.case("text renderer: -jp layouts on a synthetic profile", function()
+  local p = model.collect({
+    entry({MAIN, fn("outer", 10), fn("inner", 3)}, 60, "N"),
+    entry({MAIN, fn("outer", 11)}, 30, "I"),
+    entry({MAIN, {"[builtin#" .. 999 .. "]", "[builtin#999]"}}, 8, "C"),
+    entry({MAIN}, 2, "G"),
+  })
+  t.eq(text.render(p, "f"), "60%  inner\n30%  outer\n 8%  [builtin#999]\n", "f, m3")
+  t.eq(text.render(p, "fm0"), "60%  inner\n30%  outer\n 8%  [builtin#999]\n 2%  app.lua:0\n", "m0")
+  t.eq(text.render(p, "F"), "60%  app.lua:inner\n30%  app.lua:outer\n 8%  [builtin#999]\n", "F")
+  t.eq(text.render(p, "pl"), "60%  /src/app.lua:3\n30%  /src/app.lua:11\n 8%  [builtin#999]\n", "pl")
+  t.eq(text.render(p, "2"), "60%  inner < outer\n30%  outer < app.lua:0\n 8%  [builtin#999] < app.lua:0\n", "2")
+  t.eq(text.render(p, "-3"), "60%  app.lua:0 > outer > inner\n30%  app.lua:0 > outer\n" ..
+    " 8%  app.lua:0 > [builtin#999]\n", "-3")
+  t.eq(text.render(p, "s"), "60%  inner\n  <- 100%  outer\n30%  outer\n  <- 100%  app.lua:0\n" ..
+    " 8%  [builtin#999]\n  <- 100%  app.lua:0\n", "s")
+  t.eq(text.render(p, "-s"), "60%  outer\n  -> 100%  inner\n40%  app.lua:0\n  -> 75%  outer\n" ..
+    "  -> 20%  [builtin#999]\n", "-s: split at the first ' > '")
+  t.eq(text.render(p, "fl"), "60%  inner\n  -- 100%  app.lua:3\n30%  outer\n  -- 100%  app.lua:11\n" ..
+    " 8%  [builtin#999]\n  -- 100%  [builtin#999]\n", "fl")
+  t.eq(text.render(p, "v"), "60%  Compiled\n30%  Interpreted\n 8%  C code\n", "v")
+  t.eq(text.render(p, "vr"), "   60  Compiled\n   30  Interpreted\n    8  C code\n", "vr, m3")
+  t.eq(text.render(p, "G"), "app.lua:0;outer;inner 60\napp.lua:0;outer 30\napp.lua:0;[builtin#999] 8\n" ..
+    "app.lua:0 2\n", "G: every stack, root first")
+  t.eq(text.render(p, "Gv"), "60%  Compiled\n30%  Interpreted\n 8%  C code\n", "Gv: no stack, normal output")
+  t.eq(text.render(model.collect({}), "f"), "[No samples collected]\n", "no samples")
+  t.eq(text.render(model.collect({}), "G"), "", "no samples, G")
+  t.eq(text.render(model.collect({}), "a"), "[No samples collected]\n", "no samples, a")
+end)
+
+t.case("annotation on a synthetic profile: excerpts, C leaves, raw width", function()
+  local src = path("syn.lua")
+  local body = {}
+  for i = 1, 20 do body[i] = "line" .. i end
+  write(src, table.concat(body, "\n") .. "\n")
+  local function at(line) return {"f", src .. ":" .. line} end
+  local p = model.collect({
+    entry({at(20), at(2)}, 50),
+    entry({at(20), at(9), {"string.rep", "string.rep"}}, 30),  -- C leaf: charged to line 9
+    entry({at(20), at(18)}, 20),
+  })
+  t.eq(text.render(p, "a"), "\n====== " .. src .. " ======\n@@ 1 @@\n" ..
+    "      | line1\n  50% | line2\n      | line3\n      | line4\n      | line5\n" ..
+    "      | line6\n      | line7\n      | line8\n  30% | line9\n      | line10\n" ..
+    "      | line11\n      | line12\n" ..
+    "@@ 15 @@\n      | line15\n      | line16\n      | line17\n  20% | line18\n      | line19\n" ..
+    "      | line20\n", "a")
+  local all = text.render(p, "Ar")
+  t.ok(all:find("\n   50 | line2\n", 1, true) and all:find("\n      | line1\n", 1, true),
+    "Ar: 5-digit counts: " .. all)
+  local big = model.collect({entry({at(20), at(2)}, 1234567)})
+  t.ok(text.render(big, "Ar"):find("\n1234567 | line2\n", 1, true), "raw width grows with log10")
+end)
+
+t.case("folded renderer: root first, one line per stack, names cleaned", function()
+  local p = model.collect({
+    entry({MAIN, fn("outer", 10), fn("inner", 3)}, 60),
+    entry({MAIN, fn("outer", 10), fn("inner", 4)}, 5),   -- same f stack: merged
+    entry({MAIN, {"we;ird\nname", "/src/app.lua:7"}}, 7),
+    entry({}, 1),
+  })
+  t.eq(folded.render(p, {}), "app.lua:0;outer;inner 65\napp.lua:0;we,ird name 7\n(no stack) 1\n", "f")
+  t.eq(folded.render(p, {scope = "l"}), "app.lua:30;app.lua:10;app.lua:3 60\napp.lua:30;app.lua:7 7\n" ..
+    "app.lua:30;app.lua:10;app.lua:4 5\n(no stack) 1\n", "l")
+  t.ok(folded.render(p, {scope = "F", fullpath = true}):find("^/src/app.lua:0;/src/app.lua:outer;"),
+    "F with full paths")
+end)
+
+t.case("option parsing: -jp's interplay", function()
+  local v = text.parse("s")
+  t.ok(v.split == 2 and v.depth == 2, "s: depth 2")
+  v = text.parse("-s")
+  t.ok(v.split == 2 and v.depth == -2, "-s: depth -2")
+  v = text.parse("Fl")
+  t.ok(v.split == 3 and v.label == "F" and v.scope == "l", "Fl: F keys, lines second")
+  v = text.parse("vf")
+  t.eq(v.split, 1, "vf: state first")
+  v = text.parse("fv")
+  t.eq(v.split, 0, "fv: state second")
+  v = text.parse("aG")
+  t.ok(v.ann == 3 and v.fmt == "ann", "a wins over G")
+  v = text.parse("Aa")
+  t.eq(v.ann, 0, "A wins over a")
+  v = text.parse("Gm5")
+  t.ok(v.min == 0 and v.raw == true and v.depth == -100, "G: min 0, depth -100")
+  v = text.parse(nil)
+  t.ok(v.scope == "f" and v.min == 3 and v.depth == 1 and not v.interval, "defaults")
+  t.raises(function() text.parse("q") end, "bad option 'q' in 'q'")
+end)
+
+os.execute("rm -rf " .. q(dir))
 t.done()

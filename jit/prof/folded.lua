@@ -1,0 +1,62 @@
+----------------------------------------------------------------------------
+-- jit.prof.folded: folded stacks ("collapsed" format) for flame graph
+-- tools (flamegraph.pl, inferno, speedscope, ...).
+--
+--   main.lua:0;main;work;string.rep 42
+--
+-- One line per unique stack: frames outermost first joined by ";", one
+-- space, the integer sample count. Lines are sorted by count (most first),
+-- then by stack. Frame labels are those of -jp's f view by default
+-- (function name, else chunk:firstline; C functions and builtins by
+-- name); meta.scope = "F" prefixes the chunk, "l" gives chunk:line, and
+-- meta.fullpath keeps full chunk paths. A ";" inside a label becomes ","
+-- and a line break a space, so every line splits unambiguously. A sample
+-- without any frame counts as "(no stack)".
+--
+-- render(p, meta): p from jit.prof.model.collect(), meta as for every
+-- jit.prof.<format> module ({clock=, interval_us=, program=, samples=,
+-- dropped=}; only scope and fullpath are read here).
+----------------------------------------------------------------------------
+
+local model = require("jit.prof.model")
+
+local M = {}
+
+local REPLACE = {[";"] = ",", ["\n"] = " ", ["\r"] = " "}
+
+local function clean(s)
+  return (s:gsub("[;\r\n]", REPLACE))
+end
+
+function M.render(p, meta)
+  meta = meta or {}
+  local scope = meta.scope or "f"
+  local fullpath = meta.fullpath and true or false
+  local counts, labels = {}, {}
+  for _, s in ipairs(p.samples) do
+    local t = {}
+    for i, id in ipairs(s.stack) do
+      local l = labels[id]
+      if not l then
+        l = clean(model.label(p.frames[id], scope, fullpath))
+        labels[id] = l
+      end
+      t[i] = l
+    end
+    local k = #t > 0 and table.concat(t, ";") or "(no stack)"
+    counts[k] = (counts[k] or 0) + s.count
+  end
+  local keys = {}
+  for k in pairs(counts) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    if counts[a] ~= counts[b] then return counts[a] > counts[b] end
+    return a < b
+  end)
+  local out = {}
+  for i, k in ipairs(keys) do
+    out[i] = string.format("%s %d\n", k, counts[k])
+  end
+  return table.concat(out)
+end
+
+return M

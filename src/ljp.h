@@ -254,6 +254,10 @@ struct ljp_ctx {
   int cb_vmstate;
 
   char *error;              /* why the run failed (callback error) */
+
+  /* Exit signals (exit_signals.c). */
+  volatile sig_atomic_t exit_signal; /* trapped, waiting for a safe point */
+  int exit_fn_ref;          /* Lua function to call then (registry ref) */
 };
 
 /* Slot table (signal.c). A slot names a context for its whole life; the
@@ -332,6 +336,11 @@ void ljp_cname_refresh(lua_State *L);
 void ljp_cname_add(lua_CFunction cf, const char *name);
 void ljp_ffid_learn(lua_State *L); /* normal context, L running */
 int ljp_ffid_known(void);         /* has anything been learnt? */
+
+/* Exit signals (exit_signals.c). */
+int ljp_exit_signals_lua(lua_State *L);           /* ljprof.on_signal */
+void ljp_exit_signal_run(ljp_ctx *ctx, lua_State *L); /* safe point */
+void ljp_exit_signals_release(ljp_ctx *ctx);
 
 /* Profiler control (profiler.c). */
 void ljp_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */

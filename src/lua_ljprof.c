@@ -13,6 +13,10 @@
 **   aborts()                      -> trace aborts and their reasons
 **   watch()                       keep watching trace compilation from
 **                                 now on, between runs too
+**   on_signal(names, fn)          on SIGTERM/SIGHUP/SIGINT (if not handled
+**                                 already): fn(name) at the next safe
+**                                 point, then die of the signal;
+**                                 on_signal(nil) undoes
 **   running()                     -> boolean
 **
 ** opts: clock ("cpu" "wall" "itimer" "thread"), interval (ms) or rate
@@ -520,6 +524,7 @@ static const luaL_Reg ljprof_funcs[] = {
   {"traces", l_traces},
   {"aborts", l_aborts},
   {"watch", l_watch},
+  {"on_signal", ljp_exit_signals_lua},
   {"running", l_running},
   {NULL, NULL}
 };

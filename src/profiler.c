@@ -40,6 +40,7 @@ void ljprof_options_init(ljprof_options *opt)
 
 static void ctx_free(ljp_ctx *ctx)
 {
+  ljp_exit_signals_release(ctx);
   ljp_ring_free(&ctx->ring);
   ljp_codemap_free(&ctx->map);
   ljp_traces_reset(ctx);
@@ -76,7 +77,7 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
   if (ctx || !create) return ctx;
   if (!(ctx = calloc(1, sizeof(*ctx)))) return NULL;
   ctx->traces_ref = ctx->attach_ref = ctx->tracemc_ref = LUA_NOREF;
-  ctx->funcinfo_ref = LUA_NOREF;
+  ctx->funcinfo_ref = ctx->exit_fn_ref = LUA_NOREF;
   if ((ctx->slot = ljp_slot_alloc(ctx, reg)) < 0) {
     free(ctx);
     return NULL;

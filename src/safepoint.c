@@ -287,6 +287,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   } else {
     ljp_settle(ctx);
   }
+  if (ctx->exit_signal) ljp_exit_signal_run(ctx, L); /* may not return */
   /* A program event that arrived while we were armed. A signal may have
   ** armed us again since we restored the program's hook (busy is clear
   ** from the aggregation on): then the program's hook is the one that

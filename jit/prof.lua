@@ -181,7 +181,12 @@ function M.hot_interpreted(total, min)
     t[#t + 1] = a
   end
   local lines = {}
-  for _, f in ipairs(ljprof.functions()) do
+  local funcs = ljprof.functions()
+  table.sort(funcs, function(a, b)  -- by time in the interpreter
+    if (a.I or 0) ~= (b.I or 0) then return (a.I or 0) > (b.I or 0) end
+    return a.func < b.func
+  end)
+  for _, f in ipairs(funcs) do
     local i = f.I or 0
     local pct = math.floor(i * 100 / total + 0.5)
     if i > 0 and pct >= math.max(min, 1) and #lines < 10 then

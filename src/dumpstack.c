@@ -581,7 +581,13 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
         lua_Debug sar;
         sar.source = syn->source;
         sar.linedefined = syn->linedefined;
-        if (put_chunkname(sb, &sar, *pathstrip)) {
+        if (c != 'l' && syn->name) {   /* named as when the trace began */
+          if (c == 'F') {
+            put_chunkname(sb, &sar, *pathstrip);
+            put_char(sb, ':');
+          }
+          put_mem(sb, syn->name, strlen(syn->name));
+        } else if (put_chunkname(sb, &sar, *pathstrip)) {
           put_char(sb, ':');
           put_int(sb, c == 'l' ? syn->line : syn->linedefined);
         }

@@ -127,6 +127,7 @@ int ljp_peek(void *dst, uintptr_t src, size_t n);
 
 typedef struct ljp_trinfo {
   char *source;             /* start function's chunk name (NULL: unknown) */
+  char *name;               /* its name where it was called, or NULL */
   int linedefined;          /* start function's first line */
   int line;                 /* line the trace starts at */
   int have_key;             /* a sample found the start function on the */
@@ -255,6 +256,13 @@ struct ljp_ctx {
 
   char *error;              /* why the run failed (callback error) */
 
+  /* Zones (zones.c): zone_cur is read by the handler. */
+  volatile uint16_t zone_cur;
+  int zone_depth;
+  uint16_t zone_stack[64];
+  char **zone_names;        /* id -> name; [0] unused */
+  uint32_t nzones, zone_cap;
+
   /* Exit signals (exit_signals.c). */
   volatile sig_atomic_t exit_signal; /* trapped, waiting for a safe point */
   int exit_fn_ref;          /* Lua function to call then (registry ref) */
@@ -321,6 +329,7 @@ typedef struct ljp_leaf {
                                 shown (only without a synthetic frame) */
   lua_CFunction cfunc;       /* LJP_LEAF_C */
   const char *source;        /* LJP_LEAF_LUA: chunk name as in lua_Debug */
+  const char *name;          /* LJP_LEAF_LUA: its name, or NULL */
   int linedefined;           /* LJP_LEAF_LUA */
 } ljp_leaf;
 int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
@@ -336,6 +345,15 @@ void ljp_cname_refresh(lua_State *L);
 void ljp_cname_add(lua_CFunction cf, const char *name);
 void ljp_ffid_learn(lua_State *L); /* normal context, L running */
 int ljp_ffid_known(void);         /* has anything been learnt? */
+
+/* Zones (zones.c). */
+#define LJP_ZONE_DEPTH 64
+uint16_t ljp_zone_id(ljp_ctx *ctx, const char *name, size_t len);
+const char *ljp_zone_name(const ljp_ctx *ctx, uint16_t id);
+int ljp_zone_push_id(ljp_ctx *ctx, uint16_t id);
+uint16_t ljp_zone_pop(ljp_ctx *ctx);     /* 0: the stack was empty */
+void ljp_zone_flush(ljp_ctx *ctx);
+void ljp_zones_free(ljp_ctx *ctx);
 
 /* Exit signals (exit_signals.c). */
 int ljp_exit_signals_lua(lua_State *L);           /* ljprof.on_signal */

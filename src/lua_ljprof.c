@@ -507,6 +507,75 @@ static int l_watch(lua_State *L)
   return 1;
 }
 
+/* -- Zones (the object is jit/prof/zone.lua; these are its C side) ------- */
+
+static ljp_ctx *zone_ctx(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 1);
+  if (!ctx) luaL_error(L, "ljprof: cannot set up zones (out of memory)");
+  return ctx;
+}
+
+static int l_zone_handle(lua_State *L)
+{
+  lua_pushlightuserdata(L, zone_ctx(L));
+  return 1;
+}
+
+static int l_zone_intern(lua_State *L)
+{
+  size_t len;
+  const char *name = luaL_checklstring(L, 1, &len);
+  lua_pushinteger(L, ljp_zone_id(zone_ctx(L), name, len));
+  return 1;
+}
+
+static int l_zone_push_id(lua_State *L)
+{
+  lua_pushinteger(L, ljp_zone_push_id(zone_ctx(L),
+                                      (uint16_t)luaL_checkinteger(L, 1)));
+  return 1;
+}
+
+static int l_zone_pop_id(lua_State *L)
+{
+  lua_pushinteger(L, ljp_zone_pop(zone_ctx(L)));
+  return 1;
+}
+
+static int l_zone_name(lua_State *L)
+{
+  lua_pushstring(L, ljp_zone_name(zone_ctx(L),
+                                  (uint16_t)luaL_checkinteger(L, 1)));
+  return 1;
+}
+
+static int l_zone_current(lua_State *L)
+{
+  lua_pushinteger(L, zone_ctx(L)->zone_cur);
+  return 1;
+}
+
+static int l_zone_flush(lua_State *L)
+{
+  ljp_zone_flush(zone_ctx(L));
+  return 0;
+}
+
+/* ljprof.zone: loaded on first use from jit/prof/zone.lua. */
+static int module_index(lua_State *L)
+{
+  if (lua_type(L, 2) == LUA_TSTRING && !strcmp(lua_tostring(L, 2), "zone")) {
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "jit.prof.zone");
+    lua_call(L, 1, 1);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, 1, "zone");
+    return 1;
+  }
+  return 0;
+}
+
 static int l_running(lua_State *L)
 {
   lua_pushboolean(L, ljprof_running(L));
@@ -525,6 +594,13 @@ static const luaL_Reg ljprof_funcs[] = {
   {"aborts", l_aborts},
   {"watch", l_watch},
   {"on_signal", ljp_exit_signals_lua},
+  {"zone_handle", l_zone_handle},
+  {"zone_intern", l_zone_intern},
+  {"zone_push_id", l_zone_push_id},
+  {"zone_pop_id", l_zone_pop_id},
+  {"zone_name", l_zone_name},
+  {"zone_current", l_zone_current},
+  {"zone_flush", l_zone_flush},
   {"running", l_running},
   {NULL, NULL}
 };
@@ -536,5 +612,9 @@ int luaopen_ljprof(lua_State *L)
   luaL_register(L, NULL, ljprof_funcs);
   lua_pushstring(L, LJPROF_VERSION);
   lua_setfield(L, -2, "version");
+  lua_newtable(L);                 /* metatable: ljprof.zone on demand */
+  lua_pushcfunction(L, module_index);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
   return 1;
 }

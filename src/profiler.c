@@ -41,6 +41,7 @@ void ljprof_options_init(ljprof_options *opt)
 static void ctx_free(ljp_ctx *ctx)
 {
   ljp_exit_signals_release(ctx);
+  ljp_zones_free(ctx);
   ljp_ring_free(&ctx->ring);
   ljp_codemap_free(&ctx->map);
   ljp_traces_reset(ctx);
@@ -386,7 +387,8 @@ int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
     const ljp_count *c = &ctx->counts.slot[i];
     if (c->key) {
       const ljp_str *s = ljp_strtab_get(&ctx->strs, ljp_key_stack(c->key));
-      fn(data, s->s, s->len, ljp_key_vmstate(c->key), "", c->count);
+      fn(data, s->s, s->len, ljp_key_vmstate(c->key),
+         ljp_zone_name(ctx, ljp_key_zone(c->key)), c->count);
     }
   }
   return 0;

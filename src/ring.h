@@ -10,9 +10,10 @@
 **     [tail, done)  completed (stack assigned), waiting for aggregation
 **     [done, head)  pending (written by the handler, no stack yet)
 **
-** When the ring is full the handler adds the tick to the newest pending
-** record instead of dropping it (its own time and PC are lost, the tick is
-** not); only when no record is pending is the tick dropped.
+** When the ring is full the handler adds the tick to a pending record
+** instead of dropping it: the newest one with the same VM state, trace, C
+** function and zone, else the newest (its own time, PC and stack are lost,
+** the tick is not); only when no record is pending is the tick dropped.
 */
 #ifndef LJP_RING_H
 #define LJP_RING_H
@@ -53,18 +54,41 @@ typedef enum { LJP_PUSHED, LJP_MERGED, LJP_DROPPED } ljp_push_result;
 int ljp_ring_init(ljp_ring *r, uint32_t cap); /* cap rounded up to 2^n */
 void ljp_ring_free(ljp_ring *r);
 
+/* What a full ring merges by: a tick joins the newest pending record with
+** the same VM state, trace, C function and zone (so per-state, per-trace
+** and per-zone totals stay right while no safe point comes, e.g. in a
+** program running entirely in compiled code), else the newest one. */
+typedef struct ljp_like {
+  uintptr_t cfunc;
+  int32_t trace;
+  uint16_t zone;
+  uint8_t vmstate;
+} ljp_like;
+
+#define LJP_MERGE_SCAN 64  /* pending records examined for a like one */
+
 /* Signal context. Returns the slot to fill, or NULL when the ring is full
 ** (then *res says whether the weight was merged or dropped). The record is
 ** published by ljp_ring_publish. */
 static inline ljp_record *ljp_ring_reserve(ljp_ring *r, uint32_t weight,
+                                           const ljp_like *like,
                                            ljp_push_result *res)
 {
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+  uint64_t d = atomic_load_explicit(&r->done, memory_order_acquire), p;
   if (h - t < r->cap) { *res = LJP_PUSHED; return &r->rec[h & r->mask]; }
-  if (h > atomic_load_explicit(&r->done, memory_order_acquire)) {
-    atomic_fetch_add_explicit(&r->rec[(h - 1) & r->mask].weight, weight,
-                              memory_order_relaxed);
+  if (h > d) {
+    ljp_record *into = &r->rec[(h - 1) & r->mask];
+    for (p = h; p > d && h - p < LJP_MERGE_SCAN; p--) {
+      ljp_record *c = &r->rec[(p - 1) & r->mask];
+      if (like && c->vmstate == like->vmstate && c->trace == like->trace &&
+          c->zone == like->zone && c->cfunc == like->cfunc) {
+        into = c;
+        break;
+      }
+    }
+    atomic_fetch_add_explicit(&into->weight, weight, memory_order_relaxed);
     *res = LJP_MERGED;
   } else {
     *res = LJP_DROPPED;

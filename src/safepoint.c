@@ -124,6 +124,7 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
     }
     lf->kind = LJP_LEAF_LUA;
     lf->source = ti->source;
+    lf->name = ti->name;
     lf->linedefined = ti->linedefined;
   }
 }

@@ -168,21 +168,26 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
 {
   ljp_push_result res;
   ljp_record *rec;
+  ljp_like like;
   uintptr_t pc = ucontext_pc(ucv);
-  int vm = 0;
+  int vm;
   atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
-  rec = ljp_ring_reserve(&ctx->ring, w, &res);
+  vm = ljp_vm_read(ctx->vm_g, &like.trace, &like.cfunc);
+  if (!vm) vm = ljp_codemap_classify(&ctx->map, pc, &like.trace);
+  like.vmstate = (uint8_t)vm;
+  like.zone = ctx->zone_cur;      /* the zone active at the tick */
+  rec = ljp_ring_reserve(&ctx->ring, w, &like, &res);
   if (rec) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
     rec->time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     rec->pc = pc;
-    vm = ljp_vm_read(ctx->vm_g, &rec->trace, &rec->cfunc);
-    if (!vm) vm = ljp_codemap_classify(&ctx->map, rec->pc, &rec->trace);
-    rec->vmstate = (uint8_t)vm;
-    rec->zone = 0;
+    rec->trace = like.trace;
+    rec->cfunc = like.cfunc;
+    rec->vmstate = like.vmstate;
+    rec->zone = like.zone;
     rec->nnative = 0;
     rec->stack = 0;
     atomic_store_explicit(&rec->weight, w, memory_order_relaxed);

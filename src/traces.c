@@ -60,6 +60,7 @@ static void trace_learn(ljp_ctx *ctx, lua_State *L, int mcidx, lua_Integer tr,
 static void trinfo_clear(ljp_trinfo *t)
 {
   free(t->source);
+  free(t->name);
   memset(t, 0, sizeof(*t));
 }
 
@@ -133,9 +134,22 @@ static void trace_started(ljp_ctx *ctx, lua_State *L)
   int line;
   trinfo_clear(&ctx->trpending);
   if (func_where(ctx, L, 3, 4, &ar, &line)) {
+    lua_Debug fr;
+    int level;
     ctx->trpending.source = strdup(ar.source);
     ctx->trpending.linedefined = ar.linedefined;
     ctx->trpending.line = line;
+    /* Its name, as its caller calls it (for samples taken when it is no
+    ** longer on the stack): the function is active now, a few levels
+    ** below this event handler. */
+    for (level = 1; level < 8 && lua_getstack(L, level, &fr); level++) {
+      lua_getinfo(L, "nS", &fr);
+      if (fr.linedefined == ar.linedefined && fr.source &&
+          !strcmp(fr.source, ar.source)) {
+        if (fr.name) ctx->trpending.name = strdup(fr.name);
+        break;
+      }
+    }
   }
 }
 

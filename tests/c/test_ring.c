@@ -15,9 +15,13 @@ static uint64_t seqno;
 
 static int push(ljp_ring *r, uint32_t w, ljp_push_result *res)
 {
-  ljp_record *rec = ljp_ring_reserve(r, w, res);
+  ljp_record *rec = ljp_ring_reserve(r, w, NULL, res);
   if (!rec) return 0;
   rec->seq = seqno++;
+  rec->vmstate = 'I';
+  rec->trace = 0;
+  rec->zone = 0;
+  rec->cfunc = 0;
   atomic_store(&rec->weight, w);
   ljp_ring_publish(r);
   return 1;
@@ -101,7 +105,7 @@ static void on_signal(int sig)
   ljp_push_result res;
   ljp_record *rec;
   (void)sig;
-  rec = ljp_ring_reserve(&sr, 1, &res);
+  rec = ljp_ring_reserve(&sr, 1, NULL, &res);
   if (rec) {
     rec->seq = (uint64_t)produced;
     atomic_store(&rec->weight, 1);
@@ -158,8 +162,39 @@ static void test_interleaved(void)
   ljp_ring_free(&sr);
 }
 
+/* A full ring merges a tick into the newest pending record that is like
+** it (same state, trace, C function, zone), else into the newest. */
+static void test_merge_like(void)
+{
+  ljp_ring r;
+  ljp_push_result res;
+  ljp_like a = {0, 1, 0, 'N'}, b = {0, 2, 7, 'N'}, c = {0, 3, 0, 'N'};
+  uint32_t i;
+  CHECK_EQ(ljp_ring_init(&r, 16), 0);
+  for (i = 0; i < 16; i++) {          /* fill: trace 1 then 15 x trace 2 */
+    ljp_record *rec = ljp_ring_reserve(&r, 1, i ? &b : &a, &res);
+    CHECK(rec != NULL);
+    rec->vmstate = 'N';
+    rec->trace = i ? 2 : 1;
+    rec->zone = i ? 7 : 0;
+    rec->cfunc = 0;
+    atomic_store(&rec->weight, 1);
+    ljp_ring_publish(&r);
+  }
+  /* trace 1 is 15 records back: found within the scan window */
+  CHECK(ljp_ring_reserve(&r, 5, &a, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED);
+  CHECK_EQ(atomic_load(&r.rec[0].weight), 6);
+  CHECK_EQ(atomic_load(&r.rec[15].weight), 1);
+  /* nothing like trace 3: the newest record takes it */
+  CHECK(ljp_ring_reserve(&r, 2, &c, &res) == NULL);
+  CHECK_EQ(atomic_load(&r.rec[15].weight), 3);
+  ljp_ring_free(&r);
+}
+
 int main(void)
 {
+  test_merge_like();
   test_basic();
   test_wrap();
   test_full();

@@ -129,6 +129,19 @@ LJPROF_API int ljprof_summary(lua_State *L, ljprof_visit fn, void *data);
 ** per compiled trace. 0 on success, -1 without a JIT. */
 LJPROF_API int ljprof_watch_traces(lua_State *L);
 
+/* Zones: a per-state stack of named subsystems; each sample records the
+** zone active when its tick happened. push returns 0, or -1 when the
+** stack (64 levels) is full; pop returns the name popped, or NULL when
+** the stack is empty. */
+LJPROF_API int ljprof_zone_push(lua_State *L, const char *name);
+LJPROF_API const char *ljprof_zone_pop(lua_State *L);
+/* Fast path (used through the FFI by ljprof.zone): a handle for L's
+** state, names interned to ids once, then pushes and pops by id. */
+LJPROF_API void *ljprof_zone_handle(lua_State *L);
+LJPROF_API int ljprof_zone_intern(void *handle, const char *name);
+LJPROF_API int ljprof_zone_push_h(void *handle, int id);
+LJPROF_API int ljprof_zone_pop_h(void *handle); /* id popped, 0: empty */
+
 LJPROF_API int luaopen_ljprof(lua_State *L);
 
 #ifdef __cplusplus

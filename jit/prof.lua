@@ -309,6 +309,11 @@ function M.start(opts, ...)
   elseif r.view.interval then ropt.interval = r.view.interval end
   ljprof.record(ropt)
   run = r
+  -- Code written for jit.zone gets ljprof's zones, which are read when the
+  -- tick happens (only if it has not loaded jit.zone already).
+  if not package.loaded["jit.zone"] then
+    package.loaded["jit.zone"] = require("jit.prof.zone")
+  end
   -- SIGINT is trapped only where nobody handles it (luajit's own handler
   -- is installed while -j options and the script run).
   if ljprof.on_signal then pcall(ljprof.on_signal, {"TERM", "HUP", "INT"}, on_signal) end

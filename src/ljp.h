@@ -130,6 +130,7 @@ typedef struct ljp_trinfo {
   char *name;               /* its name where it was called, or NULL */
   int linedefined;          /* start function's first line */
   int line;                 /* line the trace starts at */
+  int side;                 /* a side trace (starts at another's exit) */
   int have_key;             /* a sample found the start function on the */
   uint32_t stack, func;     /* stack: its keys, for samples that do not */
   uintptr_t mc_addr;        /* machine code, to tell a trace that is still */

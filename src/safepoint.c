@@ -98,7 +98,8 @@ static void name_cfunc(ljp_ctx *ctx, lua_State *L, uintptr_t cf)
 **       function is no longer on the stack (the trace, or a side trace
 **       linked to it, returned from it before the exit), the sample takes
 **       the key of the trace's last sample that did find it; failing
-**       that, the function is put on top of the stack. */
+**       that, the function is put on top of the stack. A side trace that
+**       left its start function keeps the safe-point stack. */
 static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
                      ljp_leaf *lf)
 {
@@ -121,6 +122,14 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
         lf->skip = level;
         return;
       }
+    }
+    /* A side trace that left the function it started in has usually run
+    ** on into its caller and beyond (returns, the next calls): where it
+    ** stopped, the safe point, is the better guess. A root trace's
+    ** function is where its loop or body is. */
+    if (ti->side) {
+      lf->line = 0;
+      return;
     }
     lf->kind = LJP_LEAF_LUA;
     lf->source = ti->source;

@@ -174,7 +174,16 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
   vm = ljp_vm_read(ctx->vm_g, &like.trace, &like.cfunc);
-  if (!vm) vm = ljp_codemap_classify(&ctx->map, pc, &like.trace);
+  if (!vm) {
+    vm = ljp_codemap_classify(&ctx->map, pc, &like.trace);
+  } else if (vm == 'N') {
+    /* g->vmstate names the trace entered from the interpreter; linked
+    ** traces run on without changing it. The PC names the trace whose
+    ** machine code is running, when it is known. */
+    int32_t tr = 0;
+    if (ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0)
+      like.trace = tr;
+  }
   like.vmstate = (uint8_t)vm;
   like.zone = ctx->zone_cur;      /* the zone active at the tick */
   rec = ljp_ring_reserve(&ctx->ring, w, &like, &res);

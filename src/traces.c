@@ -139,6 +139,7 @@ static void trace_started(ljp_ctx *ctx, lua_State *L)
     ctx->trpending.source = strdup(ar.source);
     ctx->trpending.linedefined = ar.linedefined;
     ctx->trpending.line = line;
+    ctx->trpending.side = lua_type(L, 5) == LUA_TNUMBER; /* parent trace */
     /* Its name, as its caller calls it (for samples taken when it is no
     ** longer on the stack): the function is active now, a few levels
     ** below this event handler. */

@@ -134,7 +134,9 @@ end
 
 -- Write data to path atomically: a temporary file next to it, renamed.
 function M.write_file(path, data)
-  local tmp = path .. ".tmp." .. tostring(os.time()) .. "." .. tostring(math.random(1e9))
+  -- unique per process and call: a fresh table's address, and the time
+  local tmp = path .. ".tmp." .. tostring({}):match("%x+$") .. "." ..
+              tostring(os.time()) .. "." .. string.format("%.0f", os.clock() * 1e6)
   local f, err = io.open(tmp, "wb")
   if not f then return nil, err end
   local ok, werr = f:write(data)

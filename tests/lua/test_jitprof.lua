@@ -250,7 +250,8 @@ t.case("folded stacks (G): the -jp G text", function()
   compare("Gfvi2", nil, function(l) return l:find(";heavy %d+$") or l:find("^Interpreted %d+$") end)
   local out = path("g.folded")
   local s = run("-jprof=G," .. out, workload)
-  t.eq(lines(s)[1]:match("^result"), "result", "program output on stdout")
+  t.eq(lines(s)[1] and lines(s)[1]:match("^result"), "result",
+       "program output on stdout, nothing else:\n" .. s)
   local data = read(out) or ""
   local n = 0
   for line in data:gmatch("[^\n]+") do

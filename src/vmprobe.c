@@ -20,7 +20,8 @@
 **            -1 (~INTERP) inside a count hook
 **   cur_L    the word of G that equals the running thread in both calls
 **   base     the lua_State word pointing just above a slot that holds the
-**            probe function itself (1 or 2 slots below: the frame layout)
+**            probe function itself (1 or 2 slots below: the frame layout),
+**            followed by the word lua_gettop slots above it (L->top)
 **   f        the word of that function object equal to the probe's entry
 **   ffid     the byte of a function object that is 0 for a Lua function,
 **            1 for the probe (a plain C function) and > 1 for print (a
@@ -184,7 +185,11 @@ static void learn_frame(lua_State *L)
   size_t o;
   int found = 0, gc64, slot;
   if (ljp_peek(words, (uintptr_t)L, sizeof(words)) != 0) return;
-  for (o = 0; o < LSNAP / 8; o++) {
+  for (o = 0; o + 1 < LSNAP / 8; o++) {
+    /* L->top follows L->base, lua_gettop slots above it: this keeps
+    ** pointers near the frame held by other objects (an open upvalue
+    ** next to the lua_State) from counting. */
+    if (words[o + 1] - words[o] != 8 * (uintptr_t)lua_gettop(L)) continue;
     for (gc64 = 1; gc64 >= 0; gc64--) {
       for (slot = 1; slot <= 2; slot++) {
         uint64_t tv;

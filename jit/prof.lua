@@ -33,6 +33,8 @@
 --   /format=text|folded|speedscope|pprof|svg|raw
 --   /duration=<seconds>   sample only the first N seconds
 --   /rate=<Hz>            samples per second (instead of i<n>)
+--   /zones=root           zones as the outermost frame ("[zone AI]") in the
+--                         folded, speedscope, pprof and svg outputs
 --
 -- Outputs: every word after the options is one output file ("-" is
 -- stdout); none: $LUAJIT_PROFILEFILE, else stdout. With one output, its
@@ -103,6 +105,11 @@ local function parse_keys(s)
         kv.duration = positive("duration", val, "seconds")
       elseif k == "rate" then
         kv.rate = positive("rate", val, "samples per second")
+      elseif k == "zones" then
+        if val ~= "root" and val ~= "off" then
+          fail("bad zones '" .. val .. "' (accepted: root, off)")
+        end
+        kv.zones = val
       else
         fail("unknown option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
       end
@@ -223,6 +230,8 @@ local function render(r, o, p, meta)
   end
   local mod, err = renderer(o.format)
   if not mod then return nil, err end
+  -- zones as root frames in the stack formats ("[zone AI]"), on request
+  if r.kv.zones == "root" and o.format ~= "raw" then p = model.with_zones(p) end
   if o.format == "folded" then  -- frame labels from the f/F/l/p letters
     local m = {}
     for k, x in pairs(meta) do m[k] = x end

@@ -35,6 +35,7 @@ options:
   -c, --clock C    cpu (default), wall, itimer or thread
   -d, --duration S sample only the first S seconds
   -v, --view V     -jp view letters for text reports (default f)
+  -z, --zones      zones as root frames ("[zone AI]") in the stack formats
   -h, --help       this text
 ]]
 end
@@ -49,7 +50,8 @@ local function shell_quote(s)
 end
 
 -- Render p into each output; returns the list of "file" names written.
-local function write_outputs(p, meta, outputs, forced, view)
+local function write_outputs(p, meta, outputs, forced, view, zones)
+  local pz = zones and model.with_zones(p) or p
   for _, path in ipairs(outputs) do
     local fmt = model.format_for(path)
     if fmt == "text" and forced then fmt = forced end
@@ -60,7 +62,7 @@ local function write_outputs(p, meta, outputs, forced, view)
       local ok, mod = pcall(require, "jit.prof." .. fmt)
       if not ok then fail("format " .. fmt .. " is not available (module jit.prof." ..
                           fmt .. " not found)") end
-      data = mod.render(p, meta)
+      data = mod.render(fmt == "raw" and p or pz, meta)
     end
     local ok, err = model.write_file(path, data)
     if not ok then fail("cannot write " .. path .. ": " .. tostring(err)) end
@@ -94,6 +96,7 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-c" or a == "--clock" then o.clock = val()
     elseif a == "-d" or a == "--duration" then o.duration = val()
     elseif a == "-v" or a == "--view" then o.view = val()
+    elseif a == "-z" or a == "--zones" then o.zones = true
     elseif a == "-h" or a == "--help" then io.stdout:write(usage()); os.exit(0)
     elseif a == "--" then i = i + 1; break
     elseif a:sub(1, 1) == "-" and a ~= "-" then
@@ -133,7 +136,7 @@ local function report(argv)
       require("jit.prof." .. o.format).render(p, meta) or M.text(p, o.view or "f"))
     return 0
   end
-  write_outputs(p, meta, o.outputs, o.format, o.view)
+  write_outputs(p, meta, o.outputs, o.format, o.view, o.zones)
   io.stderr:write(string.format("Samples: %d (dropped %d) -> %s\n", p.total,
     tonumber(meta.dropped) or 0, table.concat(o.outputs, ", ")))
   return 0
@@ -173,7 +176,7 @@ local function run(argv, luajit)
     io.stderr:write("ljprof: no profile from ", app, ": ", meta, "\n")
     return code ~= 0 and code or 1
   end
-  write_outputs(p, meta, o.outputs, o.format, o.view)
+  write_outputs(p, meta, o.outputs, o.format, o.view, o.zones)
   io.stderr:write(string.format("Samples: %d (dropped %d) -> %s\n", p.total,
     tonumber(meta.dropped) or 0, table.concat(o.outputs, ", ")))
   return code

@@ -117,6 +117,31 @@ function M.view(p, stack, scope, fullpath, depth, sep)
   return table.concat(t, sep or " > ")
 end
 
+-- The profile with each sample's zone as its outermost frame, named
+-- "[zone NAME]" (samples without a zone unchanged): flame graphs, folded
+-- stacks, speedscope and pprof then group the time by subsystem first.
+function M.with_zones(p)
+  local q = {frames = {}, samples = {}, total = p.total}
+  local zid = {}
+  for i, fr in ipairs(p.frames) do q.frames[i] = fr end
+  for _, s in ipairs(p.samples) do
+    local stack = s.stack
+    if s.zone and s.zone ~= "" then
+      local id = zid[s.zone]
+      if not id then
+        id = #q.frames + 1
+        q.frames[id] = {id = id, lua = false, name = "[zone " .. s.zone .. "]"}
+        zid[s.zone] = id
+      end
+      stack = {id}
+      for i = 1, #s.stack do stack[i + 1] = s.stack[i] end
+    end
+    q.samples[#q.samples + 1] = {stack = stack, vmstate = s.vmstate, zone = s.zone,
+                                 count = s.count}
+  end
+  return q
+end
+
 -- Output formats: module jit.prof.<name> provides render(p, meta) ->
 -- file content (p from collect(), meta = {clock=, interval_us=, program=,
 -- samples=, dropped=}). Chosen explicitly or from the file name.

@@ -79,6 +79,37 @@ end
   if ai and render then t.ok(ai > render, "AI heavier than RENDER:\n" .. out) end
 end)
 
+t.case("zones as root frames in stack formats (/zones=root)", function()
+  local tmp, out = os.tmpname(), os.tmpname() .. ".folded"
+  local f = assert(io.open(tmp, "w"))
+  f:write([[
+local zone = require("jit.zone")
+local function work(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
+local t0 = os.clock()
+while os.clock() - t0 < 0.3 do zone("AI") work(3e5) zone() work(1e5) end
+]])
+  f:close()
+  local p = io.popen(LUAJIT .. " -jprof=f/zones=root/clock=wall/rate=1000," .. out .. " " .. tmp .. " 2>&1")
+  local msg = p:read("*a")
+  p:close()
+  local g = io.open(out, "r")
+  local data = g and g:read("*a") or ""
+  if g then g:close() end
+  os.remove(tmp)
+  os.remove(out)
+  local zoned, plain = 0, 0
+  for line in data:gmatch("[^\n]+") do
+    if line:find("^%[zone AI%];") then zoned = zoned + 1
+    elseif not line:find("zone") then plain = plain + 1 end
+  end
+  t.ok(zoned > 0, "stacks under [zone AI]:\n" .. data .. msg)
+  t.ok(plain > 0, "stacks outside any zone stay as they are")
+  local p2 = io.popen(LUAJIT .. " -jprof=f/zones=sideways " .. tmp .. " 2>&1")
+  local err = p2:read("*a")
+  p2:close()
+  t.ok(err:find("bad zones 'sideways' (accepted: root, off)", 1, true) ~= nil, "one line: " .. err)
+end)
+
 t.case("cost of a push+pop pair from compiled code (printed)", function()
   local n = 1e7
   local t0 = os.clock()

@@ -141,6 +141,7 @@ LJPROF_API void *ljprof_zone_handle(lua_State *L);
 LJPROF_API int ljprof_zone_intern(void *handle, const char *name);
 LJPROF_API int ljprof_zone_push_h(void *handle, int id);
 LJPROF_API int ljprof_zone_pop_h(void *handle); /* id popped, 0: empty */
+LJPROF_API int ljprof_zone_active_h(void *handle); /* a run is active */
 
 LJPROF_API int luaopen_ljprof(lua_State *L);
 

@@ -562,18 +562,23 @@ static int l_zone_flush(lua_State *L)
   return 0;
 }
 
-/* ljprof.zone: loaded on first use from jit/prof/zone.lua. */
+/* ljprof.zone, ljprof.wrap, ljprof.wrapped: loaded on first use from
+** jit/prof/zone.lua and jit/prof/wrap.lua. */
 static int module_index(lua_State *L)
 {
-  if (lua_type(L, 2) == LUA_TSTRING && !strcmp(lua_tostring(L, 2), "zone")) {
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "jit.prof.zone");
-    lua_call(L, 1, 1);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, 1, "zone");
-    return 1;
-  }
-  return 0;
+  const char *k = lua_tostring(L, 2);
+  const char *mod = NULL;
+  if (lua_type(L, 2) != LUA_TSTRING) return 0;
+  if (!strcmp(k, "zone")) mod = "jit.prof.zone";
+  else if (!strcmp(k, "wrap") || !strcmp(k, "wrapped")) mod = "jit.prof.wrap";
+  if (!mod) return 0;
+  lua_getglobal(L, "require");
+  lua_pushstring(L, mod);
+  lua_call(L, 1, 1);
+  if (mod[9] == 'w') lua_getfield(L, -1, k);  /* a function of the module */
+  lua_pushvalue(L, -1);
+  lua_setfield(L, 1, k);
+  return 1;
 }
 
 static int l_running(lua_State *L)

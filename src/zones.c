@@ -119,3 +119,9 @@ int ljprof_zone_pop_h(void *handle)
 {
   return ljp_zone_pop(handle);
 }
+
+/* Is a run of the handle's state active? (ljprof.wrap's fast check) */
+int ljprof_zone_active_h(void *handle)
+{
+  return handle && ((ljp_ctx *)handle)->state == LJP_RUNNING;
+}

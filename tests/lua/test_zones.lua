@@ -110,6 +110,34 @@ while os.clock() - t0 < 0.3 do zone("AI") work(3e5) zone() work(1e5) end
   t.ok(err:find("bad zones 'sideways' (accepted: root, off)", 1, true) ~= nil, "one line: " .. err)
 end)
 
+t.case("wrap: per-call wall time inside a zone, cheap when off", function()
+  local function spin_us(us)
+    local t0 = os.clock() while os.clock() - t0 < us * 1e-6 do end return us
+  end
+  local f = ljprof.wrap(spin_us, "SPIN")
+  t.eq(f(10), 10, "off: passes through")
+  t.eq(#ljprof.wrapped(), 0, "off: nothing recorded")
+  ljprof.record({clock = "wall", interval = 1})
+  for i = 1, 200 do f(i % 10 == 0 and 2000 or 500) end
+  local bad = ljprof.wrap(function() error("boom") end, "ERR")
+  local ok, err = pcall(bad)
+  t.ok(not ok and tostring(err):find("boom", 1, true), "error passed on: " .. tostring(err))
+  t.eq(zone:get(), nil, "zone popped after the error")
+  ljprof.stop()
+  local w
+  for _, x in ipairs(ljprof.wrapped()) do if x.name == "SPIN" then w = x end end
+  t.ok(w and w.count == 200, "200 calls counted")
+  if w then
+    -- CPU-time spins: each call takes at least its time; mean ~650 us
+    t.ok(w.mean >= 600e3 and w.max >= 2000e3, string.format("mean %.0f ns, max %.0f ns", w.mean, w.max))
+    t.ok(w.p99 >= 1800e3 and w.p99 <= w.max, "p99 among the 2 ms calls: " .. w.p99)
+  end
+  local z = 0
+  for _, e in ipairs(ljprof.summary()) do if e.zone == "SPIN" then z = z + e.count end end
+  t.ok(z >= 50, "samples in zone SPIN: " .. z)
+  t.raises(function() ljprof.wrap(42, "x") end, "bad function")
+end)
+
 t.case("cost of a push+pop pair from compiled code (printed)", function()
   local n = 1e7
   local t0 = os.clock()

@@ -318,7 +318,7 @@ static void learn_fn(lua_State *L, int fi, int idx, const char *name,
   int ffid;
   pthread_mutex_lock(&ff_mu);
   if (name) cname_put(cf, name, len);
-  if (ff_get(ff_obj, ff_objcap, 1, fn, cf)) {
+  if (!fi || ff_get(ff_obj, ff_objcap, 1, fn, cf)) {  /* fi 0: names only */
     pthread_mutex_unlock(&ff_mu);
     return;
   }
@@ -331,7 +331,9 @@ static void learn_fn(lua_State *L, int fi, int idx, const char *name,
 }
 
 /* Learn the C functions in the table at idx (and depth levels below),
-** named prefix + key; the globals table (_G) adds no prefix. */
+** named prefix + key; the globals table (_G) adds no prefix. With fi 0
+** only names are learnt, by raw table reads and no Lua call, so this may
+** run at the safe point (ljp_cname_refresh). */
 static void learn_table(lua_State *L, int fi, int idx, int depth,
                         const char *prefix, const char *sep)
 {
@@ -463,31 +465,6 @@ static int c_ffid(lua_State *L, lua_State *helper)
 
 /* -- C function names ------------------------------------------------------- */
 
-/* Names only, raw table access (no metamethod, no Lua call): usable at the
-** safe point when a sample names a C function loaded after the start. */
-static void names_table(lua_State *L, int idx, int depth, const char *prefix)
-{
-  char name[128];
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    int v = lua_gettop(L), len;
-    if (lua_type(L, v - 1) == LUA_TSTRING) {
-      len = snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? "." : "",
-                     lua_tostring(L, v - 1));
-      if (len > 0 && len < (int)sizeof(name)) {
-        if (lua_iscfunction(L, v)) {
-          pthread_mutex_lock(&ff_mu);
-          cname_put(lua_tocfunction(L, v), name, (size_t)len);
-          pthread_mutex_unlock(&ff_mu);
-        } else if (depth > 0 && lua_istable(L, v)) {
-          names_table(L, v, depth - 1, strcmp(name, "_G") ? name : "");
-        }
-      }
-    }
-    lua_pop(L, 1);
-  }
-}
-
 void ljp_cname_add(lua_CFunction cf, const char *name)
 {
   pthread_mutex_lock(&ff_mu);
@@ -503,7 +480,7 @@ void ljp_cname_refresh(lua_State *L)
   if (lua_istable(L, -1)) {
     lua_pushliteral(L, "loaded");
     lua_rawget(L, -2);
-    if (lua_istable(L, -1)) names_table(L, lua_gettop(L), 1, "");
+    if (lua_istable(L, -1)) learn_table(L, 0, lua_gettop(L), 1, "", ".");
   }
   lua_settop(L, top);
 }

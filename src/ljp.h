@@ -292,6 +292,7 @@ extern _Atomic uint64_t ljp_stale_signals;
 void ljp_arm(ljp_ctx *ctx);                    /* signal context */
 void ljp_settle(ljp_ctx *ctx);                 /* normal context */
 void ljp_disarm(ljp_ctx *ctx);
+int ljp_armed(ljp_ctx *ctx);                   /* our count hook is set */
 void ljp_hook(lua_State *L, lua_Debug *ar);
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
 

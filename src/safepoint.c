@@ -21,7 +21,8 @@
 
 #include "ljp.h"
 
-static int armed(ljp_ctx *ctx)
+/* Is our count hook armed (a sample waits for the next bytecode)? */
+int ljp_armed(ljp_ctx *ctx)
 {
   return lua_gethook(ctx->L) == ljp_hook &&
          (lua_gethookmask(ctx->L) & LUA_MASKCOUNT);
@@ -33,7 +34,7 @@ static int armed(ljp_ctx *ctx)
 void ljp_arm(ljp_ctx *ctx)
 {
   lua_State *L = ctx->L;
-  if (armed(ctx)) return;
+  if (ljp_armed(ctx)) return;
   if (lua_gethook(L) != ljp_hook) {
     ctx->user_hook = lua_gethook(L);
     ctx->user_mask = ctx->user_hook ? lua_gethookmask(L) : 0;
@@ -57,7 +58,7 @@ void ljp_disarm(ljp_ctx *ctx)
 void ljp_settle(ljp_ctx *ctx)
 {
   while (ctx->state == LJP_RUNNING && !ctx->recording &&
-         ljp_ring_pending(&ctx->ring) && !armed(ctx)) {
+         ljp_ring_pending(&ctx->ring) && !ljp_armed(ctx)) {
     ctx->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
     ljp_arm(ctx);
@@ -176,7 +177,7 @@ static uint32_t trace_loc(ljp_ctx *ctx, int32_t trace)
 typedef struct variant {
   uintptr_t cfunc;
   int32_t trace;
-  uint32_t stack, func;
+  uint32_t stack, func, tloc;
 } variant;
 
 static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
@@ -194,6 +195,7 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   e->cfunc = cf;
   e->trace = tr;
   e->stack = 0;
+  e->tloc = tr ? trace_loc(ctx, tr) : 0;
   leaf_for(ctx, L, r, &lf);
   if (ti && lf.kind == LJP_LEAF_LUA && ti->have_key) {
     e->stack = ti->stack;  /* start function not on the stack */
@@ -238,7 +240,7 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
       const variant *e = variant_for(ctx, L, r, v, &nv);
       r->stack = e->stack;
       r->func = e->func;
-      if (r->vmstate == 'N') r->tloc = trace_loc(ctx, r->trace);
+      r->tloc = e->tloc;
     }
     if (!first_vm) first_vm = r->vmstate;
     ctx->vm[ljp_vm_index(r->vmstate)] += w;

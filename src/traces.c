@@ -78,10 +78,15 @@ static void aborts_reset(ljp_ctx *ctx)
   ctx->aborts_lost = 0;
 }
 
-void ljp_traces_reset(ljp_ctx *ctx)
+static void trinfo_clear_all(ljp_ctx *ctx)
 {
   uint32_t i;
   for (i = 0; i < ctx->ntrinfo; i++) trinfo_clear(&ctx->trinfo[i]);
+}
+
+void ljp_traces_reset(ljp_ctx *ctx)
+{
+  trinfo_clear_all(ctx);
   free(ctx->trinfo);
   ctx->trinfo = NULL;
   ctx->ntrinfo = 0;
@@ -239,11 +244,13 @@ out:
 
 /* -- The event handler ------------------------------------------------------- */
 
-/* Is our count hook armed (a sample waits for the next bytecode)? */
-static int hook_armed(ljp_ctx *ctx)
+/* Recording is over: a hook held back at its start fires at the next
+** bytecode. */
+static void release_hook(ljp_ctx *ctx)
 {
-  return lua_gethook(ctx->L) == ljp_hook &&
-         (lua_gethookmask(ctx->L) & LUA_MASKCOUNT);
+  if (!ctx->hook_held) return;
+  ctx->hook_held = 0;
+  if (ljp_armed(ctx)) ljp_vm_hookcount(ctx->vm_g, 1);
 }
 
 /* The jit.attach handler: (what, tr, func, pc, otr, oex). */
@@ -265,7 +272,7 @@ static int traces_event(lua_State *L)
       ** abort the trace; lua_sethook would abort it too. Hold the hook
       ** back by its countdown instead, until recording ends. */
       if (!ctx->hook_held && ctx->vm_g && ljp_vml.hookcount_ok &&
-          hook_armed(ctx)) {
+          ljp_armed(ctx)) {
         ljp_vm_hookcount(ctx->vm_g, INT32_MAX);
         ctx->hook_held = 1;
       }
@@ -285,15 +292,9 @@ static int traces_event(lua_State *L)
     } else if (!strcmp(what, "flush")) {
       ctx->recording = 0;
       ljp_codemap_trace_flush(&ctx->map);
-      {
-        uint32_t i;
-        for (i = 0; i < ctx->ntrinfo; i++) trinfo_clear(&ctx->trinfo[i]);
-      }
+      trinfo_clear_all(ctx);
     }
-    if (was && !ctx->recording && ctx->hook_held) {
-      ctx->hook_held = 0;
-      if (hook_armed(ctx)) ljp_vm_hookcount(ctx->vm_g, 1); /* fire next */
-    }
+    if (was && !ctx->recording) release_hook(ctx);
     if (!ctx->recording) ljp_settle(ctx); /* samples waited for the recorder */
     /* Trace code ranges replaced above: free the old arrays now (a long
     ** run compiling many traces would otherwise keep them all). */
@@ -469,10 +470,7 @@ void ljp_traces_check(ljp_ctx *ctx, lua_State *L)
   /* Replaced by somebody: we missed events, so forget what we knew about
   ** the recorder, and attach again on top of the newcomer. */
   ctx->recording = 0;
-  if (ctx->hook_held) {
-    ctx->hook_held = 0;
-    if (hook_armed(ctx)) ljp_vm_hookcount(ctx->vm_g, 1);
-  }
+  release_hook(ctx);
   traces_install(ctx, L);
 }
 

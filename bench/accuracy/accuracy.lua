@@ -619,6 +619,18 @@ local function vm_split(vm)
   for st, n in pairs(vm) do s[st] = total > 0 and n / total or 0 end
   return s, total
 end
+-- Append "ljprof % / built-in %" cells per state; returns the largest
+-- difference and its state.
+local function split_cells(cells, sl, sb, states)
+  local worst, worst_st = 0, "-"
+  for _, st in ipairs(states) do
+    if cells then cells[#cells + 1] = pct(sl[st] or 0) .. " / " .. pct(sb[st] or 0) end
+    local d = math.abs((sl[st] or 0) - (sb[st] or 0))
+    if d > worst then worst, worst_st = d, st end
+  end
+  return worst, worst_st
+end
+
 local function extra_states(a, b)  -- states other than N I C G J, if any
   local known, t = {}, {}
   for _, st in ipairs(STATES) do known[st] = true end
@@ -656,12 +668,7 @@ do
     local sl, nl = vm_split(r.results[2].attr.vm)
     local sb, nb = vm_split(r.results[1].attr.vm)
     local cells = {mix.name, string.format("%.0f / %.0f", nl, nb)}
-    local worst, worst_st = 0, "-"
-    for _, st in ipairs(states) do
-      cells[#cells + 1] = pct(sl[st] or 0) .. " / " .. pct(sb[st] or 0)
-      local d = math.abs((sl[st] or 0) - (sb[st] or 0))
-      if d > worst then worst, worst_st = d, st end
-    end
+    local worst, worst_st = split_cells(cells, sl, sb, states)
     cells[#cells + 1] = string.format("**%.1f** (%s)", worst * 100, worst_st)
     row(cells)
   end
@@ -684,12 +691,7 @@ do
     local sb, nb = vm_split(r.results[1].attr.vm_by[b])
     if nl + nb > 0 then
       local cells = {string.format("%s (%.0f / %.0f)", b, nl, nb)}
-      local worst, worst_st = 0, "-"
-      for _, st in ipairs(states) do
-        cells[#cells + 1] = pct(sl[st] or 0) .. " / " .. pct(sb[st] or 0)
-        local d = math.abs((sl[st] or 0) - (sb[st] or 0))
-        if d > worst then worst, worst_st = d, st end
-      end
+      local worst, worst_st = split_cells(cells, sl, sb, states)
       cells[#cells + 1] = string.format("%.1f (%s)", worst * 100, worst_st)
       row(cells)
     end
@@ -798,12 +800,9 @@ do
   local worst, worst_mix = 0, "-"
   for _, mix in ipairs(MIXES) do
     local r = results[mix.name].both
-    local sl = vm_split(r.results[2].attr.vm)
-    local sb = vm_split(r.results[1].attr.vm)
-    for _, st in ipairs(STATES) do
-      local d = math.abs((sl[st] or 0) - (sb[st] or 0))
-      if d > worst then worst, worst_mix = d, mix.name end
-    end
+    local d = split_cells(nil, vm_split(r.results[2].attr.vm),
+                          vm_split(r.results[1].attr.vm), STATES)
+    if d > worst then worst, worst_mix = d, mix.name end
   end
   p(string.format("- VM-state split within 5 pp of jit.profile's: %s (largest %.1f pp, %s).",
     yes(worst <= 0.05), worst * 100, worst_mix))

@@ -147,10 +147,8 @@ local function run(argv, luajit)
   local app = o.rest[1]
   if not app then io.stderr:write(usage()); os.exit(2) end
   if #o.outputs == 0 then
-    o.outputs[1] = (app:match("([^/]+)$"):gsub("%.lua$", "")) .. "." ..
-      (o.format and o.format ~= "raw" and o.format == "text" and "txt" or
-       o.format == "speedscope" and "speedscope.json" or o.format == "pprof" and "pb.gz" or
-       o.format == "raw" and "ljprof" or o.format or "svg")
+    o.outputs[1] = (app:match("([^/]+)$"):gsub("%.lua$", "")) ..
+      model.extension(o.format or "svg")
   end
   for _, path in ipairs(o.outputs) do  -- unwritable outputs: say so first
     local f, err = io.open(path, "a")

@@ -150,6 +150,13 @@ local EXT = {
   {".speedscope.json", "speedscope"}, {".pb.gz", "pprof"}, {".svg", "svg"},
   {".folded", "folded"}, {".ljprof", "raw"}, {".txt", "text"},
 }
+-- The file name ending of a format (".svg" for "svg").
+function M.extension(fmt)
+  for _, e in ipairs(EXT) do
+    if e[2] == fmt then return e[1] end
+  end
+end
+
 function M.format_for(path)
   for _, e in ipairs(EXT) do
     if path:sub(-#e[1]) == e[1] then return e[2] end

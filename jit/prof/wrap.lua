@@ -9,26 +9,22 @@
 -- zone `name` (so its samples carry that zone) and its wall time is
 -- recorded: count, total, mean, max and p99 (from a log-scale histogram
 -- with 8 buckets per power of two: within 9%). While ljprof is not
--- recording, the wrapper only checks that and calls the function (one FFI
--- call, a few nanoseconds). An error in the wrapped function pops the zone
+-- recording, the wrapper only checks that (zone.recording, one FFI call)
+-- and calls the function: a few nanoseconds. An error in the wrapped function pops the zone
 -- and is raised again with its message (the traceback starts at the
 -- wrapper).
 ----------------------------------------------------------------------------
 
-local ljprof = require("ljprof")
 local zone = require("jit.prof.zone")
 local ffi = require("ffi")
 
 local M = {}
 
 pcall(ffi.cdef, [[
-  int ljprof_zone_active_h(void *handle);
   typedef struct { long tv_sec; long tv_nsec; } ljprof_wrap_timespec;
   int clock_gettime(int clk, ljprof_wrap_timespec *ts);
 ]])
-local path = package.searchpath and package.searchpath("ljprof", package.cpath)
-local lib = ffi.load(path or "ljprof")
-local handle = ffi.cast("void *", ljprof.zone_handle())
+local recording = zone.recording
 
 -- Wall time in ns, without allocation (the struct read as int32 halves).
 local words = ffi.new("int32_t[4]")
@@ -77,7 +73,7 @@ function M.wrap(fn, name)
     return ...
   end
   return function(...)
-    if lib.ljprof_zone_active_h(handle) == 0 then return fn(...) end
+    if not recording() then return fn(...) end
     zone(name)
     return finish(now_ns(), pcall(fn, ...))
   end

@@ -33,6 +33,7 @@ if ok then
     int ljprof_zone_intern(void *handle, const char *name);
     int ljprof_zone_push_h(void *handle, int id);
     int ljprof_zone_pop_h(void *handle);
+    int ljprof_zone_active_h(void *handle);
   ]])
   -- The library this module was loaded from (package.cpath finds it).
   local path = package.searchpath and package.searchpath("ljprof", package.cpath)
@@ -89,6 +90,14 @@ end
 
 function zone:flush()
   ljprof.zone_flush()
+end
+
+-- Is ljprof recording this state now? (cheap: jit.prof.wrap asks it on
+-- every call)
+if lib then
+  function zone.recording() return lib.ljprof_zone_active_h(handle) ~= 0 end
+else
+  function zone.recording() return ljprof.running() end
 end
 
 return zone

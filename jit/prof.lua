@@ -135,18 +135,7 @@ local function check_writable(path)
 end
 
 -- The renderer module of a non-text format, or one line saying why not.
-local function renderer(fmt)
-  local ok, mod = pcall(require, "jit.prof." .. fmt)
-  if not ok then
-    local why = tostring(mod):match("^[^\n]*"):gsub(":$", "")
-    return nil, "format " .. fmt .. " is not available (" .. why .. ")"
-  end
-  if type(mod) ~= "table" or type(mod.render) ~= "function" then
-    return nil, "format " .. fmt .. " is not available (module jit.prof." ..
-      fmt .. " has no render function)"
-  end
-  return mod
-end
+local renderer = model.renderer
 
 -- Parse options and outputs into a run description.
 local function parse(opts, outputs)

@@ -59,9 +59,8 @@ local function write_outputs(p, meta, outputs, forced, view, zones)
     if fmt == "text" then
       data = M.text(p, view or "f")
     else
-      local ok, mod = pcall(require, "jit.prof." .. fmt)
-      if not ok then fail("format " .. fmt .. " is not available (module jit.prof." ..
-                          fmt .. " not found)") end
+      local mod, err = model.renderer(fmt)
+      if not mod then fail(err) end
       data = mod.render(fmt == "raw" and p or pz, meta)
     end
     local ok, err = model.write_file(path, data)
@@ -133,7 +132,7 @@ local function report(argv)
   if not p then fail(meta) end
   if #o.outputs == 0 then
     io.stdout:write((o.format and o.format ~= "text") and
-      require("jit.prof." .. o.format).render(p, meta) or M.text(p, o.view or "f"))
+      assert(model.renderer(o.format)).render(p, meta) or M.text(p, o.view or "f"))
     return 0
   end
   write_outputs(p, meta, o.outputs, o.format, o.view, o.zones)

@@ -164,6 +164,20 @@ function M.format_for(path)
   return "text"
 end
 
+-- The writer module of a format, or nil and one line saying why.
+function M.renderer(fmt)
+  local ok, mod = pcall(require, "jit.prof." .. fmt)
+  if not ok then
+    local why = tostring(mod):match("^[^\n]*"):gsub(":$", "")
+    return nil, "format " .. fmt .. " is not available (" .. why .. ")"
+  end
+  if type(mod) ~= "table" or type(mod.render) ~= "function" then
+    return nil, "format " .. fmt .. " is not available (module jit.prof." ..
+      fmt .. " has no render function)"
+  end
+  return mod
+end
+
 -- Write data to path atomically: a temporary file next to it, renamed.
 function M.write_file(path, data)
   -- unique per process and call: a fresh table's address, and the time

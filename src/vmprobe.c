@@ -23,9 +23,9 @@
 **            probe function itself (1 or 2 slots below: the frame layout),
 **            followed by the word lua_gettop slots above it (L->top)
 **   f        the word of that function object equal to the probe's entry
-**   ffid     the byte of a function object that is 0 for a Lua function,
-**            1 for the probe (a plain C function) and > 1 for print (a
-**            library function): the handler names only C functions
+**   ffid     the byte of a function object that is 0 for two Lua
+**            functions, 1 for two plain C functions and > 1, differing,
+**            for print and type: the handler names only C functions
 **   hookcount the int32 pair (countdown, start) lua_sethook sets, seen
 **            with two different counts
 ** and the whole chain is replayed in a coroutine, where it must lead back
@@ -175,9 +175,17 @@ static uintptr_t read_g_word(const unsigned char *snap, size_t off, int size)
 
 static int probe_cfunc(lua_State *L);
 
+/* A second plain C function for the function-kind check; never called. */
+static int probe_other(lua_State *L)
+{
+  (void)L;
+  return 0;
+}
+
 /* Find L->base, the function slot, GCfuncC.f and the ffid byte from
 ** inside probe_cfunc; its arguments: the probe closure itself, two
-** numbers, a Lua function and print. */
+** numbers, a Lua function, print, a Lua function, type, a number and a
+** second plain C function. */
 static void learn_frame(lua_State *L)
 {
   ljp_vmlayout *v = &ljp_vml;
@@ -222,16 +230,21 @@ static void learn_frame(lua_State *L)
     return;
   }
   {
-    unsigned char c[16], l[16], b[16];
+    /* Two objects of each kind: the probe and another plain C function
+    ** (ffid 1), two Lua functions (0), print and type (two different
+    ** ffids > 1). One pair per kind keeps a byte that only happens to
+    ** match (a GC mark) from counting. */
+    static const int idx[6] = {1, 9, 4, 6, 5, 7};
+    unsigned char b[6][16];
+    int k, ok = 1;
     found = 0;
-    if (ljp_peek(c, want, 16) == 0 &&
-        ljp_peek(l, (uintptr_t)lua_topointer(L, 4), 16) == 0 &&
-        ljp_peek(b, (uintptr_t)lua_topointer(L, 5), 16) == 0) {
-      for (o = 0; o < 16 && (ptrdiff_t)o < v->fn_f; o++) {
-        if (c[o] == 1 && l[o] == 0 && b[o] > 1) {
-          found++;
-          v->fn_ffid = (ptrdiff_t)o;
-        }
+    for (k = 0; k < 6 && ok; k++)
+      ok = ljp_peek(b[k], (uintptr_t)lua_topointer(L, idx[k]), 16) == 0;
+    for (o = 0; ok && o < 16 && (ptrdiff_t)o < v->fn_f; o++) {
+      if (b[0][o] == 1 && b[1][o] == 1 && b[2][o] == 0 && b[3][o] == 0 &&
+          b[4][o] > 1 && b[5][o] > 1 && b[4][o] != b[5][o]) {
+        found++;
+        v->fn_ffid = (ptrdiff_t)o;
       }
     }
     if (found != 1)
@@ -367,8 +380,9 @@ static void learn_g_fields(void)
 
 /* Call 1 on the probing thread, call 2 in a coroutine. */
 static const char probe_chunk[] =
-  "local probe = ...\n"
-  "probe(probe, 1, 2, function() end, print)\n"
+  "local probe, other = ...\n"
+  "probe(probe, 1, 2, function() end, print, function() end, type, 3, "
+  "other)\n"
   "coroutine.resume(coroutine.create(function() probe(probe, 1, 2) "
   "end))\n";
 /* Call 3, in a coroutine: the handler's read chain, replayed. */
@@ -391,9 +405,10 @@ static void run_probe(lua_State *L)
     goto out;
   }
   lua_pushcfunction(th, probe_cfunc);
+  lua_pushcfunction(th, probe_other);
   /* The count hook fires at the chunk's first instruction: snap_h. */
   lua_sethook(th, probe_hook, LUA_MASKCOUNT, 1);
-  if (lua_pcall(th, 1, 0, 0) != 0) {
+  if (lua_pcall(th, 2, 0, 0) != 0) {
     snprintf(pr->why, sizeof(pr->why), "probe chunk failed: %s",
              lua_tostring(th, -1) ? lua_tostring(th, -1) : "?");
     goto out;

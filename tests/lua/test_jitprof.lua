@@ -167,9 +167,14 @@ t.case("hot but interpreted: its own section after the -jp lines", function()
     t.ok(sec:find("\n%s?%d+%%  [^\n]*:%d+  no trace aborts reported") ~= nil,
       "jit.off functions listed without aborts:\n" .. sec)
   end
-  t.ok(not run("-jprof=r", workload):find("Hot but", 1, true), "not in raw mode")
-  t.ok(not run("-jprof=G", workload):find("Hot but", 1, true), "not in G mode")
-  t.ok(not run("-jprof=A", workload):find("Hot but", 1, true), "not in annotation")
+  -- The section's heading at the start of a line: whole-file annotation
+  -- may print jit/prof.lua itself (a sample can land in the profiler's
+  -- own start or stop code), and its source mentions the heading.
+  local function has_section(out) return ("\n" .. out):find("\nHot but interpreted %(") ~= nil end
+  t.ok(has_section(s), "the heading matcher finds the section")
+  t.ok(not has_section(run("-jprof=r", workload)), "not in raw mode")
+  t.ok(not has_section(run("-jprof=G", workload)), "not in G mode")
+  t.ok(not has_section(run("-jprof=A", workload)), "not in annotation")
 end)
 
 t.case("default report: percent lines, heavy first, like -jp", function()

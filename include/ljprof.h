@@ -82,6 +82,11 @@ typedef struct ljprof_options {
   uint64_t duration_us;   /* stop sampling after this much wall time from
                              the start (0: until stop); the run stays open
                              and its data is read or written at stop */
+  int native;             /* 1 (default): aggregated samples also record
+                             the native (C) frames running at the signal,
+                             spliced above the Lua frame that called them;
+                             0: Lua stacks only. Callback runs never
+                             capture them (the jit.profile contract). */
 } ljprof_options;
 
 /* Default signal: a real-time signal, so that LuaJIT's own jit.profile
@@ -111,6 +116,18 @@ typedef struct ljprof_stats {
   uint64_t hook_ns;    /* time spent in the safe-point hook */
   uint64_t bytes;      /* memory held by ring and table */
   uint64_t vm[5];      /* ticks per state N I C G J */
+  /* Cost by stage (the hook's time above includes the two first). */
+  uint64_t handler_ns;   /* in the signal handler (sampling code) */
+  uint64_t complete_ns;  /* stack dumps completing records (safe point) */
+  uint64_t aggregate_ns; /* ring -> hash table */
+  uint64_t aggregated;   /* records moved into the table */
+  /* Native (C) stacks, see ljprof_options.native. */
+  uint64_t native_unwinds;   /* handler unwinds done */
+  uint64_t native_frames;    /* native frames recorded */
+  uint64_t native_truncated; /* unwinds stopped early (no unwind info
+                                known for a frame, or the depth limit) */
+  uint64_t native_skipped;   /* samples taken without a native stack
+                                because unwinding was not safe then */
 } ljprof_stats;
 
 /* Statistics of the current or last run of L's state; 0 on success. */

@@ -33,6 +33,8 @@
 --   /format=text|folded|speedscope|pprof|svg|raw
 --   /duration=<seconds>   sample only the first N seconds
 --   /rate=<Hz>            samples per second (instead of i<n>)
+--   /native=on|off        native (C) frames above the Lua frame that called
+--                         them (default on)
 --   /zones=root           zones as the outermost frame ("[zone AI]") in the
 --                         folded, speedscope, pprof and svg outputs
 --
@@ -66,7 +68,7 @@ local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 
 local CLOCKS = {"cpu", "wall", "itimer", "thread"}
 local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
-  table.concat(model.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz>"
+  table.concat(model.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off /zones=root|off"
 
 local function fail(msg) error("jit.prof: " .. msg, 0) end
 
@@ -105,6 +107,11 @@ local function parse_keys(s)
         kv.duration = positive("duration", val, "seconds")
       elseif k == "rate" then
         kv.rate = positive("rate", val, "samples per second")
+      elseif k == "native" then
+        if val ~= "on" and val ~= "off" then
+          fail("bad native '" .. val .. "' (accepted: on, off)")
+        end
+        kv.native = val
       elseif k == "zones" then
         if val ~= "root" and val ~= "off" then
           fail("bad zones '" .. val .. "' (accepted: root, off)")
@@ -302,7 +309,7 @@ function M.start(opts, ...)
   end
   r.program = type(arg) == "table" and arg[0] or "?"
   local ropt = {fmt = model.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
-                duration = r.kv.duration}
+                duration = r.kv.duration, native = r.kv.native ~= "off"}
   if r.kv.rate then ropt.rate = r.kv.rate
   elseif r.view.interval then ropt.interval = r.view.interval end
   ljprof.record(ropt)

@@ -14,8 +14,9 @@
 
 void ljp_aggregate(ljp_ctx *ctx)
 {
-  uint64_t pos, tail, done;
+  uint64_t pos, tail, done, t0;
   if (!ctx->ring.rec) return;
+  t0 = ljp_now_ns();
   tail = atomic_load_explicit(&ctx->ring.tail, memory_order_relaxed);
   done = atomic_load_explicit(&ctx->ring.done, memory_order_acquire);
   for (pos = tail; pos < done; pos++) {
@@ -32,6 +33,8 @@ void ljp_aggregate(ljp_ctx *ctx)
   }
   ljp_ring_retire(&ctx->ring, done);
   if (done != tail) ctx->batches++;
+  ctx->aggregated += done - tail;
+  ctx->aggregate_ns += ljp_now_ns() - t0;
 }
 
 void ljp_aggregate_reset(ljp_ctx *ctx)
@@ -47,6 +50,8 @@ void ljp_aggregate_reset(ljp_ctx *ctx)
   ctx->ncname_tried = 0;
   ctx->last_stack = 0;
   ctx->completed = ctx->safepoints = ctx->batches = ctx->hook_ns = 0;
+  ctx->complete_ns = ctx->aggregate_ns = ctx->aggregated = 0;
+  atomic_store(&ctx->handler_ns, 0);
   ctx->cb_ticks = 0;
   memset(ctx->vm, 0, sizeof(ctx->vm));
 }

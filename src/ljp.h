@@ -252,6 +252,8 @@ struct ljp_ctx {
   uintptr_t cname_tried[16]; /* unnamed C functions already looked up */
   uint32_t ncname_tried;
   uint64_t completed, safepoints, batches, hook_ns, vm[5];
+  uint64_t complete_ns, aggregate_ns, aggregated;
+  _Atomic uint64_t handler_ns;  /* signal context, relaxed adds */
   uint64_t cb_ticks;        /* ticks not yet delivered to the callback */
   int cb_vmstate;
 

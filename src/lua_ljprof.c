@@ -142,9 +142,16 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
                    "of seconds)", lua_tostring(L, -1) ? lua_tostring(L, -1)
                                                       : luaL_typename(L, -1));
       opt->duration_us = (uint64_t)(v * 1e6 + 0.5);
+    } else if (!strcmp(k, "native")) {
+      if (!lua_isboolean(L, -1))
+        luaL_error(L, "ljprof: bad native '%s' (accepted: true or false)",
+                   lua_tostring(L, -1) ? lua_tostring(L, -1)
+                                       : luaL_typename(L, -1));
+      opt->native = lua_toboolean(L, -1);
     } else {
       luaL_error(L, "ljprof: unknown option '%s' (accepted: clock, interval, "
-                 "rate, duration, signal, ring, fmt, depth, output, mode)", k);
+                 "rate, duration, signal, ring, fmt, depth, output, mode, "
+                 "native)", k);
     }
     lua_pop(L, 1);
   }
@@ -332,6 +339,14 @@ static int l_stats(lua_State *L)
   setnum(L, "stacks", st.stacks);
   setnum(L, "entries", st.entries);
   setnum(L, "hook_ns", st.hook_ns);
+  setnum(L, "handler_ns", st.handler_ns);
+  setnum(L, "complete_ns", st.complete_ns);
+  setnum(L, "aggregate_ns", st.aggregate_ns);
+  setnum(L, "aggregated", st.aggregated);
+  setnum(L, "native_unwinds", st.native_unwinds);
+  setnum(L, "native_frames", st.native_frames);
+  setnum(L, "native_truncated", st.native_truncated);
+  setnum(L, "native_skipped", st.native_skipped);
   setnum(L, "bytes", st.bytes);
   setnum(L, "stale_signals", atomic_load(&ljp_stale_signals));
   lua_createtable(L, 0, 5);

@@ -34,6 +34,7 @@ void ljprof_options_init(ljprof_options *opt)
   opt->ring_size = 1024;
   opt->stack_fmt = "fZ;";
   opt->stack_depth = -100;
+  opt->native = 1;
 }
 
 /* -- Context lifecycle ----------------------------------------------------- */
@@ -371,6 +372,10 @@ int ljprof_get_stats(lua_State *L, ljprof_stats *st)
   st->stacks = ctx->strs.n ? ctx->strs.n - 1 : 0; /* not the empty id 0 */
   st->entries = ctx->counts.n;
   st->hook_ns = ctx->hook_ns;
+  st->handler_ns = atomic_load(&ctx->handler_ns);
+  st->complete_ns = ctx->complete_ns;
+  st->aggregate_ns = ctx->aggregate_ns;
+  st->aggregated = ctx->aggregated;
   st->bytes = (uint64_t)ctx->ring.cap * sizeof(ljp_record) + ctx->strs.bytes +
               (uint64_t)ctx->counts.cap * sizeof(ljp_count);
   memcpy(st->vm, ctx->vm, sizeof(st->vm));

@@ -287,6 +287,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
     ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_IDLE);
   ljp_complete(ctx, L);
   ctx->busy = 0;
+  ctx->complete_ns += ljp_now_ns() - t0;
   if (ljp_ring_completed(&ctx->ring) >= ctx->ring.cap / 2) {
     ljp_aggregate(ctx);
     ljp_traces_check(ctx, L);

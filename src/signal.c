@@ -170,6 +170,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   ljp_record *rec;
   ljp_like like;
   uintptr_t pc = ucontext_pc(ucv);
+  uint64_t t0 = ljp_now_ns();  /* CLOCK_MONOTONIC, vDSO: signal-safe */
   int vm;
   atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
@@ -188,10 +189,8 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   like.zone = ctx->zone_cur;      /* the zone active at the tick */
   rec = ljp_ring_reserve(&ctx->ring, w, &like, &res);
   if (rec) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
-    rec->time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    rec->time_ns = t0;
     rec->pc = pc;
     rec->trace = like.trace;
     rec->cfunc = like.cfunc;
@@ -213,6 +212,8 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   if (!ctx->busy && !ctx->recording && ctx->state == LJP_RUNNING &&
       vm != 'J' && jit_idle(ctx) && ljp_arm_safe(ctx, pc))
     ljp_arm(ctx);
+  atomic_fetch_add_explicit(&ctx->handler_ns, ljp_now_ns() - t0,
+                            memory_order_relaxed);
 }
 
 static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)

@@ -36,6 +36,7 @@ options:
   -d, --duration S sample only the first S seconds
   -v, --view V     -jp view letters for text reports (default f)
   -z, --zones      zones as root frames ("[zone AI]") in the stack formats
+  -n, --no-native  Lua frames only (no C frames above the Lua caller)
   -h, --help       this text
 ]]
 end
@@ -96,6 +97,7 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-d" or a == "--duration" then o.duration = val()
     elseif a == "-v" or a == "--view" then o.view = val()
     elseif a == "-z" or a == "--zones" then o.zones = true
+    elseif a == "-n" or a == "--no-native" then o.native = "off"
     elseif a == "-h" or a == "--help" then io.stdout:write(usage()); os.exit(0)
     elseif a == "--" then i = i + 1; break
     elseif a:sub(1, 1) == "-" and a ~= "-" then
@@ -159,6 +161,7 @@ local function run(argv, luajit)
   if o.rate then opts = opts .. "/rate=" .. o.rate end
   if o.clock then opts = opts .. "/clock=" .. o.clock end
   if o.duration then opts = opts .. "/duration=" .. o.duration end
+  if o.native then opts = opts .. "/native=" .. o.native end
   opts = opts .. "/format=raw"
   local cmd = { shell_quote(luajit), shell_quote("-jprof=" .. opts .. "," .. tmp) }
   for _, a in ipairs(o.rest) do cmd[#cmd + 1] = shell_quote(a) end

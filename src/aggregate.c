@@ -48,6 +48,7 @@ void ljp_aggregate_reset(ljp_ctx *ctx)
   ljp_counts_init(&ctx->tcounts);
   ljp_strtab_init(&ctx->strs);
   ctx->ncname_tried = 0;
+  ljp_native_names_reset(ctx);  /* its ids are in the string table */
   ctx->last_stack = 0;
   ctx->completed = ctx->safepoints = ctx->batches = ctx->hook_ns = 0;
   ctx->complete_ns = ctx->aggregate_ns = ctx->aggregated = 0;

@@ -542,17 +542,20 @@ static int count_levels(lua_State *L, int above)
 ** leaf frame of lf. */
 static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
                       const char *fmt, lua_Debug *ar, const ljp_leaf *syn,
-                      int line, int *pathstrip, size_t *lastlen)
+                      const char *nat, int line, int *pathstrip,
+                      size_t *lastlen)
 {
   const char *p = fmt;
-  int have_sl = 0, have_n = 0, c;
+  int have_sl = 0, have_n = 0, c, virt = syn || nat;
   while ((c = (unsigned char)*p++)) {
-    if (syn && c != 'p' && c != 'Z' && c != 'f' && c != 'F' && c != 'l') {
+    if (virt && c != 'p' && c != 'Z' && c != 'f' && c != 'F' && c != 'l') {
       put_char(sb, (char)c);
       continue;
     }
-    if (syn && c != 'p' && c != 'Z') {
-      if (syn->kind == LJP_LEAF_C) {
+    if (virt && c != 'p' && c != 'Z') {
+      if (nat) {  /* a native frame: its name for f, F and l alike */
+        put_mem(sb, nat, strlen(nat));
+      } else if (syn->kind == LJP_LEAF_C) {
         ljp_put_cfunc(sb, syn->cfunc);
       } else {
         lua_Debug sar;
@@ -629,9 +632,11 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
 int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
                        const char *fmt, int depth, const ljp_leaf *lf)
 {
-  /* Virtual levels: 0 is the synthetic frame if there is one, the others
-  ** are the real levels from lf->skip on. */
-  int syn = lf && lf->kind != LJP_LEAF_NONE;
+  /* Virtual levels: first the native frames, then the synthetic frame if
+  ** there is one, then the real levels from lf->skip on. */
+  int nn = lf ? lf->nnative : 0;
+  int leaf = lf && lf->kind != LJP_LEAF_NONE;
+  int syn = nn + leaf;
   int skip = lf ? lf->skip : 0;
   int level = 0, dir = 1, pathstrip = 1;
   size_t lastlen = 0;
@@ -643,11 +648,15 @@ int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
   }
   while (level != depth) {
     lua_Debug ar;
-    if (syn && level == 0) {
-      put_frame(L, helper, sb, fmt, &ar, lf, 0, &pathstrip, &lastlen);
+    if (level < nn) {
+      put_frame(L, helper, sb, fmt, &ar, NULL, lf->native[level], 0,
+                &pathstrip, &lastlen);
+    } else if (level < syn) {
+      put_frame(L, helper, sb, fmt, &ar, lf, NULL, 0, &pathstrip, &lastlen);
     } else if (lua_getstack(L, level - syn + skip, &ar)) {
-      int line = lf && !syn && level == 0 ? lf->line : 0;
-      put_frame(L, helper, sb, fmt, &ar, NULL, line, &pathstrip, &lastlen);
+      int line = lf && !leaf && level == syn ? lf->line : 0;
+      put_frame(L, helper, sb, fmt, &ar, NULL, NULL, line, &pathstrip,
+                &lastlen);
     } else if (dir == 1) {
       break;
     } else if (level - syn + skip > 0) {

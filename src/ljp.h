@@ -110,7 +110,8 @@ int ljp_vmprobe(lua_State *L);
 uintptr_t ljp_vm_global(lua_State *L);
 /* Signal context: 'N' 'I' 'C' 'G' 'J' from g->vmstate (trace number for
 ** 'N', the running C function for 'C' when known), or 0: use the PC. */
-int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc);
+int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc, int want_cf);
+uintptr_t ljp_vm_cfunc(uintptr_t g);  /* signal context; 0: unknown */
 /* Normal context: learn the trace compiler's state field from what it
 ** must read at a trace "start" event, a "stop" event, and a safe point
 ** while nothing records. */
@@ -210,6 +211,10 @@ struct ljp_ctx {
   ljp_ring ring;
   _Atomic uint64_t seq, n_signals, n_ticks, n_dropped, n_merged;
   _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
+  _Atomic uint64_t n_native_unwinds, n_native_frames, n_native_truncated,
+      n_native_skipped;
+  int native_on;            /* this run captures native stacks */
+  volatile sig_atomic_t native_inside; /* the handler is walking */
   volatile sig_atomic_t busy;      /* profiler code is changing hooks */
   volatile sig_atomic_t recording; /* the trace recorder is active */
   uint32_t jit_busy_run;    /* signals in a row that found the JIT busy */
@@ -249,6 +254,7 @@ struct ljp_ctx {
   ljp_counts fcounts;       /* (leaf function id, vmstate) -> ticks */
   ljp_counts tcounts;       /* (trace start id, 'N', trace number) */
   ljp_buf scratch;
+  struct ljp_natcache *natcache; /* native address -> name (symbols.c) */
   uintptr_t cname_tried[16]; /* unnamed C functions already looked up */
   uint32_t ncname_tried;
   uint64_t completed, safepoints, batches, hook_ns, vm[5];
@@ -269,6 +275,13 @@ struct ljp_ctx {
   /* Exit signals (exit_signals.c). */
   volatile sig_atomic_t exit_signal; /* trapped, waiting for a safe point */
   int exit_fn_ref;          /* Lua function to call then (registry ref) */
+
+  /* Exact call counts (calls.c). While counting, our hook stays installed
+  ** with the program's mask plus LUA_MASKCALL between samples; the handler
+  ** reads counting to arm with LUA_MASKCALL kept. */
+  volatile sig_atomic_t counting;
+  volatile sig_atomic_t calls_skip; /* next call event is our own: ignore */
+  struct ljp_calls *calls;  /* counts of the current or last run, or NULL */
 };
 
 /* Slot table (signal.c). A slot names a context for its whole life; the
@@ -335,6 +348,8 @@ typedef struct ljp_leaf {
   const char *source;        /* LJP_LEAF_LUA: chunk name as in lua_Debug */
   const char *name;          /* LJP_LEAF_LUA: its name, or NULL */
   int linedefined;           /* LJP_LEAF_LUA */
+  int nnative;               /* native frames above everything, */
+  const char *native[LJP_NATIVE_MAX]; /* innermost first (their names) */
 } ljp_leaf;
 int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
                        const char *fmt, int depth, const ljp_leaf *lf);
@@ -359,10 +374,45 @@ uint16_t ljp_zone_pop(ljp_ctx *ctx);     /* 0: the stack was empty */
 void ljp_zone_flush(ljp_ctx *ctx);
 void ljp_zones_free(ljp_ctx *ctx);
 
+/* Native stacks (unwind.c: capture and unwind-info registry; symbols.c:
+** names, at the safe point). */
+int ljp_native_setup(lua_State *L, const char **why);   /* normal context */
+void ljp_native_refresh(void);                          /* normal context */
+int ljp_native_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
+int ljp_native_is_interp(uintptr_t pc);
+int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
+                       uintptr_t *out, uint8_t *flags); /* signal context */
+/* Start of the function holding native frame i of r (0: unknown). */
+uintptr_t ljp_native_start(ljp_ctx *ctx, const ljp_record *r, int i);
+/* The frames of record r to put above its Lua stack, innermost first, as
+** interned names; returns how many. */
+int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids);
+void ljp_native_names_reset(ljp_ctx *ctx);
+
 /* Exit signals (exit_signals.c). */
 int ljp_exit_signals_lua(lua_State *L);           /* ljprof.on_signal */
 void ljp_exit_signal_run(ljp_ctx *ctx, lua_State *L); /* safe point */
 void ljp_exit_signals_release(ljp_ctx *ctx);
+
+/* Exact call counts (calls.c). Normal context, except ljp_rest. */
+/* Start counting (JIT off and flushed, debug.sethook/gethook wrapped, our
+** hook installed with LUA_MASKCALL); 0, or -1 with a message in err. */
+int ljp_calls_start(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen);
+/* Stop counting: the program's hook, JIT state and debug functions back;
+** the counts stay readable until the next start. */
+void ljp_calls_stop(ljp_ctx *ctx, lua_State *L);
+void ljp_calls_free(ljp_ctx *ctx);
+/* In the hook, on a call event: count the function being called. Returns
+** 1 for ljprof's own call of an original debug function (the wrappers'),
+** which is neither counted nor forwarded to the program's hook. */
+int ljp_calls_count(ljp_ctx *ctx, lua_State *L, lua_Debug *ar);
+/* The hook state between samples: the program's own hook, or while
+** counting ours with the program's mask plus LUA_MASKCALL. Async-signal-
+** safe (lua_sethook only). */
+void ljp_rest(ljp_ctx *ctx);
+/* Push the counts as a list of {func=, name=, what=, source=,
+** linedefined=, lastlinedefined=, calls=} (ljprof.calls()). */
+void ljp_calls_push(ljp_ctx *ctx, lua_State *L);
 
 /* Profiler control (profiler.c). */
 void ljp_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */

@@ -11,6 +11,10 @@
 **   functions()                   -> ticks per leaf function and VM state
 **   traces()                      -> ticks per compiled trace
 **   aborts()                      -> trace aborts and their reasons
+**   calls()                       -> exact call counts of a run with
+**                                    calls=true: { {func=, name=, what=,
+**                                    source=, linedefined=,
+**                                    lastlinedefined=, calls=}, ...}
 **   watch()                       keep watching trace compilation from
 **                                 now on, between runs too
 **   on_signal(names, fn)          on SIGTERM/SIGHUP/SIGINT (if not handled
@@ -20,7 +24,8 @@
 **   running()                     -> boolean
 **
 ** opts: clock ("cpu" "wall" "itimer" "thread"), interval (ms) or rate
-** (Hz), duration (s), signal, ring, fmt, depth, output, mode.
+** (Hz), duration (s), signal, ring, fmt, depth, output, mode, native,
+** calls.
 ** A thin layer over the C API; normal context only.
 */
 #include <math.h>
@@ -148,10 +153,16 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
                    lua_tostring(L, -1) ? lua_tostring(L, -1)
                                        : luaL_typename(L, -1));
       opt->native = lua_toboolean(L, -1);
+    } else if (!strcmp(k, "calls")) {
+      if (!lua_isboolean(L, -1))
+        luaL_error(L, "ljprof: bad calls '%s' (accepted: true or false)",
+                   lua_tostring(L, -1) ? lua_tostring(L, -1)
+                                       : luaL_typename(L, -1));
+      opt->calls = lua_toboolean(L, -1);
     } else {
       luaL_error(L, "ljprof: unknown option '%s' (accepted: clock, interval, "
                  "rate, duration, signal, ring, fmt, depth, output, mode, "
-                 "native)", k);
+                 "native, calls)", k);
     }
     lua_pop(L, 1);
   }
@@ -515,6 +526,19 @@ static int l_aborts(lua_State *L)
   return 1;
 }
 
+/* calls() -> { {func=, name=, what=, source=, linedefined=,
+** lastlinedefined=, calls=}, ... }: exact call counts of the current or
+** last run (record{calls=true}), most called first. func is
+** "chunk:linedefined" for Lua functions (as functions() names them) and
+** the C name for C functions and builtins; name is the name at the first
+** call site (if any). Empty when the run did not count. */
+static int l_calls(lua_State *L)
+{
+  ljp_calls_push(ljp_ctx_get(L, 0), L);
+  sort_by(L, "calls", "func");
+  return 1;
+}
+
 /* watch() -> true: keep watching trace compilation between runs. */
 static int l_watch(lua_State *L)
 {
@@ -612,6 +636,7 @@ static const luaL_Reg ljprof_funcs[] = {
   {"functions", l_functions},
   {"traces", l_traces},
   {"aborts", l_aborts},
+  {"calls", l_calls},
   {"watch", l_watch},
   {"on_signal", ljp_exit_signals_lua},
   {"zone_handle", l_zone_handle},

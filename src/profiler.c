@@ -42,6 +42,7 @@ void ljprof_options_init(ljprof_options *opt)
 static void ctx_free(ljp_ctx *ctx)
 {
   ljp_exit_signals_release(ctx);
+  ljp_calls_free(ctx);
   ljp_zones_free(ctx);
   ljp_ring_free(&ctx->ring);
   ljp_codemap_free(&ctx->map);
@@ -50,6 +51,7 @@ static void ctx_free(ljp_ctx *ctx)
   ljp_counts_free(&ctx->fcounts);
   ljp_counts_free(&ctx->tcounts);
   ljp_strtab_free(&ctx->strs);
+  ljp_native_names_reset(ctx);
   ljp_buf_free(&ctx->dump);
   ljp_buf_free(&ctx->scratch);
   free(ctx->stack_fmt);
@@ -211,13 +213,35 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
   ljp_ffid_learn(L);
   ljp_vmprobe(L);
   ctx->vm_g = ljp_vm_global(ctx->L);
+  atomic_store(&ctx->n_native_unwinds, 0);
+  atomic_store(&ctx->n_native_frames, 0);
+  atomic_store(&ctx->n_native_truncated, 0);
+  atomic_store(&ctx->n_native_skipped, 0);
+  ctx->native_on = 0;
+  if (opt.native && !opt.cb) {  /* callbacks keep jit.profile's stacks */
+    static int noticed;
+    const char *why = "";
+    if (ljp_native_setup(L, &why) == 0)
+      ctx->native_on = 1;
+    else if (!noticed++)
+      fprintf(stderr, "ljprof: notice: native C frames are off: %s\n", why);
+  }
   atomic_store(&ctx->token, ljp_slot_open(ctx->slot));
   ljp_traces_attach(ctx, L);
+  /* Call counts (last, so that none of ljprof's own calls is counted). */
+  if (!opt.calls) ljp_calls_free(ctx);  /* no counts from an earlier run */
+  if (opt.calls && ljp_calls_start(ctx, L, err, errlen) != 0) {
+    ljp_slot_close(ctx->slot);
+    atomic_store(&ctx->token, 0);
+    ljp_traces_detach(ctx, L);
+    return -1;
+  }
   ctx->state = LJP_RUNNING;
   if (ctx->timer->start(ctx, err, errlen) != 0) {
     ctx->state = LJP_IDLE;
     ljp_slot_close(ctx->slot);
     atomic_store(&ctx->token, 0);
+    ljp_calls_stop(ctx, L);
     ljp_traces_detach(ctx, L);
     return -1;
   }
@@ -258,6 +282,7 @@ void ljp_stop_ctx(ljp_ctx *ctx, lua_State *L)
   atomic_store(&ctx->token, 0);
   ctx->state = LJP_IDLE;
   stop_timer(ctx);               /* no handler can re-arm it any more */
+  ljp_calls_stop(ctx, L);        /* JIT, debug functions back; counts kept */
   ljp_disarm(ctx);
   ljp_complete(ctx, L);          /* what never reached a safe point */
   ljp_aggregate(ctx);
@@ -376,6 +401,10 @@ int ljprof_get_stats(lua_State *L, ljprof_stats *st)
   st->complete_ns = ctx->complete_ns;
   st->aggregate_ns = ctx->aggregate_ns;
   st->aggregated = ctx->aggregated;
+  st->native_unwinds = atomic_load(&ctx->n_native_unwinds);
+  st->native_frames = atomic_load(&ctx->n_native_frames);
+  st->native_truncated = atomic_load(&ctx->n_native_truncated);
+  st->native_skipped = atomic_load(&ctx->n_native_skipped);
   st->bytes = (uint64_t)ctx->ring.cap * sizeof(ljp_record) + ctx->strs.bytes +
               (uint64_t)ctx->counts.cap * sizeof(ljp_count);
   memcpy(st->vm, ctx->vm, sizeof(st->vm));

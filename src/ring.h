@@ -22,6 +22,10 @@
 #include <stdint.h>
 
 #define LJP_NATIVE_MAX 32 /* native frames per record (filled by unwinder) */
+#define LJP_NATIVE_TRUNCATED 1 /* the walk stopped before LuaJIT's code */
+#define LJP_NATIVE_SKIPPED 2   /* no walk: it was not safe at that moment */
+#define LJP_NATIVE_FROM_INTERP 4 /* the outermost frame was called by the
+                                   interpreter (the running lua_CFunction) */
 
 typedef struct ljp_record {
   uint64_t seq;          /* handler sequence number */
@@ -38,6 +42,7 @@ typedef struct ljp_record {
   uint16_t zone;         /* zone id at signal time (0: none) */
   uint8_t vmstate;       /* 'N' 'I' 'C' 'G' 'J', or 'U' = resolve later */
   uint8_t nnative;       /* valid entries in native[] */
+  uint8_t nflags;        /* LJP_NATIVE_* */
   uintptr_t native[LJP_NATIVE_MAX]; /* native return addresses, leaf first */
 } ljp_record;
 

@@ -21,11 +21,14 @@
 
 #include "ljp.h"
 
-/* Is our count hook armed (a sample waits for the next bytecode)? */
+/* Is our count hook armed (a sample waits for the next bytecode)? While
+** counting calls our hook is always installed, and a program count hook
+** may be forwarded through it: armed is the count bit with count 1. */
 int ljp_armed(ljp_ctx *ctx)
 {
   return lua_gethook(ctx->L) == ljp_hook &&
-         (lua_gethookmask(ctx->L) & LUA_MASKCOUNT);
+         (lua_gethookmask(ctx->L) & LUA_MASKCOUNT) &&
+         (!ctx->counting || lua_gethookcount(ctx->L) == 1);
 }
 
 /* Signal context (also called from normal context with busy set). Decides
@@ -40,7 +43,8 @@ void ljp_arm(ljp_ctx *ctx)
     ctx->user_mask = ctx->user_hook ? lua_gethookmask(L) : 0;
     ctx->user_count = lua_gethookcount(L);
   }
-  lua_sethook(L, ljp_hook, ctx->user_mask | LUA_MASKCOUNT, 1);
+  lua_sethook(L, ljp_hook, ctx->user_mask | LUA_MASKCOUNT |
+              (ctx->counting ? LUA_MASKCALL : 0), 1);
 }
 
 void ljp_disarm(ljp_ctx *ctx)
@@ -48,7 +52,7 @@ void ljp_disarm(ljp_ctx *ctx)
   ctx->busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
   if (lua_gethook(ctx->L) == ljp_hook)
-    lua_sethook(ctx->L, ctx->user_hook, ctx->user_mask, ctx->user_count);
+    ljp_rest(ctx);  /* the program's hook, or counting without the sample */
   atomic_signal_fence(memory_order_seq_cst);
   ctx->busy = 0;
 }
@@ -178,6 +182,8 @@ typedef struct variant {
   uintptr_t cfunc;
   int32_t trace;
   uint32_t stack, func, tloc;
+  int nn;                          /* native frames on top, by name */
+  uint32_t nat[LJP_NATIVE_MAX];
 } variant;
 
 static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
@@ -186,18 +192,26 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   uintptr_t cf = r->vmstate == 'C' ? r->cfunc : 0;
   int32_t tr = r->vmstate == 'N' ? r->trace : 0;
   ljp_trinfo *ti = tr ? ljp_trace_info(ctx, tr) : NULL;
+  uint32_t nat[LJP_NATIVE_MAX];
+  int nn = ljp_native_names(ctx, r, nat);
   ljp_leaf lf;
   variant *e;
   int i;
   for (i = 0; i < *nv; i++)
-    if (v[i].cfunc == cf && v[i].trace == tr) return &v[i];
+    if (v[i].cfunc == cf && v[i].trace == tr && v[i].nn == nn &&
+        !memcmp(v[i].nat, nat, (size_t)nn * sizeof(uint32_t)))
+      return &v[i];
   e = &v[*nv < NVARIANT ? (*nv)++ : NVARIANT - 1];
   e->cfunc = cf;
   e->trace = tr;
   e->stack = 0;
+  e->nn = nn;
+  memcpy(e->nat, nat, (size_t)nn * sizeof(uint32_t));
   e->tloc = tr ? trace_loc(ctx, tr) : 0;
   leaf_for(ctx, L, r, &lf);
-  if (ti && lf.kind == LJP_LEAF_LUA && ti->have_key) {
+  for (i = 0; i < nn; i++) lf.native[i] = ljp_strtab_get(&ctx->strs, nat[i])->s;
+  lf.nnative = nn;
+  if (ti && lf.kind == LJP_LEAF_LUA && ti->have_key && !nn) {
     e->stack = ti->stack;  /* start function not on the stack */
     e->func = ti->func;
     return e;
@@ -214,7 +228,7 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
     }
   }
   e->func = leaf_func(ctx, L, &lf);
-  if (ti && lf.kind == LJP_LEAF_NONE) {
+  if (ti && lf.kind == LJP_LEAF_NONE && !nn) {
     ti->have_key = 1;
     ti->stack = e->stack;
     ti->func = e->func;
@@ -230,11 +244,14 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
   int nv = 0, first_vm = 0;
   ljp_ring_claim(&ctx->ring, &from, &to);
   if (from == to) return;
+  if (ctx->native_on) ljp_native_refresh();  /* libraries (un)loaded? */
   for (pos = from; pos < to; pos++) {
     ljp_record *r = ljp_ring_at(&ctx->ring, pos);
     uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
     if (r->vmstate == 'U')
       r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
+    if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
+      r->cfunc = ljp_native_start(ctx, r, r->nnative - 1); /* the lua_CFunction */
     r->stack = r->func = r->tloc = 0;
     if (!ctx->opt.cb) {  /* aggregating: key by the stack dump */
       const variant *e = variant_for(ctx, L, r, v, &nv);
@@ -267,7 +284,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
 {
   ljp_ctx *ctx = ljp_slot_find(lua_topointer(L, LUA_REGISTRYINDEX));
   uint64_t t0;
-  int ev;
+  int ev, user_count_ev = 0;
   if (!ctx) {  /* cannot happen: stop restores the hook before freeing */
     lua_sethook(L, NULL, 0, 0);
     return;
@@ -276,10 +293,26 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   atomic_store_explicit(&ctx->callhook_ret,
                         (uintptr_t)__builtin_return_address(0),
                         memory_order_relaxed);
+  ev = ar->event == LUA_HOOKTAILRET ? LUA_HOOKRET : ar->event;
+  /* Counting calls (calls.c): our hook stays installed between samples.
+  ** Count the call; unless a sample or an exit signal waits, hand the
+  ** event to the program's hook (a count event too: it is the program's
+  ** when we are not armed) and return. A pending sample completes here
+  ** even if its arming was lost. */
+  if (ctx->counting) {
+    int armed = ljp_armed(ctx);
+    if (ev == LUA_HOOKCALL && ljp_calls_count(ctx, L, ar)) return;
+    if (!armed && !ljp_ring_pending(&ctx->ring) && !ctx->exit_signal) {
+      if (ctx->user_hook && (ctx->user_mask & (1 << ev)))
+        ctx->user_hook(L, ar);
+      return;
+    }
+    user_count_ev = !armed && ev == LUA_HOOKCOUNT;
+  }
   t0 = ljp_now_ns();
   ctx->busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
-  lua_sethook(L, ctx->user_hook, ctx->user_mask, ctx->user_count);
+  ljp_rest(ctx);  /* the program's hook (counting: ours, call mask only) */
   atomic_signal_fence(memory_order_seq_cst);
   ctx->in_safepoint = 1;
   ctx->safepoints++;
@@ -305,8 +338,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   ** armed us again since we restored the program's hook (busy is clear
   ** from the aggregation on): then the program's hook is the one that
   ** ljp_arm saved, and the event must still reach it. */
-  ev = ar->event == LUA_HOOKTAILRET ? LUA_HOOKRET : ar->event;
-  if (ev != LUA_HOOKCOUNT) {
+  if (ev != LUA_HOOKCOUNT || user_count_ev) {
     lua_Hook h;
     int mask;
     ctx->busy = 1;

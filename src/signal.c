@@ -174,7 +174,9 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   int vm;
   atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
-  vm = ljp_vm_read(ctx->vm_g, &like.trace, &like.cfunc);
+  /* With native stacks the running C function is usually the outermost
+  ** native frame (found at the safe point): no peeks for it here. */
+  vm = ljp_vm_read(ctx->vm_g, &like.trace, &like.cfunc, !ctx->native_on);
   if (!vm) {
     vm = ljp_codemap_classify(&ctx->map, pc, &like.trace);
   } else if (vm == 'N') {
@@ -196,7 +198,14 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     rec->cfunc = like.cfunc;
     rec->vmstate = like.vmstate;
     rec->zone = like.zone;
+    rec->nflags = 0;
     rec->nnative = 0;
+    if (ctx->native_on) {
+      rec->nnative = (uint8_t)ljp_native_capture(ctx, ucv, pc, vm,
+                                                  rec->native, &rec->nflags);
+      if (vm == 'C' && !(rec->nflags & LJP_NATIVE_FROM_INTERP))
+        rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
+    }
     rec->stack = 0;
     atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
     ljp_ring_publish(&ctx->ring);

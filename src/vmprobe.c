@@ -95,7 +95,33 @@ static inline uintptr_t tv_func(uint64_t tv, int gc64)
 
 /* -- Signal context -------------------------------------------------------- */
 
-int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc)
+/* The C function running in state C: cur_L -> base -> frame function ->
+** its f field; 0 if it cannot be read. Signal context. */
+uintptr_t ljp_vm_cfunc(uintptr_t g)
+{
+  const ljp_vmlayout *v = &ljp_vml;
+  uintptr_t L, base, fn, f;
+  uint64_t tv;
+  unsigned char obj[LJP_FNOBJ];
+  if (!v->cfunc_ok || !g) return 0;
+  L = v->curl_size == 8 ? *(volatile uintptr_t *)(g + v->g_curl)
+                        : *(volatile uint32_t *)(g + v->g_curl);
+  if (!L) return 0;  /* cur_L is a live thread or NULL */
+  base = *(volatile uintptr_t *)(L + v->l_base);
+  /* The slot may lie in a stack being reallocated: peek. The function
+  ** must be a C function: a Lua function returning to C sets the state
+  ** before its frame is gone. */
+  if (ljp_peek(&tv, base - 8 * (uintptr_t)v->func_slot, 8) == 0 &&
+      (fn = tv_func(tv, v->gc64)) != 0 &&
+      ljp_peek(obj, fn, (size_t)v->fn_f + sizeof(f)) == 0 &&
+      obj[v->fn_ffid] != 0) {
+    memcpy(&f, obj + v->fn_f, sizeof(f));
+    return f;
+  }
+  return 0;
+}
+
+int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc, int want_cf)
 {
   const ljp_vmlayout *v = &ljp_vml;
   int32_t st;
@@ -115,26 +141,7 @@ int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc)
   case -2: break;
   default: return 0;
   }
-  if (v->cfunc_ok) {
-    uintptr_t L = v->curl_size == 8 ? *(volatile uintptr_t *)(g + v->g_curl)
-                                    : *(volatile uint32_t *)(g + v->g_curl);
-    uintptr_t base, fn, f;
-    uint64_t tv;
-    unsigned char obj[LJP_FNOBJ];
-    if (L) {  /* cur_L is a live thread or NULL */
-      base = *(volatile uintptr_t *)(L + v->l_base);
-      /* The slot may lie in a stack being reallocated: peek. The function
-      ** must be a C function: a Lua function returning to C sets the
-      ** state before its frame is gone. */
-      if (ljp_peek(&tv, base - 8 * (uintptr_t)v->func_slot, 8) == 0 &&
-          (fn = tv_func(tv, v->gc64)) != 0 &&
-          ljp_peek(obj, fn, (size_t)v->fn_f + sizeof(f)) == 0 &&
-          obj[v->fn_ffid] != 0) {
-        memcpy(&f, obj + v->fn_f, sizeof(f));
-        *cfunc = f;
-      }
-    }
-  }
+  if (want_cf) *cfunc = ljp_vm_cfunc(g);
   return 'C';
 }
 
@@ -269,7 +276,7 @@ static int probe_cfunc(lua_State *L)
   } else if (pr->calls == 3) {   /* coroutine again: replay the chain */
     int32_t tr;
     uintptr_t cf = 0;
-    int st = ljp_vm_read(pr->g, &tr, &cf);
+    int st = ljp_vm_read(pr->g, &tr, &cf, 1);
     pr->co_chain_ok = st == 'C' && cf == (uintptr_t)probe_cfunc;
   }
   return 0;

@@ -1,0 +1,204 @@
+-- Native (C) frames: the C functions running at the tick, spliced above
+-- the Lua frame that called them. Fixtures built by the test suite
+-- (tests/native/): a Lua C module and an FFI library with a known chain
+-- outer -> middle -> inner, where inner burns most of the time; then a
+-- real Debian C module (lua-cjson), loader traffic under a fast timer
+-- (the deadlock hazard of unwinding in a signal handler), and a mixed
+-- workload whose stacks must never show LuaJIT's own code as addresses.
+local t = require("t")
+local ljprof = require("ljprof")
+local ffi = require("ffi")
+
+local CTEST = assert(os.getenv("LJPROF_CTEST"), "LJPROF_CTEST not set (run from meson)")
+local FFITEST = assert(os.getenv("LJPROF_FFITEST"), "LJPROF_FFITEST not set")
+local ctest = package.loadlib(CTEST, "luaopen_ljp_ctest")()
+package.loaded.ljp_ctest = ctest  -- so that its functions are named
+ffi.cdef("double ljpf_outer(long n);")
+local fflib = ffi.load(FFITEST)
+
+-- Profile fn for about secs of wall time at 1 kHz; returns the summary
+-- ({stack, vmstate, count}, stacks "a;b;c" root first) and the stats.
+local function profile(secs, fn, opts)
+  opts = opts or {}
+  local o = {clock = "wall", rate = 1000, fmt = "fZ;", depth = -100}
+  for k, v in pairs(opts) do o[k] = v end
+  ljprof.record(o)
+  local t0 = os.clock()
+  while os.clock() - t0 < secs do fn() end
+  ljprof.stop()
+  return ljprof.summary(), ljprof.stats()
+end
+
+local function total(entries, pred)
+  local n = 0
+  for _, e in ipairs(entries) do
+    if not pred or pred(e) then n = n + e.count end
+  end
+  return n
+end
+
+local function ends_with(s, suffix) return s:sub(-#suffix) == suffix end
+
+local function top(entries, k)
+  table.sort(entries, function(a, b) return a.count > b.count end)
+  local out = {}
+  for i = 1, math.min(k or 6, #entries) do
+    out[#out + 1] = string.format("%6d %s %s", entries[i].count, entries[i].vmstate, entries[i].stack)
+  end
+  return table.concat(out, "\n")
+end
+
+-- Each chain case for the interpreter and for compiled callers.
+for _, mode in ipairs({"interpreted", "compiled"}) do
+  t.case("C module: lua caller -> module function -> middle -> inner (" .. mode .. ")", function()
+    local function cmod_caller() local x = ctest.run(2e6) return x end
+    if mode == "interpreted" then jit.off(cmod_caller) else jit.on(cmod_caller) end
+    local e, st = profile(1.0, cmod_caller)
+    local all = total(e)
+    -- The caller is named as profile() calls it ("fn"). Compiled, it is
+    -- inlined into profile's loop trace: no frame of its own remains.
+    local caller = mode == "interpreted" and ";profile;fn;" or ";profile;"
+    local chain = total(e, function(x)
+      return ends_with(x.stack, caller .. "ljp_ctest.run;ljpt_middle;ljpt_inner") or
+             (mode == "compiled" and ends_with(x.stack, ";profile;fn;ljp_ctest.run;ljpt_middle;ljpt_inner"))
+    end)
+    local mid = total(e, function(x) return ends_with(x.stack, ";ljp_ctest.run;ljpt_middle") end)
+    print(string.format("  %d samples, inner %d, middle %d; %d unwinds, %d frames", all, chain, mid,
+                        st.native_unwinds, st.native_frames))
+    t.ok(all >= 500, "enough samples: " .. all)
+    t.ok(chain / all > 0.6, "the innermost C function holds the majority:\n" .. top(e))
+    t.ok(mid > 0 and mid < chain, "middle shows its own time, less than inner")
+    t.ok(total(e, function(x) return x.stack:find("ljpt_run", 1, true) end) == 0,
+      "the C function Lua called is named once, by its Lua name")
+  end)
+
+  t.case("FFI: lua caller -> outer -> middle -> inner (" .. mode .. ")", function()
+    local function ffi_caller() local x = fflib.ljpf_outer(2e6) return x end
+    if mode == "interpreted" then jit.off(ffi_caller) else jit.on(ffi_caller) end
+    local e = profile(1.0, ffi_caller)
+    local all = total(e)
+    -- Interpreted, the call goes through the cdata's __call (a C function
+    -- Lua sees); compiled, the trace calls ljpf_outer directly.
+    local via = mode == "interpreted" and ";profile;fn;ffi.meta.__call;" or ";profile;"
+    local chain = total(e, function(x)
+      return ends_with(x.stack, via .. "ljpf_outer;ljpf_middle;ljpf_inner") or
+             (mode == "compiled" and ends_with(x.stack, ";profile;fn;ljpf_outer;ljpf_middle;ljpf_inner"))
+    end)
+    print(string.format("  %d samples, %d end in %sljpf_outer;ljpf_middle;ljpf_inner", all, chain, via))
+    t.ok(chain / all > 0.6, "the chain under the Lua caller holds the majority:\n" .. top(e))
+  end)
+end
+
+t.case("a real C module (lua-cjson): its C frames under the Lua caller", function()
+  local ok, cjson = pcall(require, "cjson")
+  if not t.ok(ok, "lua-cjson is installed (Debian lua-cjson): " .. tostring(cjson)) then return end
+  local doc = {}
+  for i = 1, 2000 do
+    doc[i] = {id = i, name = "item" .. i, tags = {"a", "b", "c"}, score = i * 0.5,
+              nested = {x = i, y = {1, 2, 3}}}
+  end
+  local function encode_caller() return #cjson.encode(doc) end
+  local e = profile(1.0, encode_caller)
+  -- (the caller "fn" is inlined into profile's loop once compiled)
+  local under = total(e, function(x) return x.stack:find(";profile;[fn;]*cjson%.encode") end)
+  local deeper = total(e, function(x)
+    return x.stack:match(";profile;[fn;]*cjson%.encode;(.+)$") ~= nil
+  end)
+  print(string.format("  %d samples under cjson.encode, %d with C frames above it", under, deeper))
+  print(top(e, 4))
+  t.ok(under > 300, "time in cjson.encode: " .. under)
+  t.ok(deeper / under > 0.5, "most of it shows cjson's own C frames")
+end)
+
+t.case("native=false: Lua stacks only", function()
+  local function off_caller() local x = ctest.run(2e6) return x end
+  local e, st = profile(0.5, off_caller, {native = false})
+  t.eq(st.native_unwinds, 0, "no unwinds")
+  t.eq(total(e, function(x) return x.stack:find("ljpt_", 1, true) end), 0, "no native frames")
+  t.ok(total(e, function(x) return ends_with(x.stack, ";ljp_ctest.run") end) / total(e) > 0.8,
+    "C time on the C function Lua called:\n" .. top(e))
+end)
+
+t.case("loader traffic (dlopen, dlsym, dladdr, dlclose) at 10 kHz: no deadlock", function()
+  -- In a child process, so that a hang is a failure, not a stuck suite.
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write(string.format([[
+    package.cpath = %q .. ";" .. package.cpath
+    local ljprof = require("ljprof")
+    local ct = package.loadlib(%q, "luaopen_ljp_ctest")()
+    ljprof.record{clock = "wall", rate = 10000, fmt = "fZ;", depth = -100}
+    local t0, n = os.clock(), 0
+    while os.clock() - t0 < 1.5 do n = n + ct.loader(20, %q) end
+    ljprof.stop()
+    local s = ljprof.stats()
+    local named = 0
+    for _, e in ipairs(ljprof.summary()) do
+      if e.stack:find("dlopen", 1, true) or e.stack:find("dlclose", 1, true) then named = named + e.count end
+    end
+    print(string.format("found=%%d signals=%%d unwinds=%%d skipped=%%d truncated=%%d named=%%d",
+      n, s.signals, s.native_unwinds, s.native_skipped, s.native_truncated, named))
+  ]], (os.getenv("LUA_CPATH") or ""):gsub(";;$", ""), CTEST, FFITEST))
+  f:close()
+  local p = io.popen("timeout 60 " .. (arg[-1] or "luajit") .. " " .. script .. " 2>&1; echo status=$?")
+  local out = p:read("*a")
+  p:close()
+  os.remove(script)
+  print("  " .. out:gsub("\n$", ""):gsub("\n", "\n  "))
+  t.ok(out:find("status=0", 1, true), "the child finished in time (no deadlock): " .. out)
+  local found, sig, unw, skipped, named = out:match(
+    "found=(%d+) signals=(%d+) unwinds=(%d+) skipped=(%d+) truncated=%d+ named=(%d+)")
+  t.ok(found and tonumber(found) > 0, "the loader calls worked")
+  t.ok(sig and tonumber(sig) > 3000, "signals landed throughout")
+  t.ok(unw and tonumber(unw) + tonumber(skipped) > 1000, "samples inside the loader were walked or skipped")
+  t.ok(named and tonumber(named) > 0, "loader frames are named (dlopen/dlclose)")
+end)
+
+t.case("mixed workload: no raw addresses of LuaJIT's own code, none below Lua", function()
+  local cjson_ok, cjson = pcall(require, "cjson")
+  local mt = {__gc = function() end}
+  local function cmp(a, b) return a < b end
+  local function work()
+    local t1 = {}
+    for i = 1, 2000 do t1[i] = (i * 7919) % 2003 end
+    table.sort(t1, cmp)
+    local s = string.rep("abc ", 2000):gsub("%w+", function(w) return w:upper() end)
+    for _ = 1, 50 do setmetatable({}, mt) end
+    pcall(error, "x")
+    local co = coroutine.wrap(function() for i = 1, 100 do coroutine.yield(i) end end)
+    for _ = 1, 100 do co() end
+    if cjson_ok then cjson.encode(t1) end
+    ctest.run(2e4)
+    return #s
+  end
+  local e, st = profile(1.5, work)
+  local bad = {}
+  for _, x in ipairs(e) do
+    if x.stack:find("luajit+0x", 1, true) or x.stack:find(";0x%x") then bad[#bad + 1] = x.stack end
+  end
+  print(string.format("  %d samples, %d stacks, %d native frames", total(e), #e, st.native_frames))
+  t.ok(#bad == 0, "no raw addresses of LuaJIT's code:\n" .. table.concat(bad, "\n"))
+  -- Native frames are always on top: none of the chain's names below a Lua frame.
+  for _, x in ipairs(e) do
+    local pre = x.stack:match("^(.*);ljpt_inner;")
+    t.ok(not pre, "ljpt_inner is a leaf: " .. x.stack)
+  end
+end)
+
+t.case("folded, speedscope and pprof writers carry native frames", function()
+  local model = require("jit.prof.model")
+  local function sp_caller() local x = ctest.run(2e6) return x end
+  ljprof.record({clock = "wall", rate = 1000, fmt = model.KEY_FMT, depth = -model.MAX_DEPTH})
+  local t0 = os.clock()
+  while os.clock() - t0 < 0.5 do sp_caller() end
+  ljprof.stop()
+  local p = model.collect(ljprof.summary())
+  local folded = require("jit.prof.folded").render(p, {scope = "f"})
+  t.ok(folded:find("sp_caller;ljp_ctest.run;ljpt_middle;ljpt_inner %d+") ~= nil or
+       folded:find(";ljp_ctest.run;ljpt_middle;ljpt_inner %d+") ~= nil,
+    "folded line for the chain:\n" .. folded:sub(1, 400))
+  local ss = require("jit.prof.speedscope").render(p, {interval_us = 1000})
+  t.ok(ss:find('"name":"ljpt_inner"', 1, true) ~= nil, "speedscope frame for ljpt_inner")
+end)
+
+t.done()

@@ -21,8 +21,10 @@
 ** A frame anywhere else ends the walk (counted as truncated). The
 ** registry is refreshed at safe points when a library was loaded or
 ** unloaded; the handler skips the walk (counted) while the loader is
-** changing the link map. Normal-context libunwind calls block signals on
-** their thread, and a per-context flag guards the handler's walk.
+** changing its list of objects, and whenever that list no longer matches
+** the fingerprint taken with the registry. Normal-context libunwind calls
+** block signals on their thread, and a per-context flag guards the
+** handler's walk.
 **
 ** Registry arrays read by handlers are immutable once published and are
 ** never freed (they change only when libraries are loaded); cancelled
@@ -51,6 +53,7 @@ typedef struct uw_ent {
 } uw_ent;
 
 typedef struct uw_map {
+  uint64_t print;    /* the loader's list of objects when it was built */
   uint32_t n;
   uw_ent e[];        /* sorted by lo, non-overlapping */
 } uw_map;
@@ -88,6 +91,24 @@ static void block_all(sigset_t *old)
 static void unblock(const sigset_t *old)
 {
   pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* A fingerprint of the loader's list of objects (load bias and dynamic
+** section of each): it changes when an object is loaded, unloaded or
+** replaced by another at the same place. Signal context too: the list is
+** read only while the loader says it is consistent, and the walk is
+** bounded (a node freed by another thread's dlclose meanwhile reads as
+** garbage, i.e. a mismatch, never as a fault: it is heap memory). */
+static uint64_t linkmap_print(void)
+{
+  const struct link_map *l = _r_debug.r_map;
+  uint64_t h = 1469598103934665603ull;
+  int n = 0;
+  for (; l && n < 1024; l = l->l_next, n++) {
+    h = (h ^ (uint64_t)l->l_addr) * 1099511628211ull;
+    h = (h ^ (uint64_t)(uintptr_t)l->l_ld) * 1099511628211ull;
+  }
+  return h ^ (uint64_t)n;
 }
 
 static const uw_ent *uw_find(const uw_map *m, uintptr_t pc)
@@ -244,6 +265,9 @@ static void refresh_locked(void)
   uw_map *m;
   sigset_t old;
   uint32_t i, j, n = 0;
+  /* Taken first: a change during the scan leaves a stale print, which
+  ** only makes handlers skip until the next refresh. */
+  uint64_t print = linkmap_print();
   memset(&sc, 0, sizeof(sc));
   dl_iterate_phdr(dlgen_cb, &uw_dlgen);
   dl_iterate_phdr(scan_cb, &sc);
@@ -271,6 +295,7 @@ static void refresh_locked(void)
   for (i = 0; i < uw_nobj; i++) n += (uint32_t)uw_objs[i].nseg;
   m = malloc(sizeof(*m) + (n + 2) * sizeof(uw_ent));
   if (m) {
+    m->print = print;
     m->n = 0;
     for (i = 0; i < uw_nobj; i++) {
       const uw_obj *ob = &uw_objs[i];
@@ -480,9 +505,12 @@ int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
   ** shown: no walk. In C (a C module calling lua_* functions) and in the
   ** GC (which such a call may start), the walk reaches the caller. */
   if ((e->kind & UW_VM) && vmstate != 'C' && vmstate != 'G') return 0;
-  if (ctx->native_inside || _r_debug.r_state != RT_CONSISTENT) {
-    /* a walk already under way on this thread, or the loader changing
-    ** the list of objects: no walk this time. */
+  if (ctx->native_inside || _r_debug.r_state != RT_CONSISTENT ||
+      linkmap_print() != m->print) {
+    /* a walk already under way on this thread, the loader changing the
+    ** list of objects, or a list that changed since the registry was
+    ** built (a library unloaded, perhaps another mapped in its place): no
+    ** walk until the next safe point has registered the change. */
     atomic_fetch_add_explicit(&ctx->n_native_skipped, 1,
                               memory_order_relaxed);
     *flags = LJP_NATIVE_SKIPPED;

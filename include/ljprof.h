@@ -87,6 +87,10 @@ typedef struct ljprof_options {
                              spliced above the Lua frame that called them;
                              0: Lua stacks only. Callback runs never
                              capture them (the jit.profile contract). */
+  int calls;              /* 1: also count every call of every function
+                             exactly, with a call hook, until stop (the
+                             JIT is turned off and its traces flushed
+                             meanwhile, then put back); 0 (default): no */
 } ljprof_options;
 
 /* Default signal: a real-time signal, so that LuaJIT's own jit.profile

@@ -37,6 +37,11 @@
 --                         them (default on)
 --   /zones=root           zones as the outermost frame ("[zone AI]") in the
 --                         folded, speedscope, pprof and svg outputs
+--   /calls=on|off         count every call of every function exactly (a call
+--                         hook; the JIT is off while counting, then put
+--                         back) and report calls, sampled self and total
+--                         time and time per call, per function and per
+--                         source line (jit/prof/calls.lua)
 --
 -- Outputs: every word after the options is one output file ("-" is
 -- stdout); none: $LUAJIT_PROFILEFILE, else stdout. With one output, its
@@ -44,11 +49,14 @@
 -- its name (.speedscope.json, .pb.gz, .svg, .folded, .ljprof, else text),
 -- and /format= applies to the names without a known ending (not .txt).
 -- The text format is the -jp report followed by ljprof's "Hot but
--- interpreted" section (not with r, G or annotation); folded uses the
--- f/F/l/p letters for its frame labels; the other formats come from the
--- module jit.prof.<format>. Files are written atomically (a temporary
--- file renamed). Unwritable outputs, unavailable formats and bad options
--- are reported in one line before profiling starts.
+-- interpreted" section (not with r, G or annotation); with /calls=on it
+-- is followed by the calls report instead (and a/A choose the calls
+-- listing's excerpts or whole files in place of -jp's annotation);
+-- folded uses the f/F/l/p letters for its frame labels; the other
+-- formats come from the module jit.prof.<format>. Files are written
+-- atomically (a temporary file renamed). Unwritable outputs, unavailable
+-- formats and bad options are reported in one line before profiling
+-- starts.
 --
 -- The profile is written by stop(), at normal exit (lua_close), on
 -- os.exit(), after an uncaught error (the exit status stays that of the
@@ -68,7 +76,8 @@ local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 
 local CLOCKS = {"cpu", "wall", "itimer", "thread"}
 local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
-  table.concat(model.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off /zones=root|off"
+  table.concat(model.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off /zones=root|off" ..
+  " /calls=on|off"
 
 local function fail(msg) error("jit.prof: " .. msg, 0) end
 
@@ -117,6 +126,11 @@ local function parse_keys(s)
           fail("bad zones '" .. val .. "' (accepted: root, off)")
         end
         kv.zones = val
+      elseif k == "calls" then
+        if val ~= "on" and val ~= "off" then
+          fail("bad calls '" .. val .. "' (accepted: on, off)")
+        end
+        kv.calls = val
       else
         fail("unknown option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
       end
@@ -168,7 +182,8 @@ local function parse(opts, outputs)
     r.outputs[#r.outputs + 1] = {path = path, format = fmt}
     if fmt ~= "text" then stacks = true end
   end
-  r.record_depth = stacks and -model.MAX_DEPTH or text.record_depth(r.view)
+  r.record_depth = (stacks or kv.calls == "on") and -model.MAX_DEPTH or
+                   text.record_depth(r.view)
   return r
 end
 
@@ -217,6 +232,11 @@ end
 -- The content of one output.
 local function render(r, o, p, meta)
   local v = r.view
+  if o.format == "text" and p.calls then  -- -jp's report, then the calls
+    local calls = require("jit.prof.calls")
+    local s = v.ann and "" or (text.render(p, v) .. "\n")
+    return s .. calls.render(p, meta, v)
+  end
   if o.format == "text" then
     local s = text.render(p, v)
     if p.total > 0 and not (v.letters.r or v.letters.G or v.ann) then
@@ -264,10 +284,11 @@ function M.stop()
   if not run then return end
   local r = run
   run, exit_proxy = nil, nil
+  ljprof.stop()  -- first: counting calls ends here
   if ljprof.on_signal then pcall(ljprof.on_signal, nil) end
-  ljprof.stop()
   local st = ljprof.stats()
   local p = model.collect(ljprof.summary())
+  if r.kv.calls == "on" then p.calls = ljprof.calls() end
   local meta = {
     clock = st.clock, interval_us = st.interval_us, program = r.program,
     samples = st.samples, dropped = st.dropped,
@@ -309,10 +330,20 @@ function M.start(opts, ...)
   end
   r.program = type(arg) == "table" and arg[0] or "?"
   local ropt = {fmt = model.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
-                duration = r.kv.duration, native = r.kv.native ~= "off"}
+                duration = r.kv.duration, native = r.kv.native ~= "off",
+                calls = r.kv.calls == "on"}
   if r.kv.rate then ropt.rate = r.kv.rate
   elseif r.view.interval then ropt.interval = r.view.interval end
+  -- With /calls=on, every call from the start on is counted: the real
+  -- recording starts last, and the setup runs during a first, empty run
+  -- (exit signals can only be trapped while a profile runs; the trap
+  -- stays across the restart). The state's ljprof context exists from
+  -- then on, so that the exit proxy below, a newer userdata, is finalized
+  -- before it at lua_close.
+  local counting = ropt.calls
+  ropt.calls = false
   ljprof.record(ropt)
+  ropt.calls = counting
   run = r
   -- Code written for jit.zone gets ljprof's zones, which are read when the
   -- tick happens (only if it has not loaded jit.zone already).
@@ -336,6 +367,10 @@ function M.start(opts, ...)
       M.stop()
       return M.os_exit(...)
     end
+  end
+  if counting then
+    ljprof.stop()
+    ljprof.record(ropt)  -- same options: cannot fail now; nothing after it
   end
 end
 

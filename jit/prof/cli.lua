@@ -37,6 +37,10 @@ options:
   -v, --view V     -jp view letters for text reports (default f)
   -z, --zones      zones as root frames ("[zone AI]") in the stack formats
   -n, --no-native  Lua frames only (no C frames above the Lua caller)
+      --calls      also count every call exactly (JIT off while counting);
+                   text outputs end with calls, self/total time and time
+                   per call per function and an annotated source listing;
+                   without -o that report goes to standard output
   -h, --help       this text
 ]]
 end
@@ -58,7 +62,7 @@ local function write_outputs(p, meta, outputs, forced, view, zones)
     if fmt == "text" and forced then fmt = forced end
     local data
     if fmt == "text" then
-      data = M.text(p, view or "f")
+      data = M.text(p, view or "f", meta)
     else
       local mod, err = model.renderer(fmt)
       if not mod then fail(err) end
@@ -69,11 +73,17 @@ local function write_outputs(p, meta, outputs, forced, view, zones)
   end
 end
 
--- The -jp text report of p for view letters (jit.prof.text).
-function M.text(p, view)
+-- The -jp text report of p for view letters (jit.prof.text); with call
+-- counts (p.calls), followed by the calls report (jit.prof.calls), which
+-- takes the place of -jp's annotation for a/A.
+function M.text(p, view, meta)
   local text = require("jit.prof.text")
   local ok, v = pcall(text.parse, view)
   if not ok then fail(tostring(v)) end
+  if p.calls then
+    local s = v.ann and "" or (text.render(p, v) .. "\n")
+    return s .. require("jit.prof.calls").render(p, meta, v)
+  end
   return text.render(p, v)
 end
 
@@ -98,6 +108,7 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-v" or a == "--view" then o.view = val()
     elseif a == "-z" or a == "--zones" then o.zones = true
     elseif a == "-n" or a == "--no-native" then o.native = "off"
+    elseif a == "--calls" then o.calls = true
     elseif a == "-h" or a == "--help" then io.stdout:write(usage()); os.exit(0)
     elseif a == "--" then i = i + 1; break
     elseif a:sub(1, 1) == "-" and a ~= "-" then
@@ -134,7 +145,7 @@ local function report(argv)
   if not p then fail(meta) end
   if #o.outputs == 0 then
     io.stdout:write((o.format and o.format ~= "text") and
-      assert(model.renderer(o.format)).render(p, meta) or M.text(p, o.view or "f"))
+      assert(model.renderer(o.format)).render(p, meta) or M.text(p, o.view or "f", meta))
     return 0
   end
   write_outputs(p, meta, o.outputs, o.format, o.view, o.zones)
@@ -147,7 +158,8 @@ local function run(argv, luajit)
   local o = parse_args(argv, 1)
   local app = o.rest[1]
   if not app then io.stderr:write(usage()); os.exit(2) end
-  if #o.outputs == 0 then
+  local to_stdout = o.calls and #o.outputs == 0  -- the calls report
+  if #o.outputs == 0 and not to_stdout then
     o.outputs[1] = (app:match("([^/]+)$"):gsub("%.lua$", "")) ..
       model.extension(o.format or "svg")
   end
@@ -162,6 +174,7 @@ local function run(argv, luajit)
   if o.clock then opts = opts .. "/clock=" .. o.clock end
   if o.duration then opts = opts .. "/duration=" .. o.duration end
   if o.native then opts = opts .. "/native=" .. o.native end
+  if o.calls then opts = opts .. "/calls=on" end
   opts = opts .. "/format=raw"
   local cmd = { shell_quote(luajit), shell_quote("-jprof=" .. opts .. "," .. tmp) }
   for _, a in ipairs(o.rest) do cmd[#cmd + 1] = shell_quote(a) end
@@ -175,6 +188,13 @@ local function run(argv, luajit)
   if not p then
     io.stderr:write("ljprof: no profile from ", app, ": ", meta, "\n")
     return code ~= 0 and code or 1
+  end
+  if to_stdout then
+    io.stdout:write(M.text(p, o.view or "f", meta))
+    io.stdout:flush()
+    io.stderr:write(string.format("Samples: %d (dropped %d) -> standard output\n", p.total,
+      tonumber(meta.dropped) or 0))
+    return code
   end
   write_outputs(p, meta, o.outputs, o.format, o.view, o.zones)
   io.stderr:write(string.format("Samples: %d (dropped %d) -> %s\n", p.total,

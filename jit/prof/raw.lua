@@ -3,11 +3,12 @@
 -- can be rendered again later (`ljprof report`), so a long workload never
 -- has to run twice.
 --
--- Format, version 1: UTF-8/byte text, one record per line, fields
--- separated by TAB; in text fields TAB, LF, CR and backslash are written
--- as \t \n \r \\.
+-- Format, version 2 (version 1 without call counts): UTF-8/byte text,
+-- one record per line, fields separated by TAB; in text fields TAB, LF,
+-- CR and backslash are written as \t \n \r \\.
 --
---   LJPROF-RAW 1                     magic and version (first line)
+--   LJPROF-RAW 2                     magic and version (first line); 1
+--                                    when the run did not count calls
 --   meta <key> <value>               clock, interval_us, program, samples,
 --                                    dropped, created (any number; unknown
 --                                    keys are kept and ignored)
@@ -15,8 +16,15 @@
 --   frame <id> C <name>              ids count up from 1; "-" for a missing
 --                                    linedefined or name
 --   sample <count> <vmstate> <zone> <id,id,...>   frames outermost first
---   end <frames> <samples>           last line: the counts written
+--   call <count> <what> <func> <name> <source> <linedefined> <lastlinedefined>
+--                                    version 2: one per counted function
+--                                    (ljprof.calls(); what is Lua, main
+--                                    or C; "-" for no name)
+--   end <frames> <samples> [<calls>] last line: the counts written (the
+--                                    third in version 2)
 --
+-- Readers load every version up to theirs: a version 1 file is a profile
+-- without call counts (p.calls nil).
 -- A file that does not start with the magic line is not a raw profile; a
 -- file without the end line, or whose counts differ, is truncated. Both are
 -- reported in one line naming the file.
@@ -25,7 +33,7 @@
 local M = {}
 
 M.MAGIC = "LJPROF-RAW"
-M.VERSION = 1
+M.VERSION = 2
 
 local function esc(s)
   return (tostring(s):gsub("[\\\t\n\r]", {["\\"] = "\\\\", ["\t"] = "\\t",
@@ -37,7 +45,7 @@ local function unesc(s)
 end
 
 function M.render(p, meta)
-  local out = {M.MAGIC .. " " .. M.VERSION}
+  local out = {M.MAGIC .. " " .. (p.calls and 2 or 1)}
   local keys = {}
   for k in pairs(meta or {}) do keys[#keys + 1] = k end
   table.sort(keys)
@@ -57,7 +65,16 @@ function M.render(p, meta)
     out[#out + 1] = string.format("sample\t%.0f\t%s\t%s\t%s", s.count, esc(s.vmstate),
                                   esc(s.zone or ""), table.concat(s.stack, ","))
   end
-  out[#out + 1] = string.format("end\t%d\t%d", #p.frames, #p.samples)
+  if p.calls then
+    for _, c in ipairs(p.calls) do
+      out[#out + 1] = string.format("call\t%.0f\t%s\t%s\t%s\t%s\t%d\t%d", c.calls,
+        esc(c.what or "Lua"), esc(c.func), c.name and esc(c.name) or "-",
+        esc(c.source or "=[C]"), c.linedefined or -1, c.lastlinedefined or -1)
+    end
+    out[#out + 1] = string.format("end\t%d\t%d\t%d", #p.frames, #p.samples, #p.calls)
+  else
+    out[#out + 1] = string.format("end\t%d\t%d", #p.frames, #p.samples)
+  end
   return table.concat(out, "\n") .. "\n"
 end
 
@@ -85,6 +102,7 @@ function M.parse(data, name)
       "reads (up to %d)", name, ver, M.VERSION)
   end
   local p, meta = {frames = {}, samples = {}, total = 0}, {}
+  if tonumber(ver) >= 2 then p.calls = {} end
   local ended
   for i = 2, n do
     local f = fields(lines[i])
@@ -109,15 +127,24 @@ function M.parse(data, name)
       p.samples[#p.samples + 1] = {stack = stack, count = count, vmstate = unesc(f[3]),
                                    zone = unesc(f[4])}
       p.total = p.total + count
+    elseif kind == "call" and p.calls and #f >= 8 then
+      local n = tonumber(f[2])
+      if not n then
+        return nil, string.format("%s: line %d: bad call count '%s'", name, i, f[2])
+      end
+      p.calls[#p.calls + 1] = {calls = n, what = unesc(f[3]), func = unesc(f[4]),
+        name = f[5] ~= "-" and unesc(f[5]) or nil, source = unesc(f[6]),
+        linedefined = tonumber(f[7]), lastlinedefined = tonumber(f[8])}
     elseif kind == "end" then
-      ended = {tonumber(f[2]), tonumber(f[3])}
+      ended = {tonumber(f[2]), tonumber(f[3]), tonumber(f[4])}
       break
     else
       return nil, string.format("%s: line %d: not a raw profile record: '%s'", name, i,
                                 lines[i]:sub(1, 60))
     end
   end
-  if not ended or ended[1] ~= #p.frames or ended[2] ~= #p.samples then
+  if not ended or ended[1] ~= #p.frames or ended[2] ~= #p.samples or
+     (p.calls and ended[3] ~= #p.calls) then
     return nil, name .. ": truncated raw profile (the end record is missing or its " ..
       "counts differ from what was read)"
   end

@@ -95,6 +95,34 @@ int main(void)
   CHECK_EQ(st.ticks, st.completed + st.dropped);
   /* dumpstack after stop: safe, and the top level is the main chunk. */
   CHECK(ljprof_dumpstack(L, "l", 1, &len) != NULL);
+  /* Exact call counts (calls.c), sampled at 2 kHz meanwhile, read back
+  ** from Lua; then a run left counting, which lua_close stops from a
+  ** finalizer (where LuaJIT refuses to turn the JIT back on). */
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_ljprof);
+  lua_setfield(L, -2, "ljprof");
+  lua_pop(L, 2);
+  ljprof_options_init(&opt);
+  opt.clock = LJPROF_CLOCK_WALL;
+  opt.interval_us = 500;
+  opt.calls = 1;
+  CHECK_EQ(ljprof_start_ex(L, &opt, err, sizeof(err)), 0);
+  CHECK_EQ(luaL_dostring(L,
+    "local function f(x) return x end "
+    "for i = 1, 100000 do f(i) end "
+    "local s = 0 for i = 1, 300 do s = s + #string.rep('a', i) end"), 0);
+  ljprof_stop(L);
+  if (luaL_dostring(L,
+    "local n = {} "
+    "for _, e in ipairs(require('ljprof').calls()) do n[e.func] = e.calls; if e.name then n[e.name] = e.calls end end "
+    "assert(n.f == 100000, 'f: ' .. tostring(n.f)) "
+    "assert(n['string.rep'] == 300, 'string.rep: ' .. tostring(n['string.rep']))") != 0) {
+    fprintf(stderr, "calls: %s\n", lua_tostring(L, -1));
+    CHECK(0);
+  }
+  CHECK_EQ(ljprof_start_ex(L, &opt, err, sizeof(err)), 0);
+  CHECK_EQ(luaL_dostring(L, "for i = 1, 1000 do tostring(i) end"), 0);
   lua_close(L);
   return check_done("capi");
 }

@@ -3,12 +3,16 @@
 --   LJPROF_BENCH="clock=cpu,interval=10" luajit bench/with_ljprof.lua script.lua [args]
 --
 -- LJPROF_BENCH is a comma-separated list of key=value options passed to
--- ljprof.record (clock, interval, rate, fmt, depth, output, ring, signal;
--- numbers are converted), plus one option of this wrapper:
+-- ljprof.record (clock, interval, rate, fmt, depth, output, ring, signal,
+-- native; numbers and true/false are converted; fmt=jprof is the key
+-- format `luajit -jprof` records with), plus options of this wrapper:
 --   stats=FILE   write ljprof.stats() of the run to FILE as "key value" lines
 --                (vmstate counts as vm.N, vm.I, ...), plus cpu_s = process CPU
 --                seconds (os.clock) spent while recording, and top_frames =
---                frames in the most-sampled stack key (';'-separated items).
+--                frames in the most-sampled stack key.
+--   stacks=FILE  write the aggregated stack keys to FILE, one
+--                "count<TAB>vmstate<TAB>key" line each (keys containing a newline or
+--                a tab are left out).
 --   profile=off  load ljprof but do not record (a baseline with the same
 --                frames and module loading as a profiled run).
 -- An empty/unset LJPROF_BENCH runs the script with the default options.
@@ -23,12 +27,15 @@ if not script then
 end
 
 -- Parse the options.
-local opts, statsfile, profile = {}, nil, true
+local opts, statsfile, stacksfile, profile = {}, nil, nil, true
 for item in (os.getenv("LJPROF_BENCH") or ""):gmatch("[^,]+") do
   local k, v = item:match("^%s*([%w_]+)%s*=%s*(.-)%s*$")
   if not k then error("with_ljprof: bad LJPROF_BENCH item '" .. item .. "' (want key=value)") end
   if k == "stats" then statsfile = v
+  elseif k == "stacks" then stacksfile = v
   elseif k == "profile" then profile = (v ~= "off")
+  elseif k == "fmt" and v == "jprof" then opts.fmt = require("jit.prof.model").KEY_FMT
+  elseif v == "true" or v == "false" then opts[k] = (v == "true")
   else opts[k] = tonumber(v) or v end
 end
 
@@ -49,6 +56,7 @@ local function finish()
   end
   local ok, msg = ljprof.stop()
   if not ok then io.stderr:write("with_ljprof: ", tostring(msg), "\n") end
+  local summary = ljprof.summary()
   if statsfile then
     local f = assert(io.open(statsfile, "w"))
     local st = ljprof.stats()
@@ -61,14 +69,23 @@ local function finish()
       end
     end
     keys[#keys + 1] = string.format("cpu_s %.6f", cpu)
-    local top = ljprof.summary()[1]
+    local top = summary[1]
     local frames = 0
-    if top then
-      for _ in top.stack:gmatch("[^;]+") do frames = frames + 1 end
+    if top then  -- frames end with ';' (fZ;) or \30 (the -jprof key format)
+      for _ in top.stack:gmatch("[^;\30]+") do frames = frames + 1 end
     end
     keys[#keys + 1] = string.format("top_frames %d", frames)
     table.sort(keys)
     f:write(table.concat(keys, "\n"), "\n")
+    f:close()
+  end
+  if stacksfile then
+    local f = assert(io.open(stacksfile, "wb"))
+    for _, e in ipairs(summary) do
+      if not e.stack:find("[\t\n]") then
+        f:write(string.format("%.0f\t%s\t%s\n", e.count, e.vmstate, e.stack))
+      end
+    end
     f:close()
   end
 end

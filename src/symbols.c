@@ -17,7 +17,9 @@
 ** stripped binary). Code without a symbol is named "object+0xOFFSET" from
 ** the start of its function (from its unwind info) when known. The frame
 ** of the C function that Lua called, which the Lua side already names
-** ("cjson.encode"), is not repeated.
+** ("cjson.encode"), is not repeated. The frames of ljprof's own code
+** (the safe point, call counting) are one frame, "[ljprof]": the
+** profiler's cost, shown as such.
 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -45,7 +47,7 @@ typedef struct symobj {
   uintptr_t base, lo, hi;  /* load bias, span of its executable code */
   char *path;              /* file to read ("" main program: /proc/self/exe) */
   const char *short_name;  /* basename, for "object+0x..." */
-  int is_vm, loaded;
+  int is_vm, is_self, loaded; /* LuaJIT's object, ljprof's own */
   sym *s;
   uint32_t ns;
   char *names;
@@ -157,7 +159,7 @@ static void load_symbols(symobj *ob)
 }
 
 typedef struct objscan {
-  uintptr_t vm_addr;
+  uintptr_t vm_addr, self_addr;
   int oom;
 } objscan;
 
@@ -201,6 +203,7 @@ static int objscan_cb(struct dl_phdr_info *info, size_t size, void *data)
   ob->lo = lo;
   ob->hi = hi;
   ob->is_vm = sc->vm_addr >= lo && sc->vm_addr < hi;
+  ob->is_self = sc->self_addr >= lo && sc->self_addr < hi;
   if (name[0]) {
     const char *slash = strrchr(ob->path, '/');
     ob->short_name = slash ? slash + 1 : ob->path;
@@ -223,7 +226,8 @@ static symobj *obj_for(uintptr_t a)
 {
   symobj *ob = find_obj(a);
   if (!ob) {
-    objscan sc = {(uintptr_t)(void *)lua_sethook, 0};
+    objscan sc = {(uintptr_t)(void *)lua_sethook,
+                  (uintptr_t)(void *)ljp_native_names, 0};
     dl_iterate_phdr(objscan_cb, &sc);
     ob = find_obj(a);
   }
@@ -260,6 +264,7 @@ typedef struct natent {
   uintptr_t addr;     /* lookup address (0: free) */
   uintptr_t start;    /* start of its function (0: unknown) */
   uint32_t id;        /* interned name; 0: frame not shown */
+  int self;           /* ljprof's own code */
 } natent;
 
 struct ljp_natcache {
@@ -304,9 +309,17 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out)
   int len = -1;
   out->start = 0;
   out->id = 0;
+  out->self = 0;
   pthread_mutex_lock(&sym_mu);
   ob = obj_for(a);
-  if (ob) {
+  if (ob && ob->is_self) {
+    /* The profiler's own work (the safe point, call counting): one frame
+    ** that says so, not its internals. */
+    const sym *s = ob->s ? find_sym(ob, a) : NULL;
+    if (s) out->start = s->lo;
+    out->self = 1;
+    len = snprintf(buf, sizeof(buf), "[ljprof]");
+  } else if (ob) {
     const sym *s = ob->s ? find_sym(ob, a) : NULL;
     if (s) {
       name = ob->names + s->name;
@@ -370,6 +383,7 @@ int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids)
     natent *e = lookup(ctx, r, i);
     if (!e) break;
     if (r->cfunc && e->start == r->cfunc) continue;  /* Lua names it */
+    if (e->self && n > 0 && ids[n - 1] == e->id) continue;  /* one [ljprof] */
     if (e->id) ids[n++] = e->id;
   }
   return n;

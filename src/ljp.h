@@ -178,6 +178,14 @@ uint64_t ljp_timer_gap_ns(ljp_ctx *ctx);
 
 typedef enum { LJP_IDLE, LJP_RUNNING, LJP_FAILED } ljp_run_state;
 
+/* Lines of trace start points (traces.c): (chunk, first line, pc). */
+#define LJP_LINECACHE 256
+typedef struct ljp_linecache {
+  uint64_t h;
+  int32_t linedefined, line;
+  lua_Integer pc;
+} ljp_linecache;
+
 struct ljp_ctx {
   /* Identity. */
   int slot;                 /* index in the process-wide slot table */
@@ -243,6 +251,7 @@ struct ljp_ctx {
   ljp_trinfo trpending;     /* the trace being recorded */
   ljp_abort *aborts;
   uint32_t naborts;
+  ljp_linecache linecache[LJP_LINECACHE];
   uint64_t aborts_lost;     /* abort events beyond LJP_MAX_ABORTS records */
 
   /* Safe point and aggregation (normal context). */

@@ -267,10 +267,51 @@ typedef struct natent {
   int self;           /* ljprof's own code */
 } natent;
 
+/* A function already resolved: every address inside it has its name. */
+typedef struct natrange {
+  uintptr_t lo, hi;
+  natent v;
+} natrange;
+
 struct ljp_natcache {
-  natent *e;
+  natent *e;               /* by address (hash) */
   uint32_t n, cap;
+  natrange *r;             /* by function, sorted by lo */
+  uint32_t nr, capr;
 };
+
+static natrange *range_find(struct ljp_natcache *c, uintptr_t a)
+{
+  uint32_t lo = 0, hi = c->nr;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (a < c->r[mid].lo) hi = mid;
+    else if (a >= c->r[mid].hi) lo = mid + 1;
+    else return &c->r[mid];
+  }
+  return NULL;
+}
+
+static void range_add(struct ljp_natcache *c, uintptr_t lo, uintptr_t hi,
+                      const natent *v)
+{
+  uint32_t i = 0, k;
+  if (lo >= hi || range_find(c, lo) || range_find(c, hi - 1)) return;
+  if (c->nr == c->capr) {
+    uint32_t cap = c->capr ? c->capr * 2 : 64;
+    natrange *p = realloc(c->r, cap * sizeof(*p));
+    if (!p) return;
+    c->r = p;
+    c->capr = cap;
+  }
+  while (i < c->nr && c->r[i].lo < lo) i++;
+  if (i < c->nr && c->r[i].lo < hi) return;  /* would overlap */
+  for (k = c->nr; k > i; k--) c->r[k] = c->r[k - 1];
+  c->r[i].lo = lo;
+  c->r[i].hi = hi;
+  c->r[i].v = *v;
+  c->nr++;
+}
 
 static uint32_t nat_hash(uintptr_t a)
 {
@@ -299,8 +340,10 @@ static int nat_grow(struct ljp_natcache *c)
   return 0;
 }
 
-/* Resolve one lookup address (normal context). */
-static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out)
+/* Resolve one lookup address (normal context); [*flo, *fhi) is the
+** function it lies in, when known. */
+static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
+                    uintptr_t *fhi)
 {
   char buf[320];
   const char *name = NULL;
@@ -310,25 +353,31 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out)
   out->start = 0;
   out->id = 0;
   out->self = 0;
+  *flo = *fhi = 0;
   pthread_mutex_lock(&sym_mu);
   ob = obj_for(a);
   if (ob && ob->is_self) {
     /* The profiler's own work (the safe point, call counting): one frame
     ** that says so, not its internals. */
     const sym *s = ob->s ? find_sym(ob, a) : NULL;
-    if (s) out->start = s->lo;
+    if (s) {
+      out->start = *flo = s->lo;
+      *fhi = s->hi;
+    }
     out->self = 1;
     len = snprintf(buf, sizeof(buf), "[ljprof]");
   } else if (ob) {
     const sym *s = ob->s ? find_sym(ob, a) : NULL;
     if (s) {
       name = ob->names + s->name;
-      out->start = s->lo;
+      out->start = *flo = s->lo;
+      *fhi = s->hi;
       if (ob->is_vm && !exported_api(name)) name = NULL;  /* dropped */
       if (name) len = snprintf(buf, sizeof(buf), "%s", name);
     } else if (!ob->is_vm) {
       if (ljp_native_proc(a, &lo, &hi)) {
-        out->start = lo;
+        out->start = *flo = lo;
+        *fhi = hi;
         len = snprintf(buf, sizeof(buf), "%s+0x%lx", ob->short_name,
                        (unsigned long)(lo - ob->base));
       } else {
@@ -336,7 +385,8 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out)
                        (unsigned long)(a - ob->base));
       }
     } else if (ljp_native_proc(a, &lo, &hi)) {
-      out->start = lo;  /* unnamed VM code: dropped, start still known */
+      out->start = *flo = lo;  /* unnamed VM code: dropped, start known */
+      *fhi = hi;
     }
   } else {
     len = snprintf(buf, sizeof(buf), "0x%lx", (unsigned long)a);
@@ -363,7 +413,16 @@ static natent *lookup(ljp_ctx *ctx, const ljp_record *r, int i)
   if ((c->n + 1) * 4 > c->cap * 3 && nat_grow(c) != 0) return NULL;
   e = nat_slot(c, a);
   if (!e->addr) {
-    resolve(ctx, a, e);
+    /* Samples in a hot function land on many PCs: a function resolved
+    ** once names them all. */
+    natrange *rg = range_find(c, a);
+    if (rg) {
+      *e = rg->v;
+    } else {
+      uintptr_t lo, hi;
+      resolve(ctx, a, e, &lo, &hi);
+      range_add(c, lo, hi, e);
+    }
     e->addr = a;
     c->n++;
   }
@@ -392,6 +451,7 @@ int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids)
 void ljp_native_names_reset(ljp_ctx *ctx)
 {
   if (ctx->natcache) {
+    free(ctx->natcache->r);
     free(ctx->natcache->e);
     free(ctx->natcache);
     ctx->natcache = NULL;

@@ -101,13 +101,38 @@ ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace)
 }
 
 /* Chunk, first line and line at pc of the Lua function at fidx. */
+static uint64_t str_hash(const char *s)
+{
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+/* pcidx 0: the first line only (no jit.util.funcinfo call). A trace
+** event's (function, pc) recurs (a trace retried after aborts, a side
+** trace of a known loop): the line of a (chunk, first line, pc) is
+** remembered, as jit.util.funcinfo builds a whole table per call. */
 static int func_where(ljp_ctx *ctx, lua_State *L, int fidx, int pcidx,
                       lua_Debug *ar, int *line)
 {
+  ljp_linecache *c = NULL;
+  uint64_t h = 0;
+  lua_Integer pc = 0;
   *line = -1;
   if (!lua_isfunction(L, fidx) || lua_iscfunction(L, fidx)) return 0;
   lua_pushvalue(L, fidx);
   if (!lua_getinfo(L, ">S", ar) || !ar->source) return 0;
+  if (!pcidx) { *line = ar->linedefined; return 1; }
+  if (lua_type(L, pcidx) == LUA_TNUMBER) {
+    pc = lua_tointeger(L, pcidx);
+    h = str_hash(ar->source) ^ ((uint64_t)(uint32_t)ar->linedefined << 20) ^
+        (uint64_t)pc;
+    c = &ctx->linecache[(h ^ (h >> 17)) & (LJP_LINECACHE - 1)];
+    if (c->h == h && c->linedefined == ar->linedefined && c->pc == pc) {
+      *line = c->line;
+      return 1;
+    }
+  }
   lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->funcinfo_ref);
   if (lua_isfunction(L, -1)) {
     lua_pushvalue(L, fidx);
@@ -120,6 +145,12 @@ static int func_where(ljp_ctx *ctx, lua_State *L, int fidx, int pcidx,
   }
   lua_pop(L, 1);
   if (*line < 0) *line = ar->linedefined;
+  else if (c) {
+    c->h = h;
+    c->linedefined = ar->linedefined;
+    c->pc = pc;
+    c->line = *line;
+  }
   return 1;
 }
 
@@ -199,7 +230,7 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
   b.n = 0;
   if (lua_iscfunction(L, 6)) {
     ljp_put_cfunc(&b, lua_tocfunction(L, 6));
-  } else if (lua_isfunction(L, 6) && func_where(ctx, L, 6, 6, &ar, &line)) {
+  } else if (lua_isfunction(L, 6) && func_where(ctx, L, 6, 0, &ar, &line)) {
     ljp_put_location(&b, ar.source, ar.linedefined, ar.linedefined);
   } else if (lua_isstring(L, 6)) {
     size_t n;

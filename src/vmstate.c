@@ -122,18 +122,29 @@ void ljp_codemap_trace_set(ljp_codemap *m, int32_t trace, uintptr_t lo,
   ljp_rangeset *s = &m->traces;
   uint32_t i, j = 0, cap = s->n + 1 > 64 ? (s->n + 1) * 2 : 64;
   ljp_range *r = malloc(cap * sizeof(ljp_range));
+  int placed = 0;
   if (!r) return;
+  /* One ordered pass (the array is sorted): copy-on-write for the
+  ** handler, O(n) per trace. */
   for (i = 0; i < s->n; i++) {
     const ljp_range *e = &s->r[i];
     /* Drop the old trace of that number and anything it now overlaps. */
     if (e->trace == trace || (e->lo < lo + size && lo < e->hi)) continue;
+    if (!placed && e->lo > lo) {
+      r[j].lo = lo;
+      r[j].hi = lo + size;
+      r[j].trace = trace;
+      j++;
+      placed = 1;
+    }
     r[j++] = *e;
   }
-  r[j].lo = lo;
-  r[j].hi = lo + size;
-  r[j].trace = trace;
-  j++;
-  qsort(r, j, sizeof(ljp_range), range_cmp);
+  if (!placed) {
+    r[j].lo = lo;
+    r[j].hi = lo + size;
+    r[j].trace = trace;
+    j++;
+  }
   set_publish(m, s, r, j, cap);
 }
 

@@ -328,15 +328,15 @@ static natent *nat_slot(struct ljp_natcache *c, uintptr_t a)
 
 static int nat_grow(struct ljp_natcache *c)
 {
-  struct ljp_natcache n;
+  struct ljp_natcache n = *c;  /* the function ranges stay as they are */
   uint32_t i;
   n.cap = c->cap ? c->cap * 2 : 256;
-  n.n = c->n;
   if (!(n.e = calloc(n.cap, sizeof(natent)))) return -1;
   for (i = 0; i < c->cap; i++)
     if (c->e[i].addr) *nat_slot(&n, c->e[i].addr) = c->e[i];
   free(c->e);
-  *c = n;
+  c->e = n.e;
+  c->cap = n.cap;
   return 0;
 }
 

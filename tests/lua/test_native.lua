@@ -136,8 +136,8 @@ t.case("loader traffic (dlopen, dlsym, dladdr, dlclose) at 10 kHz: no deadlock",
     for _, e in ipairs(ljprof.summary()) do
       if e.stack:find("dlopen", 1, true) or e.stack:find("dlclose", 1, true) then named = named + e.count end
     end
-    print(string.format("found=%%d signals=%%d unwinds=%%d skipped=%%d truncated=%%d named=%%d",
-      n, s.signals, s.native_unwinds, s.native_skipped, s.native_truncated, named))
+    print(string.format("found=%%d signals=%%d merged=%%d unwinds=%%d skipped=%%d truncated=%%d named=%%d",
+      n, s.signals, s.merged, s.native_unwinds, s.native_skipped, s.native_truncated, named))
   ]], (os.getenv("LUA_CPATH") or ""):gsub(";;$", ""), CTEST, FFITEST))
   f:close()
   local p = io.popen("timeout 60 " .. (arg[-1] or "luajit") .. " " .. script .. " 2>&1; echo status=$?")
@@ -146,11 +146,16 @@ t.case("loader traffic (dlopen, dlsym, dladdr, dlclose) at 10 kHz: no deadlock",
   os.remove(script)
   print("  " .. out:gsub("\n$", ""):gsub("\n", "\n  "))
   t.ok(out:find("status=0", 1, true), "the child finished in time (no deadlock): " .. out)
-  local found, sig, unw, skipped, named = out:match(
-    "found=(%d+) signals=(%d+) unwinds=(%d+) skipped=(%d+) truncated=%d+ named=(%d+)")
+  local found, sig, merged, unw, skipped, named = out:match(
+    "found=(%d+) signals=(%d+) merged=(%d+) unwinds=(%d+) skipped=(%d+) truncated=%d+ named=(%d+)")
   t.ok(found and tonumber(found) > 0, "the loader calls worked")
   t.ok(sig and tonumber(sig) > 3000, "signals landed throughout")
-  t.ok(unw and tonumber(unw) + tonumber(skipped) > 1000, "samples inside the loader were walked or skipped")
+  -- Records of their own (the others joined a pending record while the
+  -- compiled loop ran without a safe point): nearly all land in C code
+  -- of the loader, each walked or, mid-change, skipped.
+  local own = sig and tonumber(sig) - tonumber(merged)
+  t.ok(unw and (tonumber(unw) + tonumber(skipped)) > 0.5 * own,
+    "samples inside the loader were walked or skipped")
   t.ok(named and tonumber(named) > 0, "loader frames are named (dlopen/dlclose)")
 end)
 

@@ -528,25 +528,51 @@ static struct {
   int seen[3], failed;
 } js;
 
+/* Candidates still alive once few remain: each event then reads only
+** those words (read before without fault: directly) instead of a 4 KB
+** fault-safe snapshot, since learning may go on for a whole run (it needs
+** two safe points, and a run may take no sample for a long time) while
+** a program compiles tens of thousands of traces. */
+#define JS_FEW 64
+static int js_alive[JS_FEW], js_nalive = -1;
+
+static void js_check(int i, int32_t v, int event)
+{
+  if (event == LJP_JS_IDLE) {
+    if (v != 0) js.dead[i] = 1;
+  } else if (!(v & JS_ACTIVE) || (js.at[event][i] && js.at[event][i] != v)) {
+    js.dead[i] = 1;
+  } else {
+    js.at[event][i] = v;
+    if (js.at[0][i] && js.at[0][i] == js.at[1][i]) js.dead[i] = 1;
+  }
+}
+
 void ljp_vm_learn_jstate(uintptr_t g, int event)
 {
   int32_t snap[JSCAN / 4];
-  int i, n = 0, last = 0;
+  int i, k, n = 0, last = 0;
   if (ljp_vml.jstate_ok || js.failed || !g || event < 0 || event > 2) return;
   if (event == LJP_JS_IDLE && !js.seen[LJP_JS_START]) return;
-  if (ljp_peek(snap, g, sizeof(snap)) != 0) { js.failed = 1; return; }
-  for (i = 0; i < JSCAN / 4; i++) {
-    int32_t v = snap[i];
-    if (js.dead[i]) continue;
-    if (event == LJP_JS_IDLE) {
-      if (v != 0) js.dead[i] = 1;
-    } else if (!(v & JS_ACTIVE) || (js.at[event][i] && js.at[event][i] != v)) {
-      js.dead[i] = 1;
-    } else {
-      js.at[event][i] = v;
-      if (js.at[0][i] && js.at[0][i] == js.at[1][i]) js.dead[i] = 1;
+  if (js_nalive >= 0) {
+    for (k = 0; k < js_nalive; k++) {
+      i = js_alive[k];
+      if (js.dead[i]) continue;
+      js_check(i, *(volatile int32_t *)(g + (uintptr_t)i * 4), event);
+      if (!js.dead[i]) { n++; last = i; }
     }
-    if (!js.dead[i]) { n++; last = i; }
+  } else {
+    if (ljp_peek(snap, g, sizeof(snap)) != 0) { js.failed = 1; return; }
+    for (i = 0; i < JSCAN / 4; i++) {
+      if (js.dead[i]) continue;
+      js_check(i, snap[i], event);
+      if (!js.dead[i]) { n++; last = i; }
+    }
+    if (n <= JS_FEW) {
+      js_nalive = 0;
+      for (i = 0; i < JSCAN / 4; i++)
+        if (!js.dead[i]) js_alive[js_nalive++] = i;
+    }
   }
   js.seen[event]++;
   if (n == 0) {

@@ -1,0 +1,112 @@
+-- The measured configurations: how each one runs a workload (the exact
+-- command line), and how many samples it took. Every process is started
+-- as `luajit -lbench.probe [profiler option] WORKLOAD`; bench/probe.lua
+-- writes ljprof's statistics (with -jprof) or trace event counts when the
+-- environment asks it to, and is loaded in every configuration so that all
+-- pay the same.
+local proc = require("lib.proc")
+
+local M = {}
+
+local function out_file() return proc.TMP .. "/profile.out" end
+local function stats_file() return proc.TMP .. "/stats.txt" end
+
+-- Total samples in a folded-stacks report ("stack count" lines).
+local function folded_total(path)
+  local n = 0
+  for c in (proc.readfile(path) or ""):gmatch(" (%d+)\n") do n = n + tonumber(c) end
+  return n
+end
+
+local function config(c)
+  c.argv = function(script)
+    local a = {"luajit", "-lbench.probe"}
+    if c.option then a[#a + 1] = c.option .. "," .. out_file() end
+    a[#a + 1] = script
+    return a
+  end
+  c.cmd = "luajit -lbench.probe " .. (c.option and (c.option .. ",OUT ") or "") .. "WORKLOAD"
+  c.prepare = function()
+    os.remove(out_file())
+    os.remove(stats_file())
+  end
+  return c
+end
+
+-- Unprofiled.
+function M.plain()
+  return config{name = "plain", label = "plain `luajit`", kind = "plain", env = {}}
+end
+
+-- ljprof through its -jp-compatible front end: -jprof=<opts>,OUT.
+-- rate: the nominal samples per second; clock: cpu or wall.
+function M.ljprof(name, label, opts, rate, clock)
+  local c = config{name = name, label = label, kind = "ljprof", option = "-jprof=" .. opts,
+                   rate = rate, clock = clock}
+  c.env = {LJPROF_BENCH_STATS = stats_file()}
+  c.samples = function()
+    local st = proc.read_kv(stats_file())
+    if not st then error(name .. ": no statistics written (" .. stats_file() .. ")") end
+    return st
+  end
+  return c
+end
+
+-- LuaJIT's built-in profiler: -jp=<opts>,OUT. Its folded output ('G')
+-- lists raw sample counts: their total is the samples taken.
+function M.jitp(name, label, opts, rate)
+  local c = config{name = name, label = label, kind = "jitp", option = "-jp=" .. opts,
+                   rate = rate, clock = "cpu"}
+  c.env = {}
+  c.samples = function()
+    local n = folded_total(out_file())
+    return {signals = n, ticks = n}
+  end
+  return c
+end
+
+-- The configurations of the overhead table, run on every workload: the
+-- same view (-jp's 'G': folded stacks, 100 frames deep) in both profilers.
+function M.base()
+  return {
+    M.plain(),
+    M.ljprof("cpu10", "ljprof `-jprof=Gi10` (cpu, 10 ms)", "Gi10", 100, "cpu"),
+    M.ljprof("cpu1", "ljprof `-jprof=Gi1` (cpu, 1 ms)", "Gi1", 1000, "cpu"),
+    M.ljprof("wall1k", "ljprof `-jprof=G/clock=wall/rate=1000`", "G/clock=wall/rate=1000", 1000, "wall"),
+    M.jitp("jp10", "jit.p `-jp=Gi10` (10 ms)", "Gi10", 100),
+    M.jitp("jp1", "jit.p `-jp=Gi1` (1 ms)", "Gi1", 1000),
+  }
+end
+
+-- Extra configurations for the overhead-against-rate plot, run on the
+-- sweep workloads in the same rounds: ljprof's wall clock at more rates,
+-- and both profilers started with a 60 s interval, so that they take
+-- (almost) no sample: their fixed costs (start, stop, trace events,
+-- changed compiled code) without the cost of sampling.
+M.SWEEP_RATES = {100, 3000, 10000}
+M.IDLE = "Gi60000"
+function M.idle_ljprof()
+  return M.ljprof("idle", "ljprof `-jprof=Gi60000` (no samples)", M.IDLE, 0, "cpu")
+end
+function M.idle_jitp()
+  return M.jitp("jpidle", "jit.p `-jp=Gi60000` (no samples)", M.IDLE, 0)
+end
+function M.sweep()
+  local t = {M.idle_ljprof(), M.idle_jitp()}
+  for _, r in ipairs(M.SWEEP_RATES) do
+    t[#t + 1] = M.ljprof("wall" .. r, "ljprof wall " .. r .. " Hz",
+                         "G/clock=wall/rate=" .. r, r, "wall")
+  end
+  return t
+end
+
+-- The configurations of the trace-event counts.
+function M.jit()
+  local b = M.base()
+  return {b[1], M.idle_ljprof(), b[3], b[4], M.idle_jitp(), b[5], b[6]}
+end
+
+-- The ljprof configuration compared with each jit.p one (same interval).
+M.VS_JITP = {cpu10 = "jp10", cpu1 = "jp1", wall1k = "jp1"}
+
+return M

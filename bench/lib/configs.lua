@@ -73,6 +73,10 @@ function M.base()
     M.ljprof("cpu10", "ljprof `-jprof=Gi10` (cpu, 10 ms)", "Gi10", 100, "cpu"),
     M.ljprof("cpu1", "ljprof `-jprof=Gi1` (cpu, 1 ms)", "Gi1", 1000, "cpu"),
     M.ljprof("wall1k", "ljprof `-jprof=G/clock=wall/rate=1000`", "G/clock=wall/rate=1000", 1000, "wall"),
+    -- the same without native (C) frames: what their capture costs
+    M.ljprof("cpu10n", "ljprof `-jprof=Gi10/native=off`", "Gi10/native=off", 100, "cpu"),
+    M.ljprof("wall1kn", "ljprof `-jprof=G/clock=wall/rate=1000/native=off`",
+             "G/clock=wall/rate=1000/native=off", 1000, "wall"),
     M.jitp("jp10", "jit.p `-jp=Gi10` (10 ms)", "Gi10", 100),
     M.jitp("jp1", "jit.p `-jp=Gi1` (1 ms)", "Gi1", 1000),
   }
@@ -102,8 +106,9 @@ end
 
 -- The configurations of the trace-event counts.
 function M.jit()
-  local b = M.base()
-  return {b[1], M.idle_ljprof(), b[3], b[4], M.idle_jitp(), b[5], b[6]}
+  local b = {}
+  for _, c in ipairs(M.base()) do b[c.name] = c end
+  return {b.plain, M.idle_ljprof(), b.cpu1, b.wall1k, M.idle_jitp(), b.jp10, b.jp1}
 end
 
 -- The ljprof configuration compared with each jit.p one (same interval).

@@ -69,8 +69,9 @@ function M.tables(res)
   local head, sep = {"workload"}, {"---"}
   for _, c in ipairs(res.cfgs) do
     head[#head + 1] = c.kind == "plain" and "plain" or (c.kind == "ljprof" and "ljprof " or "jit.p ") ..
-      ({cpu10 = "10 ms", cpu1 = "1 ms", wall1k = "wall 1 kHz", jp10 = "10 ms", jp1 = "1 ms",
-        idle = "no samples", jpidle = "no samples"})[c.name]
+      (({cpu10 = "10 ms", cpu1 = "1 ms", wall1k = "wall 1 kHz", jp10 = "10 ms", jp1 = "1 ms",
+         cpu10n = "10 ms, native off", wall1kn = "wall 1 kHz, native off",
+         idle = "no samples", jpidle = "no samples"})[c.name] or c.name)
     sep[#sep + 1] = "---"
   end
   p("| " .. table.concat(head, " | ") .. " |")

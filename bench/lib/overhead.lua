@@ -158,6 +158,24 @@ function M.tables(res)
     p(string.format("| %s | %s |", w, table.concat(cells, " | ")))
   end
   p("")
+  p("### Native (C) frames: what their capture costs")
+  p("")
+  p("The same runs with native capture on (the default) and off (`/native=off`): " ..
+    "median paired CPU ratio on/off in the same rounds (IQR), and the native frames " ..
+    "recorded per sample with it on.")
+  p("")
+  p("| workload | 100 Hz (cpu) on/off | 1 kHz (wall) on/off | native frames per signal (1 kHz) |")
+  p("|---|---|---|---|")
+  for _, w in ipairs(res.workloads) do
+    if res.data[w].cpu10n then
+      local fr, sg = sum_stat(res, w, "wall1k", "native_frames"), sum_stat(res, w, "wall1k", "signals")
+      p(string.format("| %s | %s | %s | %s |", w,
+        stat.ratio_cell(paired(res, w, "cpu10", "cpu10n", "cpu"), res.reps),
+        stat.ratio_cell(paired(res, w, "wall1k", "wall1kn", "cpu"), res.reps),
+        (fr and sg and sg > 0) and string.format("%.2f", fr / sg) or ""))
+    end
+  end
+  p("")
   p("### Every configuration")
   p("")
   p("Ratios are profiled/plain of the same round: median (interquartile range) over " ..

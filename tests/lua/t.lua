@@ -56,6 +56,25 @@ function t.burn(sec, fn)
   return r
 end
 
+-- Do tables a and b have the same keys and values? The first five
+-- differences are reported, each as a failed check.
+function t.same_keys(a, b, what)
+  local bad = 0
+  for k, v in pairs(a) do
+    if b[k] ~= v then
+      bad = bad + 1
+      if bad <= 5 then t.eq(b[k], v, what .. ": " .. tostring(k)) end
+    end
+  end
+  for k, v in pairs(b) do
+    if a[k] == nil then
+      bad = bad + 1
+      if bad <= 5 then t.eq(v, nil, what .. ": unexpected " .. tostring(k)) end
+    end
+  end
+  return bad == 0
+end
+
 function t.done()
   print(string.format("%d cases passed, %d failed", t.passed, t.failed))
   os.exit(t.failed == 0 and 0 or 1)

@@ -222,22 +222,7 @@ local function events(mask, fn)
   return ev
 end
 
-local function same(a, b, what)
-  local bad = 0
-  for k, v in pairs(a) do
-    if b[k] ~= v then
-      bad = bad + 1
-      if bad <= 5 then t.eq(b[k], v, what .. ": " .. k) end
-    end
-  end
-  for k, v in pairs(b) do
-    if a[k] == nil then
-      bad = bad + 1
-      if bad <= 5 then t.eq(v, nil, what .. ": unexpected " .. k) end
-    end
-  end
-  return bad == 0
-end
+local same = t.same_keys
 
 t.case("the program's hook keeps its events while counting (sampled at 2 kHz)", function()
   jit.off()

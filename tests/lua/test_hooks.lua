@@ -78,22 +78,7 @@ local function with_hook(mask, count, fn, n)
   return ev
 end
 
-local function same_events(a, b, what)
-  local bad = 0
-  for k, v in pairs(a) do
-    if b[k] ~= v then
-      bad = bad + 1
-      if bad <= 5 then t.eq(b[k], v, what .. ": " .. k) end
-    end
-  end
-  for k, v in pairs(b) do
-    if a[k] == nil then
-      bad = bad + 1
-      if bad <= 5 then t.eq(v, nil, what .. ": unexpected " .. k) end
-    end
-  end
-  return bad == 0
-end
+local same_events = t.same_keys
 
 local function check_stopped_stats(what, min_ticks)
   local st = ljprof.stats()

@@ -26,10 +26,10 @@
 ** block signals on their thread, and a per-context flag guards the
 ** handler's walk.
 **
-** Registry arrays read by handlers are immutable once published and are
-** never freed (they change only when libraries are loaded); cancelled
-** unwind info is never freed either, because a handler on another thread
-** may still be walking libunwind's list through it.
+** Registry arrays read by handlers are immutable once published. A
+** replaced array and cancelled unwind info are freed by a later refresh
+** that sees no handler walking (uw_walkers), since until then a handler
+** on another thread may still be reading them.
 */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
@@ -70,6 +70,12 @@ typedef struct uw_obj {
 
 static pthread_mutex_t uw_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(uw_map *) uw_cur;
+/* Handlers inside a walk, on any thread. A refresh frees what it
+** replaced (maps, cancelled unwind info) once it has seen none: a walk
+** that starts after the new map is published cannot reach the old one. */
+static _Atomic int uw_walkers;
+static void **uw_retired;
+static uint32_t uw_nretired, uw_capretired;
 static uw_obj *uw_objs;
 static uint32_t uw_nobj, uw_capobj;
 static uintptr_t uw_interp_lo, uw_interp_hi;
@@ -241,12 +247,29 @@ static void obj_register(uw_obj *ob, const scan_obj *so)
   }
 }
 
+/* Keep p until no walk can be using it (normal context, uw_mu). */
+static void retire(void *p)
+{
+  if (!p) return;
+  if (uw_nretired == uw_capretired) {
+    uint32_t c = uw_capretired ? uw_capretired * 2 : 64;
+    void **n = realloc(uw_retired, c * sizeof(void *));
+    if (!n) return;  /* leak rather than free under a walker */
+    uw_retired = n;
+    uw_capretired = c;
+  }
+  uw_retired[uw_nretired++] = p;
+}
+
 static void obj_cancel(uw_obj *ob)
 {
   int i;
   for (i = 0; i < ob->nseg; i++)
-    if (ob->di[i]) _U_dyn_cancel(ob->di[i]);  /* memory kept: see above */
-  /* ob->name stays too: libunwind's entries point at it. */
+    if (ob->di[i]) {
+      _U_dyn_cancel(ob->di[i]);
+      retire(ob->di[i]);
+    }
+  retire(ob->name);  /* the unwind info points at it */
 }
 
 static int same_obj(const uw_obj *ob, const scan_obj *so)
@@ -321,8 +344,11 @@ static void refresh_locked(void)
       }
     }
     qsort(m->e, m->n, sizeof(uw_ent), ent_cmp);
-    atomic_store_explicit(&uw_cur, m, memory_order_release);
-    /* the previous array is left alone: a handler may be reading it */
+    retire(atomic_exchange(&uw_cur, m));
+  }
+  if (atomic_load(&uw_walkers) == 0) {  /* nothing retired is in use */
+    for (i = 0; i < uw_nretired; i++) free(uw_retired[i]);
+    uw_nretired = 0;
   }
   unw_flush_cache(unw_local_addr_space, 0, 0);
   unblock(&old);
@@ -459,13 +485,18 @@ int ljp_native_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 {
   unw_proc_info_t pi;
   sigset_t old;
-  int rc;
-  const uw_map *m = atomic_load(&uw_cur);
-  const uw_ent *e = m ? uw_find(m, pc) : NULL;
-  if (!e || (e->kind & UW_KIND) != UW_STEP) return 0; /* never the loader's */
-  block_all(&old);
-  rc = unw_get_proc_info_by_ip(unw_local_addr_space, pc, &pi, NULL);
-  unblock(&old);
+  const uw_map *m;
+  const uw_ent *e;
+  int rc = -1;
+  atomic_fetch_add(&uw_walkers, 1);  /* the map and the list stay */
+  m = atomic_load(&uw_cur);
+  e = m ? uw_find(m, pc) : NULL;
+  if (e && (e->kind & UW_KIND) == UW_STEP) {  /* never the loader's lookup */
+    block_all(&old);
+    rc = unw_get_proc_info_by_ip(unw_local_addr_space, pc, &pi, NULL);
+    unblock(&old);
+  }
+  atomic_fetch_sub(&uw_walkers, 1);
   if (rc != 0 || pc < pi.start_ip || pc >= pi.end_ip) return 0;
   *lo = pi.start_ip;
   *hi = pi.end_ip;
@@ -480,15 +511,13 @@ int ljp_native_is_interp(uintptr_t pc)
 
 /* -- Capture (signal context) --------------------------------------------- */
 
-int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
-                       uintptr_t *out, uint8_t *flags)
+static int capture(ljp_ctx *ctx, const uw_map *m, void *ucv, uintptr_t pc,
+                   int vmstate, uintptr_t *out, uint8_t *flags)
 {
-  const uw_map *m = atomic_load_explicit(&uw_cur, memory_order_acquire);
   const uw_ent *e;
   unw_cursor_t cur;
   unw_word_t ip;
   int n = 0;
-  *flags = 0;
   if (!m) return 0;
   if (!(e = uw_find(m, pc))) {
     if (ljp_codemap_classify(&ctx->map, pc, &(int32_t){0}) == 'C') {
@@ -553,5 +582,16 @@ int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
                             memory_order_relaxed);
   atomic_signal_fence(memory_order_seq_cst);
   ctx->native_inside = 0;
+  return n;
+}
+
+int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
+                       uintptr_t *out, uint8_t *flags)
+{
+  int n;
+  *flags = 0;
+  atomic_fetch_add(&uw_walkers, 1);
+  n = capture(ctx, atomic_load(&uw_cur), ucv, pc, vmstate, out, flags);
+  atomic_fetch_sub(&uw_walkers, 1);
   return n;
 }

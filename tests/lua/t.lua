@@ -75,6 +75,22 @@ function t.same_keys(a, b, what)
   return bad == 0
 end
 
+-- A file's contents, or nil when it cannot be read.
+function t.read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+-- Write s to path (an error if it cannot be written).
+function t.write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
 function t.done()
   print(string.format("%d cases passed, %d failed", t.passed, t.failed))
   os.exit(t.failed == 0 and 0 or 1)

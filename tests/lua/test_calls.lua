@@ -32,11 +32,7 @@ local function by_func(list)
   return m
 end
 
-local function write(path, s)
-  local f = assert(io.open(path, "w"))
-  f:write(s)
-  f:close()
-end
+local write = t.write
 
 local function run(cmd)
   local p = io.popen(cmd .. " 2>&1")

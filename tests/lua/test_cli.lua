@@ -8,19 +8,9 @@ local t = require("t")
 local BUILD = os.getenv("LJPROF_BUILD") or "build"
 local LJPROF = BUILD .. "/ljprof"
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local read = t.read
 
-local function write(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local write = t.write
 
 -- Run a shell command; returns its exit status, stdout and stderr.
 local function sh(cmd)

@@ -8,14 +8,9 @@ local model = require("jit.prof.model")
 local text = require("jit.prof.text")
 local folded = require("jit.prof.folded")
 
-local function write(path, s)
-  local f = assert(io.open(path, "w")); f:write(s); f:close()
-end
+local write = t.write
 
-local function read(path)
-  local f = io.open(path, "r"); if not f then return nil end
-  local s = f:read("*a"); f:close(); return s
-end
+local read = t.read
 
 local function exists(path)
   local f = io.open(path, "r"); if f then f:close() end

@@ -12,14 +12,9 @@ local function hex(s)
   return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
 end
 
-local function read(path)
-  local f = io.open(path, "rb"); if not f then return nil end
-  local s = f:read("*a"); f:close(); return s
-end
+local read = t.read
 
-local function write(path, data)
-  local f = assert(io.open(path, "wb")); f:write(data); f:close()
-end
+local write = t.write
 
 -- A private temporary directory (HOME and PPROF_TMPDIR of go tool pprof).
 local tmpdir = os.tmpname()

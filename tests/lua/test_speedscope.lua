@@ -9,14 +9,9 @@ local speedscope = require("jit.prof.speedscope")
 
 local FR, FI = model.FRAME, model.FIELD
 
-local function write(path, text)
-  local f = assert(io.open(path, "wb")); f:write(text); f:close()
-end
+local write = t.write
 
-local function read(path)
-  local f = io.open(path, "rb"); if not f then return nil end
-  local s = f:read("*a"); f:close(); return s
-end
+local read = t.read
 
 -- os.execute's success, as LuaJIT (status) or 5.2 compat (true) reports it.
 local function sh(cmd)

@@ -11,14 +11,9 @@ local svg = require("jit.prof.svg")
 local FR, FI = model.FRAME, model.FIELD
 local W = svg.WIDTH - 2 * svg.PAD    -- width of the root frame (px)
 
-local function write(path, text)
-  local f = assert(io.open(path, "wb")); f:write(text); f:close()
-end
+local write = t.write
 
-local function read(path)
-  local f = io.open(path, "rb"); if not f then return nil end
-  local s = f:read("*a"); f:close(); return s
-end
+local read = t.read
 
 -- os.execute's success, as LuaJIT (status) or 5.2 compat (true) reports it.
 local function sh(cmd)

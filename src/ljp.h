@@ -39,6 +39,27 @@ typedef struct ljp_buf {
 int ljp_buf_reserve(ljp_buf *sb, size_t extra);
 void ljp_buf_free(ljp_buf *sb);
 
+/* -- Address ranges ------------------------------------------------------- */
+
+/* Binary search in an array of n records of stride bytes, each starting
+** with { uintptr_t lo, hi; } ([lo, hi)), sorted by lo and disjoint: the
+** record holding pc, or NULL. Signal-safe (used by the handler's code map
+** and unwind registry, and by the name cache). */
+static inline void *ljp_span_find(const void *base, uint32_t n, size_t stride,
+                                  uintptr_t pc)
+{
+  const char *b = base;
+  uint32_t lo = 0, hi = n;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    const uintptr_t *e = (const uintptr_t *)(b + (size_t)mid * stride);
+    if (pc < e[0]) hi = mid;
+    else if (pc >= e[1]) lo = mid + 1;
+    else return (void *)e;
+  }
+  return NULL;
+}
+
 /* -- Code map: what the PC points at (vmstate.c, traces.c) --------------- */
 
 typedef struct ljp_range {
@@ -75,6 +96,9 @@ void ljp_codemap_trace_set(ljp_codemap *m, int32_t trace, uintptr_t lo,
                            size_t size);
 void ljp_codemap_trace_flush(ljp_codemap *m);
 void ljp_codemap_refresh_objs(ljp_codemap *m);
+/* The loader's count of objects added plus removed: a change means a
+** library was loaded or unloaded (normal context). */
+unsigned long long ljp_dl_generation(void);
 /* Free retired arrays: only when no reader can hold one (stopped, or the
 ** slot is quiet after the new array was published). */
 void ljp_codemap_collect(ljp_codemap *m);

@@ -282,14 +282,7 @@ struct ljp_natcache {
 
 static natrange *range_find(struct ljp_natcache *c, uintptr_t a)
 {
-  uint32_t lo = 0, hi = c->nr;
-  while (lo < hi) {
-    uint32_t mid = (lo + hi) / 2;
-    if (a < c->r[mid].lo) hi = mid;
-    else if (a >= c->r[mid].hi) lo = mid + 1;
-    else return &c->r[mid];
-  }
-  return NULL;
+  return ljp_span_find(c->r, c->nr, sizeof(natrange), a);
 }
 
 static void range_add(struct ljp_natcache *c, uintptr_t lo, uintptr_t hi,

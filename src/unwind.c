@@ -119,14 +119,7 @@ static uint64_t linkmap_print(void)
 
 static const uw_ent *uw_find(const uw_map *m, uintptr_t pc)
 {
-  uint32_t lo = 0, hi = m->n;
-  while (lo < hi) {
-    uint32_t mid = (lo + hi) / 2;
-    if (pc < m->e[mid].lo) hi = mid;
-    else if (pc >= m->e[mid].hi) lo = mid + 1;
-    else return &m->e[mid];
-  }
-  return NULL;
+  return ljp_span_find(m->e, m->n, sizeof(uw_ent), pc);
 }
 
 /* .eh_frame_hdr: version 1, then the encodings of eh_frame_ptr, of the
@@ -200,14 +193,6 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
       o->vm = 1;  /* lua_sethook is exported by the object holding the VM */
   if (o->nseg) sc->n++;
   return 0;
-}
-
-static int dlgen_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-  if (size >= offsetof(struct dl_phdr_info, dlpi_subs) +
-                  sizeof(info->dlpi_subs))
-    *(unsigned long long *)data = info->dlpi_adds + info->dlpi_subs;
-  return 1;
 }
 
 static int ent_cmp(const void *a, const void *b)
@@ -292,7 +277,7 @@ static void refresh_locked(void)
   ** only makes handlers skip until the next refresh. */
   uint64_t print = linkmap_print();
   memset(&sc, 0, sizeof(sc));
-  dl_iterate_phdr(dlgen_cb, &uw_dlgen);
+  uw_dlgen = ljp_dl_generation();
   dl_iterate_phdr(scan_cb, &sc);
   if (sc.oom) { free(sc.o); return; }
   block_all(&old);
@@ -470,9 +455,9 @@ int ljp_native_setup(lua_State *L, const char **why)
 /* Normal context: re-register when a library was loaded or unloaded. */
 void ljp_native_refresh(void)
 {
-  unsigned long long gen = 0;
+  unsigned long long gen;
   if (uw_status != 1) return;
-  dl_iterate_phdr(dlgen_cb, &gen);
+  gen = ljp_dl_generation();
   if (gen == uw_dlgen) return;
   pthread_mutex_lock(&uw_mu);
   if (gen != uw_dlgen) refresh_locked();

@@ -30,14 +30,7 @@
 static const ljp_range *range_find(const ljp_range *r, uint32_t n,
                                    uintptr_t pc)
 {
-  uint32_t lo = 0, hi = n;
-  while (lo < hi) {
-    uint32_t mid = (lo + hi) / 2;
-    if (pc < r[mid].lo) hi = mid;
-    else if (pc >= r[mid].hi) lo = mid + 1;
-    else return &r[mid];
-  }
-  return NULL;
+  return ljp_span_find(r, n, sizeof(*r), pc);
 }
 
 static int classify_once(ljp_codemap *m, uintptr_t pc, int32_t *trace)
@@ -160,6 +153,13 @@ static int dlgen_cb(struct dl_phdr_info *info, size_t size, void *data)
   return 1;  /* the counters are global: the first object suffices */
 }
 
+unsigned long long ljp_dl_generation(void)
+{
+  unsigned long long gen = 0;
+  dl_iterate_phdr(dlgen_cb, &gen);
+  return gen;
+}
+
 typedef struct phdr_scan {
   uintptr_t vm_addr;     /* an address inside LuaJIT's code */
   ljp_range *vm, *objs;
@@ -216,7 +216,7 @@ void ljp_codemap_refresh_objs(ljp_codemap *m)
   /* lua_sethook is exported by whatever object holds the VM: the luajit
   ** executable or libluajit. */
   sc.vm_addr = (uintptr_t)(void *)lua_sethook;
-  dl_iterate_phdr(dlgen_cb, &m->dlgen);
+  m->dlgen = ljp_dl_generation();
   dl_iterate_phdr(phdr_cb, &sc);
   if (sc.oom) { free(sc.vm); free(sc.objs); return; }
   qsort(sc.vm, sc.nvm, sizeof(ljp_range), range_cmp);
@@ -251,11 +251,9 @@ void ljp_codemap_free(ljp_codemap *m)
 
 int ljp_codemap_resolve(ljp_codemap *m, uintptr_t pc, int32_t *trace)
 {
-  unsigned long long gen = 0;
   int st = ljp_codemap_classify(m, pc, trace);
   if (st != 'U') return st;
-  dl_iterate_phdr(dlgen_cb, &gen);
-  if (gen != m->dlgen) {         /* a library was loaded or unloaded */
+  if (ljp_dl_generation() != m->dlgen) {  /* a library (un)loaded */
     ljp_codemap_refresh_objs(m);
     st = ljp_codemap_classify(m, pc, trace);
     if (st != 'U') return st;

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""The shape of src/, checked from the compiled objects.
+
+Which file uses which: file A uses file B when A's object refers to a
+symbol that B's object defines (nm). Prints each file's uses, the import
+cycles (strongly connected components of more than one file), and which
+files a sample passes through from the signal handler and from the safe
+point. Exits non-zero when a rule of docs/design.md ("Who owns what") is
+broken:
+  - no import cycle among src files;
+  - lua_sethook/lua_gethook* only in the hook owner (hook.c) and the probe;
+  - dl_iterate_phdr only in the object registry (objects.c);
+  - the context lookups (ljp_slot_find, ljp_slot_ctx, ljp_ctx_get) only
+    in the entry points.
+
+Usage: tests/structure.py BUILD_DIR [--report]
+"""
+import glob
+import os
+import subprocess
+import sys
+
+ENTRY_POINTS = {"signal", "safepoint", "api", "lua_ljprof"}
+RULES = [
+    # (symbols, files allowed to use them)
+    ({"lua_sethook", "lua_gethook", "lua_gethookmask", "lua_gethookcount"},
+     {"hook", "vmprobe"}),
+    ({"dl_iterate_phdr"}, {"objects"}),
+    ({"ljp_slot_find", "ljp_slot_ctx", "ljp_ctx_get"}, ENTRY_POINTS | {"ctx"}),
+]
+
+
+def objects(build):
+    objs = {}
+    for o in glob.glob(os.path.join(build, "libljprof.so*.p", "*.o")):
+        base = os.path.basename(o)
+        if base.startswith("src_") and base.endswith(".c.o"):
+            objs[base[len("src_"):-len(".c.o")]] = o
+    return objs
+
+
+def symbols(path):
+    out = subprocess.run(["nm", path], capture_output=True, text=True,
+                         check=True).stdout
+    defined, undefined = set(), set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "U":
+            undefined.add(parts[1])
+        elif len(parts) == 3 and parts[1] in "TDBR" and parts[1].isupper():
+            defined.add(parts[2])
+    return defined, undefined
+
+
+def sccs(graph):
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def reach(graph, start):
+    seen, todo = set(), [start]
+    while todo:
+        v = todo.pop()
+        if v in seen or v not in graph:
+            continue
+        seen.add(v)
+        todo.extend(graph[v])
+    return seen
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    report = "--report" in sys.argv
+    objs = objects(build)
+    if not objs:
+        print("structure: no objects under %s/libljprof.so*.p" % build)
+        return 1
+    defs, undefs = {}, {}
+    for name, path in objs.items():
+        defs[name], undefs[name] = symbols(path)
+    owner = {}
+    for name, d in defs.items():
+        for s in d:
+            owner.setdefault(s, name)
+    graph = {n: set() for n in objs}
+    for name, u in undefs.items():
+        for s in u:
+            o = owner.get(s)
+            if o and o != name:
+                graph[name].add(o)
+    bad = []
+    cycles = [c for c in sccs(graph) if len(c) > 1]
+    for c in cycles:
+        bad.append("import cycle: " + " ".join(c))
+    for syms, allowed in RULES:
+        for name, u in sorted(undefs.items()):
+            used = sorted((u | defs[name]) & syms)
+            if used and name not in allowed:
+                bad.append("%s uses %s (allowed in: %s)" %
+                           (name, ", ".join(used), ", ".join(sorted(allowed))))
+    if report or bad:
+        print("%d files in src/" % len(objs))
+        for name in sorted(graph):
+            print("  %-14s uses %s" % (name, " ".join(sorted(graph[name])) or "-"))
+        for start, fn in (("signal handler", "signal"), ("safe point", "safepoint")):
+            r = reach(graph, fn) - {fn}
+            print("%s (%s.c) enters %d other files: %s" %
+                  (start, fn, len(r), " ".join(sorted(r))))
+        print("import cycles: %s" %
+              ("; ".join(" ".join(c) for c in cycles) if cycles else "none"))
+    for b in bad:
+        print("structure: " + b)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

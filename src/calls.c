@@ -56,35 +56,6 @@ typedef struct ljp_calls {
   ljp_buf buf;
 } ljp_calls;
 
-/* -- The hook state ---------------------------------------------------------- */
-
-void ljp_rest(ljp_ctx *ctx)
-{
-  if (ctx->counting)
-    lua_sethook(ctx->L, ljp_hook, ctx->user_mask | LUA_MASKCALL,
-                ctx->user_count);
-  else
-    lua_sethook(ctx->L, ctx->user_hook, ctx->user_mask, ctx->user_count);
-}
-
-/* Normal context: the program's hook is whatever is installed unless it is
-** ours; then ours goes back on top (busy keeps the handler away). */
-static void take_over(ljp_ctx *ctx, lua_State *L)
-{
-  lua_Hook h;
-  ctx->busy = 1;
-  atomic_signal_fence(memory_order_seq_cst);
-  h = lua_gethook(L);
-  if (h != ljp_hook) {
-    ctx->user_hook = h;
-    ctx->user_mask = h ? lua_gethookmask(L) : 0;
-    ctx->user_count = lua_gethookcount(L);
-  }
-  ljp_rest(ctx);
-  atomic_signal_fence(memory_order_seq_cst);
-  ctx->busy = 0;
-  ljp_settle(ctx);  /* a sample armed before is armed again */
-}
 
 /* -- Counting ------------------------------------------------------------------ */
 
@@ -218,67 +189,6 @@ int ljp_calls_count(ljp_ctx *ctx, lua_State *L, lua_Debug *ar)
   return 0;
 }
 
-/* -- debug.sethook / debug.gethook while counting ----------------------------- */
-
-/* debug.sethook: the original sets the program's hook; ours then goes
-** back on top with it as the program's hook. The original's own call is
-** neither counted nor forwarded (calls_skip): the program sees one call. */
-static int sethook_wrap(lua_State *L)
-{
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  int n = lua_gettop(L);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  if (ctx && ctx->counting && lua_gethook(L) == ljp_hook) ctx->calls_skip = 1;
-  lua_call(L, n, 0);
-  if (ctx) {
-    ctx->calls_skip = 0;
-    if (ctx->counting) take_over(ctx, L);
-  }
-  return 0;
-}
-
-/* debug.gethook: the original answers for the program's hook, installed
-** for the call without its call bit (so the call itself is no event). */
-static int gethook_wrap(lua_State *L)
-{
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  int n = lua_gettop(L), ours, status;
-  ours = ctx && ctx->counting && lua_gethook(L) == ljp_hook;
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  if (ours) {
-    ctx->busy = 1;
-    atomic_signal_fence(memory_order_seq_cst);
-    lua_sethook(L, ctx->user_hook, ctx->user_mask & ~LUA_MASKCALL,
-                ctx->user_count);
-    atomic_signal_fence(memory_order_seq_cst);
-    ctx->busy = 0;
-  }
-  status = lua_pcall(L, n, LUA_MULTRET, 0);
-  if (ours && ctx->counting) {  /* ours back, the program's hook as saved */
-    ctx->busy = 1;
-    atomic_signal_fence(memory_order_seq_cst);
-    ljp_rest(ctx);
-    atomic_signal_fence(memory_order_seq_cst);
-    ctx->busy = 0;
-    ljp_settle(ctx);
-  }
-  if (status != 0) return lua_error(L);
-  if (ours && lua_gettop(L) >= 3) {  /* the mask and count as set */
-    char m[4];
-    int i = 0;
-    if (ctx->user_mask & LUA_MASKCALL) m[i++] = 'c';
-    if (ctx->user_mask & LUA_MASKRET) m[i++] = 'r';
-    if (ctx->user_mask & LUA_MASKLINE) m[i++] = 'l';
-    lua_pushlstring(L, m, (size_t)i);
-    lua_replace(L, 2);
-    lua_pushinteger(L, ctx->user_count);
-    lua_replace(L, 3);
-  }
-  return lua_gettop(L);
-}
-
 static void patch_one(lua_State *L, int dt, const char *k,
                       lua_CFunction wrap, int *orig_ref, int *wrap_ref,
                       const void **orig_fn)
@@ -313,7 +223,7 @@ static void unpatch_one(lua_State *L, int dt, const char *k, int *orig_ref,
   *orig_ref = *wrap_ref = LUA_NOREF;
 }
 
-static void patch_debug(lua_State *L, ljp_calls *c)
+static void patch_debug(lua_State *L, ljp_calls *c, const ljp_entries *e)
 {
   int top = lua_gettop(L);
   lua_getglobal(L, "package");
@@ -325,9 +235,9 @@ static void patch_debug(lua_State *L, ljp_calls *c)
         int dt = lua_gettop(L);
         lua_pushvalue(L, dt);
         c->debug_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-        patch_one(L, dt, "sethook", sethook_wrap, &c->sethook_ref,
+        patch_one(L, dt, "sethook", e->sethook_wrap, &c->sethook_ref,
                   &c->sethook_wrap, &c->sethook_fn);
-        patch_one(L, dt, "gethook", gethook_wrap, &c->gethook_ref,
+        patch_one(L, dt, "gethook", e->gethook_wrap, &c->gethook_ref,
                   &c->gethook_wrap, &c->gethook_fn);
       }
     }
@@ -433,10 +343,9 @@ int ljp_calls_start(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen)
     calls_release(c);
     return -1;
   }
-  patch_debug(L, c);
+  patch_debug(L, c, ctx->entries);
   ctx->calls_skip = 0;
-  ctx->counting = 1;
-  take_over(ctx, L);
+  ljp_hook_count_calls(&ctx->hook, 1);
   return 0;
 oom:
   snprintf(err, errlen, "ljprof: out of memory (call counts)");
@@ -447,13 +356,8 @@ oom:
 void ljp_calls_stop(ljp_ctx *ctx, lua_State *L)
 {
   ljp_calls *c = ctx->calls;
-  if (!ctx->counting) return;
-  ctx->busy = 1;
-  atomic_signal_fence(memory_order_seq_cst);
-  ctx->counting = 0;
-  atomic_signal_fence(memory_order_seq_cst);
-  ctx->busy = 0;
-  ljp_disarm(ctx);  /* the program's own hook back */
+  if (!ctx->hook.counting) return;
+  ljp_hook_count_calls(&ctx->hook, 0);  /* the program's own hook back */
   ctx->calls_skip = 0;
   if (!c) return;
   unpatch_debug(L, c);

@@ -56,7 +56,7 @@ static void exit_signal_handler(int sig, siginfo_t *si, void *uc)
     raise(sig);
   } else {
     ctx->exit_signal = sig;
-    if (!ctx->busy) ljp_arm(ctx);  /* else the next sample arms */
+    if (!ctx->hook.busy) ljp_hook_arm(&ctx->hook);  /* else the next sample arms */
   }
   errno = saved;
 }
@@ -75,30 +75,31 @@ static void restore(void)
   atomic_store(&trap.ctx, NULL);
 }
 
-/* on_signal({"TERM", ...}, fn) -> names trapped; on_signal(nil) undoes. */
-int ljp_exit_signals_lua(lua_State *L)
+/* Stop trapping, and forget the function (on_signal(nil)). */
+void ljp_exit_signals_off(ljp_ctx *ctx, lua_State *L)
 {
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (atomic_load(&trap.ctx) == ctx) restore();
+  if (ctx->exit_fn_ref != LUA_NOREF) {
+    luaL_unref(L, LUA_REGISTRYINDEX, ctx->exit_fn_ref);
+    ctx->exit_fn_ref = LUA_NOREF;
+  }
+}
+
+/* Trap the signals named in the table at index names ("TERM", "HUP",
+** "INT") for the running context; the function at index fn is called at
+** the safe point that follows one. Pushes the list of names trapped. */
+int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names, int fn)
+{
   size_t i;
   int n = 0;
-  if (lua_isnoneornil(L, 1)) {
-    if (ctx && atomic_load(&trap.ctx) == ctx) restore();
-    if (ctx && ctx->exit_fn_ref != LUA_NOREF) {
-      luaL_unref(L, LUA_REGISTRYINDEX, ctx->exit_fn_ref);
-      ctx->exit_fn_ref = LUA_NOREF;
-    }
-    return 0;
-  }
-  luaL_checktype(L, 1, LUA_TTABLE);
-  luaL_checktype(L, 2, LUA_TFUNCTION);
-  if (!ctx || ctx->state != LJP_RUNNING)
+  if (ctx->state != LJP_RUNNING)
     return luaL_error(L, "ljprof: on_signal needs a running profile");
   if (atomic_load(&trap.ctx) && atomic_load(&trap.ctx) != ctx)
     return luaL_error(L, "ljprof: exit signals are trapped for another "
                       "Lua state");
   if (ctx->exit_fn_ref != LUA_NOREF)
     luaL_unref(L, LUA_REGISTRYINDEX, ctx->exit_fn_ref);
-  lua_pushvalue(L, 2);
+  lua_pushvalue(L, fn);
   ctx->exit_fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   ctx->exit_signal = 0;
   atomic_store(&trap.ctx, ctx);
@@ -108,7 +109,7 @@ int ljp_exit_signals_lua(lua_State *L)
     int want = 0, k;
     for (k = 1; !want; k++) {
       const char *s;
-      lua_rawgeti(L, 1, k);
+      lua_rawgeti(L, names, k);
       if (lua_isnil(L, -1)) { lua_pop(L, 1); break; }
       s = lua_tostring(L, -1);
       want = s && !strcmp(s, exit_sigs[i].name);

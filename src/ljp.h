@@ -18,7 +18,9 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <lua.h>
@@ -26,6 +28,8 @@
 #include "../include/ljprof.h"
 #include "ring.h"
 #include "table.h"
+#include "hook.h"
+#include "vmprobe.h"
 
 #define LJP_MAX_SLOTS 256  /* contexts (profiled states) alive at once */
 
@@ -103,51 +107,6 @@ unsigned long long ljp_dl_generation(void);
 ** slot is quiet after the new array was published). */
 void ljp_codemap_collect(ljp_codemap *m);
 
-/* -- VM probe: LuaJIT's private state, learnt at run time (vmprobe.c) ---- */
-
-typedef struct ljp_vmlayout {
-  int vmstate_ok;         /* g->vmstate located and proven */
-  int cfunc_ok;           /* running C function readable */
-  int frame_ok;           /* L->base, frame function slot, GCfuncC.f */
-  int hookcount_ok;       /* g->hookcount located */
-  volatile int jstate_ok; /* trace compiler state located (from events) */
-  ptrdiff_t g_jstate;     /* after G: int32 trace compiler state */
-  ptrdiff_t l_glref;      /* lua_State: pointer to global_State */
-  ptrdiff_t l_base;       /* lua_State: base of the running frame */
-  ptrdiff_t g_vmstate;    /* global_State: int32 VM state / trace number */
-  ptrdiff_t g_curl;       /* global_State: running lua_State */
-  ptrdiff_t g_hookcount;  /* global_State: int32 count hook countdown */
-  ptrdiff_t fn_f;         /* function object: lua_CFunction entry */
-  ptrdiff_t fn_ffid;      /* function object: 0 Lua, 1 C, > 1 library */
-  int curl_size;          /* bytes of a GC reference: 8 or 4 */
-  int gc64;               /* stack slot encoding: 64-bit GC references */
-  int func_slot;          /* frame function: this many slots below base */
-  char why[96];           /* why something is not used (must stay last) */
-} ljp_vmlayout;
-
-extern ljp_vmlayout ljp_vml;
-#define LJP_FNOBJ 64  /* bytes of a function object the probe examines */
-
-/* Normal context: probe once per process; returns vmstate_ok. */
-int ljp_vmprobe(lua_State *L);
-/* The global_State of L (validated), or 0 when the VM state is unknown. */
-uintptr_t ljp_vm_global(lua_State *L);
-/* Signal context: 'N' 'I' 'C' 'G' 'J' from g->vmstate (trace number for
-** 'N', the running C function for 'C' when known), or 0: use the PC. */
-int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc, int want_cf);
-uintptr_t ljp_vm_cfunc(uintptr_t g);  /* signal context; 0: unknown */
-/* Normal context: learn the trace compiler's state field from what it
-** must read at a trace "start" event, a "stop" event, and a safe point
-** while nothing records. */
-enum { LJP_JS_START, LJP_JS_STOP, LJP_JS_IDLE };
-void ljp_vm_learn_jstate(uintptr_t g, int event);
-/* Signal context: is the trace compiler idle (or its state unknown)? */
-int ljp_vm_jit_idle(uintptr_t g);
-/* Set g->hookcount (no-op when unknown). */
-void ljp_vm_hookcount(uintptr_t g, int32_t count);
-/* Fault-safe read of our own memory: 0, or -1 for an unreadable range. */
-int ljp_peek(void *dst, uintptr_t src, size_t n);
-
 /* -- Compiled traces and their aborts (traces.c) ------------------------- */
 
 typedef struct ljp_trinfo {
@@ -198,6 +157,15 @@ uint64_t ljp_timer_first_ns(ljp_ctx *ctx);
 ** Async-signal-safe (xorshift on ctx->rng). */
 uint64_t ljp_timer_gap_ns(ljp_ctx *ctx);
 
+/* Safe point entry points (safepoint.c): the functions LuaJIT calls. Run
+** control binds them to a context at start (the modules below them never
+** name an entry point, so no file depends on one above it). */
+typedef struct ljp_entries {
+  lua_Hook hook;                 /* the count/call hook */
+  lua_CFunction trace_event;     /* jit.attach "trace" handler */
+  lua_CFunction sethook_wrap, gethook_wrap; /* debug.* while counting */
+} ljp_entries;
+
 /* -- The per-state context ----------------------------------------------- */
 
 typedef enum { LJP_IDLE, LJP_RUNNING, LJP_FAILED } ljp_run_state;
@@ -219,6 +187,11 @@ struct ljp_ctx {
   pid_t pid, tid;           /* profiled OS thread */
   pthread_t thread;
 
+  /* Run control (run.c). */
+  int steps_up;             /* start steps done, taken down in reverse */
+  int started;              /* every step came up: results are written */
+  ljprof_options pending_opt; /* the options of the run being started */
+
   /* Configuration of the current run. */
   ljprof_options opt;       /* strings below are owned copies */
   char *stack_fmt, *output;
@@ -233,6 +206,7 @@ struct ljp_ctx {
     } thr;                  /* thread */
   } tm;
   int timer_live;
+  volatile sig_atomic_t ticking; /* the handler may re-arm the timer */
   uint64_t rng;             /* xorshift state (expiry jitter) */
   uint64_t next_ns;         /* next scheduled expiry, on the timer's clock */
   uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
@@ -247,18 +221,13 @@ struct ljp_ctx {
       n_native_skipped;
   int native_on;            /* this run captures native stacks */
   volatile sig_atomic_t native_inside; /* the handler is walking */
-  volatile sig_atomic_t busy;      /* profiler code is changing hooks */
-  volatile sig_atomic_t recording; /* the trace recorder is active */
   uint32_t jit_busy_run;    /* signals in a row that found the JIT busy */
-  /* Return address of the hook call inside LuaJIT's callhook (learnt at
-  ** each safe point): the signal handler does not arm near it, see
-  ** ljp_arm_safe (signal.c). */
-  _Atomic uintptr_t callhook_ret;
   volatile sig_atomic_t state;     /* ljp_run_state */
 
-  /* The program's own hook, saved while ours is armed. */
-  lua_Hook user_hook;
-  int user_mask, user_count;
+  /* The Lua hook, shared with the program (hook.c), and the entry points
+  ** it and the trace events call (bound at start). */
+  ljp_hookst hook;
+  const ljp_entries *entries;
 
   /* VM state classification. */
   uintptr_t vm_g;           /* global_State for ljp_vm_read, or 0: PC */
@@ -269,7 +238,6 @@ struct ljp_ctx {
   int funcinfo_ref;         /* jit.util.funcinfo (or nil) */
   uint32_t traces_gen;      /* install count: stale handlers do nothing */
   int watching;             /* ljprof.watch(): handler stays attached */
-  int hook_held;            /* our armed hook held back during recording */
   ljp_trinfo *trinfo;       /* by trace number: where it started */
   uint32_t ntrinfo;
   ljp_trinfo trpending;     /* the trace being recorded */
@@ -312,13 +280,16 @@ struct ljp_ctx {
   /* Exact call counts (calls.c). While counting, our hook stays installed
   ** with the program's mask plus LUA_MASKCALL between samples; the handler
   ** reads counting to arm with LUA_MASKCALL kept. */
-  volatile sig_atomic_t counting;
   volatile sig_atomic_t calls_skip; /* next call event is our own: ignore */
   struct ljp_calls *calls;  /* counts of the current or last run, or NULL */
 };
 
-/* Slot table (signal.c). A slot names a context for its whole life; the
+/* Slot table (slots.c). A slot names a context for its whole life; the
 ** token in it is valid only while a run is live. */
+void ljp_slots_lock(void);
+void ljp_slots_unlock(void);
+ljp_ctx *ljp_slot_enter(uint32_t token);      /* signal context */
+void ljp_slot_leave(uint32_t token);          /* signal context */
 int ljp_slot_alloc(ljp_ctx *ctx, const void *registry);
 void ljp_slot_free(int slot);
 ljp_ctx *ljp_slot_find(const void *registry); /* by lua registry pointer */
@@ -333,15 +304,13 @@ uint32_t ljp_itimer_bound(void);
 ** (inert when no run is live), so a late signal can never kill the
 ** process; the library pins itself in memory for the same reason. */
 int ljp_signal_install(int signo, char *err, size_t errlen);
-pid_t ljp_gettid(void);
+static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 extern _Atomic uint64_t ljp_stale_signals;
 
-/* Safe point (safepoint.c). */
-void ljp_arm(ljp_ctx *ctx);                    /* signal context */
-void ljp_settle(ljp_ctx *ctx);                 /* normal context */
-void ljp_disarm(ljp_ctx *ctx);
-int ljp_armed(ljp_ctx *ctx);                   /* our count hook is set */
+extern const ljp_entries ljp_safepoint_entries;
 void ljp_hook(lua_State *L, lua_Debug *ar);
+
+/* Completing samples at the safe point (complete.c). */
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
 
 /* Aggregation (aggregate.c). */
@@ -355,6 +324,7 @@ int ljp_check_writable(const char *path, char *err, size_t n);
 void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
+int ljp_traces_event(ljp_ctx *ctx, lua_State *L);  /* the handler's work */
 ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace);
 void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
 /* Trace infos survive between runs of a state (validated at each start by
@@ -423,7 +393,8 @@ int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids);
 void ljp_native_names_reset(ljp_ctx *ctx);
 
 /* Exit signals (exit_signals.c). */
-int ljp_exit_signals_lua(lua_State *L);           /* ljprof.on_signal */
+int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names, int fn);
+void ljp_exit_signals_off(ljp_ctx *ctx, lua_State *L);
 void ljp_exit_signal_run(ljp_ctx *ctx, lua_State *L); /* safe point */
 void ljp_exit_signals_release(ljp_ctx *ctx);
 
@@ -439,30 +410,34 @@ void ljp_calls_free(ljp_ctx *ctx);
 ** 1 for ljprof's own call of an original debug function (the wrappers'),
 ** which is neither counted nor forwarded to the program's hook. */
 int ljp_calls_count(ljp_ctx *ctx, lua_State *L, lua_Debug *ar);
-/* The hook state between samples: the program's own hook, or while
-** counting ours with the program's mask plus LUA_MASKCALL. Async-signal-
-** safe (lua_sethook only). */
-void ljp_rest(ljp_ctx *ctx);
 /* Push the counts as a list of {func=, name=, what=, source=,
 ** linedefined=, lastlinedefined=, calls=} (ljprof.calls()). */
 void ljp_calls_push(ljp_ctx *ctx, lua_State *L);
 
-/* Profiler control (profiler.c). */
-void ljp_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */
-void ljp_stop_ctx(ljp_ctx *ctx, lua_State *L);
+/* Run control (run.c): start brings the modules up in order, stop takes
+** them down in reverse. The caller (api.c) has validated the options,
+** checked the output and installed the signal handler. */
+int ljp_run_start(ljp_ctx *ctx, lua_State *L, const ljprof_options *opt,
+                  const ljp_entries *entries, char *err, size_t errlen);
+void ljp_run_stop(ljp_ctx *ctx, lua_State *L);
+/* Is a run of ctx up? (A failed run is finished first.) 0, or -1 with the
+** error in err. */
+int ljp_run_busy(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen);
+void ljp_run_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */
+/* Keep the trace handler attached until the state closes (ljprof.watch). */
+int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries);
+const ljp_timer_ops *ljp_timer_for(ljprof_clock c);  /* NULL: bad clock */
+
+/* The C API's context lookup (api.c): only entry points call it. */
 ljp_ctx *ljp_ctx_get(lua_State *L, int create);
-uint64_t ljp_now_ns(void);
 void ljp_parse_mode(const char *mode, ljprof_options *opt); /* jit.profile */
 
-static inline int ljp_vm_index(int vmstate)
+/* Clocks (CLOCK_MONOTONIC through the vDSO; async-signal-safe). */
+static inline uint64_t ljp_now_ns(void)
 {
-  switch (vmstate) {
-  case 'N': return 0;
-  case 'I': return 1;
-  case 'C': return 2;
-  case 'G': return 3;
-  default: return 4;
-  }
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 #endif

@@ -59,7 +59,7 @@ static void lua_trampoline(void *data, lua_State *L, int samples, int vmstate)
   lua_pushlstring(co, &vs, 1);
   if (lua_pcall(co, 3, 0, 0) != 0) {
     const char *msg = lua_tostring(co, -1);
-    ljp_fail(d->ctx, msg ? msg : "(error object is not a string)");
+    ljp_run_fail(d->ctx, msg ? msg : "(error object is not a string)");
     lua_settop(co, 0);
   }
 }
@@ -620,6 +620,20 @@ static int module_index(lua_State *L)
   return 1;
 }
 
+/* on_signal({"TERM", ...}, fn) -> names trapped; on_signal(nil) undoes. */
+static int l_on_signal(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (lua_isnoneornil(L, 1)) {
+    if (ctx) ljp_exit_signals_off(ctx, L);
+    return 0;
+  }
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (!ctx) return luaL_error(L, "ljprof: on_signal needs a running profile");
+  return ljp_exit_signals_on(ctx, L, 1, 2);
+}
+
 static int l_running(lua_State *L)
 {
   lua_pushboolean(L, ljprof_running(L));
@@ -638,7 +652,7 @@ static const luaL_Reg ljprof_funcs[] = {
   {"aborts", l_aborts},
   {"calls", l_calls},
   {"watch", l_watch},
-  {"on_signal", ljp_exit_signals_lua},
+  {"on_signal", l_on_signal},
   {"zone_handle", l_zone_handle},
   {"zone_intern", l_zone_intern},
   {"zone_push_id", l_zone_push_id},

@@ -23,98 +23,7 @@
 
 #include "ljp.h"
 
-typedef struct ljp_slot {
-  _Atomic(const void *) registry; /* owner state (NULL: free) */
-  _Atomic(ljp_ctx *) ctx;
-  _Atomic uint32_t token;        /* live run token, 0 when none */
-  _Atomic int inside;            /* handlers currently using the slot */
-} ljp_slot;
-
-static ljp_slot ljp_slots[LJP_MAX_SLOTS];
-static _Atomic uint32_t ljp_run_gen;
-static _Atomic uint32_t ljp_itimer_token;
-static pthread_mutex_t ljp_slot_mu = PTHREAD_MUTEX_INITIALIZER;
 _Atomic uint64_t ljp_stale_signals;
-
-/* -- Slot table (normal context) ----------------------------------------- */
-
-int ljp_slot_alloc(ljp_ctx *ctx, const void *registry)
-{
-  int i, slot = -1;
-  pthread_mutex_lock(&ljp_slot_mu);
-  for (i = 0; i < LJP_MAX_SLOTS; i++) {
-    if (!atomic_load(&ljp_slots[i].registry)) {
-      atomic_store(&ljp_slots[i].ctx, ctx);
-      atomic_store(&ljp_slots[i].token, 0);
-      atomic_store(&ljp_slots[i].registry, registry);
-      slot = i;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&ljp_slot_mu);
-  return slot;
-}
-
-void ljp_slot_free(int slot)
-{
-  pthread_mutex_lock(&ljp_slot_mu);
-  ljp_slot_close(slot);
-  atomic_store(&ljp_slots[slot].ctx, NULL);
-  atomic_store(&ljp_slots[slot].registry, NULL);
-  pthread_mutex_unlock(&ljp_slot_mu);
-}
-
-ljp_ctx *ljp_slot_find(const void *registry)
-{
-  static __thread int last;  /* most lookups repeat the previous one */
-  int i;
-  if (atomic_load_explicit(&ljp_slots[last].registry, memory_order_acquire) ==
-      registry)
-    return atomic_load(&ljp_slots[last].ctx);
-  for (i = 0; i < LJP_MAX_SLOTS; i++) {
-    if (atomic_load_explicit(&ljp_slots[i].registry, memory_order_acquire) ==
-        registry) {
-      last = i;
-      return atomic_load(&ljp_slots[i].ctx);
-    }
-  }
-  return NULL;
-}
-
-ljp_ctx *ljp_slot_ctx(uint32_t token)
-{
-  ljp_slot *s = &ljp_slots[token & 0xff];
-  if (token == 0 || atomic_load(&s->token) != token) return NULL;
-  return atomic_load(&s->ctx);
-}
-
-uint32_t ljp_slot_open(int slot)
-{
-  uint32_t gen = atomic_fetch_add(&ljp_run_gen, 1) + 1;
-  uint32_t token = ((gen & 0xffffff) << 8) | (uint32_t)slot;
-  if ((token >> 8) == 0) token |= 1u << 8; /* never 0 */
-  atomic_store(&ljp_slots[slot].token, token);
-  return token;
-}
-
-void ljp_slot_close(int slot)
-{
-  atomic_store(&ljp_slots[slot].token, 0);
-  while (atomic_load(&ljp_slots[slot].inside) > 0) sched_yield();
-}
-
-/* Is no handler using the slot right now? A handler counts itself in
-** before it reads the context, so after a writer has published a new
-** array, a quiet slot means no handler can still hold the old one. */
-int ljp_slot_quiet(int slot)
-{
-  return atomic_load(&ljp_slots[slot].inside) == 0;
-}
-
-void ljp_itimer_bind(uint32_t token) { atomic_store(&ljp_itimer_token, token); }
-uint32_t ljp_itimer_bound(void) { return atomic_load(&ljp_itimer_token); }
-
-pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
 /* -- Signal context ------------------------------------------------------ */
 
@@ -129,25 +38,6 @@ static inline uintptr_t ucontext_pc(void *ucv)
   (void)uc;
   return 0;
 #endif
-}
-
-/* May the handler arm the safe point hook at this PC? Not while LuaJIT is
-** about to call a hook: its callhook() loads the hook mask, and some
-** instructions later stores it back with the "hook active" bit set (a
-** plain load/modify/store, not one instruction). A lua_sethook from a
-** signal in between is half undone: our hook function stays installed
-** but the count bit we added to the mask is lost, while the dispatch table
-** stays in instruction-hook mode. The sample then waits for the next
-** signal, and a program hook with a return mask but no line or count
-** mask misses return events meanwhile (the instruction-hook dispatch only
-** reaches LuaJIT's hook dispatcher when a line or count event is due).
-** The window lies just before the return address of the hook call, which
-** ljp_hook learns; the next signal arms instead. */
-static inline int ljp_arm_safe(ljp_ctx *ctx, uintptr_t pc)
-{
-  uintptr_t ret = atomic_load_explicit(&ctx->callhook_ret,
-                                       memory_order_relaxed);
-  return !ret || pc + 256 <= ret || pc >= ret + 64;
 }
 
 /* Is the trace compiler idle? A learnt state field that never reads idle
@@ -216,11 +106,11 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   }
   /* Never arm while the trace compiler may be busy: lua_sethook aborts a
   ** trace being started or recorded. The recorder's events set
-  ** ctx->recording; 'J' and the compiler's own state (once learnt) also
+  ** ctx->hook.recording; 'J' and the compiler's own state (once learnt) also
   ** cover the start of a trace, before its "start" event. */
-  if (!ctx->busy && !ctx->recording && ctx->state == LJP_RUNNING &&
-      vm != 'J' && jit_idle(ctx) && ljp_arm_safe(ctx, pc))
-    ljp_arm(ctx);
+  if (!ctx->hook.busy && !ctx->hook.recording && ctx->state == LJP_RUNNING &&
+      vm != 'J' && jit_idle(ctx) && ljp_hook_arm_safe(&ctx->hook, pc))
+    ljp_hook_arm(&ctx->hook);
   atomic_fetch_add_explicit(&ctx->handler_ns, ljp_now_ns() - t0,
                             memory_order_relaxed);
 }
@@ -229,7 +119,6 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
 {
   int saved_errno = errno;
   uint32_t token, w = 1;
-  ljp_slot *s;
   ljp_ctx *ctx;
   int from_kernel = 0;
 
@@ -238,15 +127,12 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
   } else if (si->si_code == SI_QUEUE) { /* timer thread */
     token = (uint32_t)si->si_value.sival_int;
   } else if (sig == SIGPROF) {          /* itimer (or forwarded) */
-    token = atomic_load_explicit(&ljp_itimer_token, memory_order_acquire);
+    token = ljp_itimer_bound();
     from_kernel = si->si_code == SI_KERNEL;
   } else {
     token = 0;
   }
-  s = &ljp_slots[token & 0xff];
-  atomic_fetch_add(&s->inside, 1);
-  if (token && atomic_load(&s->token) == token &&
-      (ctx = atomic_load_explicit(&s->ctx, memory_order_acquire)) != NULL) {
+  if ((ctx = ljp_slot_enter(token)) != NULL) {
     if (from_kernel && ljp_gettid() != ctx->tid) {
       /* Process-wide timer landed on another thread: hand it over. */
       syscall(SYS_tgkill, ctx->pid, ctx->tid, SIGPROF);
@@ -254,8 +140,7 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
                                 ljp_now_ns() >= ctx->deadline_ns)) {
       ctx->expired = 1;                /* duration over: not re-armed */
     } else {
-      if (si->si_code == SI_TIMER && ctx->timer->rearm &&
-          ctx->state == LJP_RUNNING)
+      if (si->si_code == SI_TIMER && ctx->timer->rearm && ctx->ticking)
         w = ctx->timer->rearm(ctx);    /* one-shot: schedule the next */
       w += atomic_exchange_explicit(&ctx->thr_overrun, 0,
                                     memory_order_relaxed);
@@ -264,7 +149,7 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
   } else {
     atomic_fetch_add_explicit(&ljp_stale_signals, 1, memory_order_relaxed);
   }
-  atomic_fetch_sub(&s->inside, 1);
+  ljp_slot_leave(token);
   errno = saved_errno;
 }
 
@@ -289,7 +174,7 @@ int ljp_signal_install(int signo, char *err, size_t errlen)
              "SIGKILL/SIGSTOP)", signo, _NSIG - 1);
     return -1;
   }
-  pthread_mutex_lock(&ljp_slot_mu);
+  ljp_slots_lock();
   if (sigaction(signo, NULL, &old) != 0) {
     snprintf(err, errlen, "ljprof: cannot query signal %d: %s", signo,
              strerror(errno));
@@ -318,6 +203,6 @@ int ljp_signal_install(int signo, char *err, size_t errlen)
              "another signal (option signal)", signo);
     rc = -1;
   }
-  pthread_mutex_unlock(&ljp_slot_mu);
+  ljp_slots_unlock();
   return rc;
 }

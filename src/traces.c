@@ -275,58 +275,40 @@ out:
 
 /* -- The event handler ------------------------------------------------------- */
 
-/* Recording is over: a hook held back at its start fires at the next
-** bytecode. */
-static void release_hook(ljp_ctx *ctx)
-{
-  if (!ctx->hook_held) return;
-  ctx->hook_held = 0;
-  if (ljp_armed(ctx)) ljp_vm_hookcount(ctx->vm_g, 1);
-}
-
-/* The jit.attach handler: (what, tr, func, pc, otr, oex). */
-static int traces_event(lua_State *L)
+/* The jit.attach handler's work (safepoint.c's ljp_trace_event looks up
+** the context): (what, tr, func, pc, otr, oex), then the handler we
+** replaced. ctx may be NULL (a state no longer profiled). */
+int ljp_traces_event(ljp_ctx *ctx, lua_State *L)
 {
   int nargs = lua_gettop(L);
   /* Ours only while it is this state's current install: a handler left
   ** behind in somebody's chain by an earlier install does nothing. */
-  ljp_ctx *ctx = ljp_slot_find(lua_topointer(L, LUA_REGISTRYINDEX));
   if (ctx && (!ctx->traces_key ||
               ctx->traces_gen != (uint32_t)lua_tointeger(L, UP_GEN)))
     ctx = NULL;
   const char *what = lua_tostring(L, 1);
   if (ctx && what) {
-    int was = ctx->recording;
     if (!strcmp(what, "start")) {
-      ctx->recording = 1;
-      /* A hook armed now would fire at the first recorded instruction and
-      ** abort the trace; lua_sethook would abort it too. Hold the hook
-      ** back by its countdown instead, until recording ends. */
-      if (!ctx->hook_held && ctx->vm_g && ljp_vml.hookcount_ok &&
-          ljp_armed(ctx)) {
-        ljp_vm_hookcount(ctx->vm_g, INT32_MAX);
-        ctx->hook_held = 1;
-      }
+      ljp_hook_recording(&ctx->hook, ctx->vm_g, 1);
       trace_started(ctx, L);
       ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_START);
     } else if (!strcmp(what, "stop")) {
-      ctx->recording = 0;
       uintptr_t addr;
       size_t size;
       ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_STOP);
       trace_learn(ctx, L, UP_MC, lua_tointeger(L, 2), &addr, &size);
       trace_stopped(ctx, lua_tointeger(L, 2), addr, size);
     } else if (!strcmp(what, "abort")) {
-      ctx->recording = 0;
       trace_aborted(ctx, L);
       trinfo_clear(&ctx->trpending);
     } else if (!strcmp(what, "flush")) {
-      ctx->recording = 0;
       ljp_codemap_trace_flush(&ctx->map);
       trinfo_clear_all(ctx);
     }
-    if (was && !ctx->recording) release_hook(ctx);
-    if (!ctx->recording) ljp_settle(ctx); /* samples waited for the recorder */
+    /* Recording is over (any event but "start"): a hook held back is
+    ** released, samples that waited for the recorder are armed. */
+    if (strcmp(what, "start") != 0)
+      ljp_hook_recording(&ctx->hook, ctx->vm_g, 0);
     /* Trace code ranges replaced above: free the old arrays now (a long
     ** run compiling many traces would otherwise keep them all). */
     if (ctx->state != LJP_RUNNING || ljp_slot_quiet(ctx->slot))
@@ -392,9 +374,9 @@ static int traces_install(ljp_ctx *ctx, lua_State *L)
   lua_pushinteger(L, (lua_Integer)++ctx->traces_gen);
   lua_pushnil(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tracemc_ref);
-  lua_pushcclosure(L, traces_event, 3);
+  lua_pushcclosure(L, ctx->entries->trace_event, 3);
   handler = lua_gettop(L);
-  ljp_cname_add(traces_event, "[ljprof trace events]");
+  ljp_cname_add(ctx->entries->trace_event, "[ljprof trace events]");
   lua_pushvalue(L, attach);
   lua_pushvalue(L, handler);
   lua_pushstring(L, "trace");
@@ -435,7 +417,7 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
   int keep = traces_installed(ctx, L);
   if (!keep) {
     ctx->traces_key = 0;
-    ctx->recording = 0;
+    ljp_hook_forget_recorder(&ctx->hook);
     unref(L, &ctx->attach_ref);
     unref(L, &ctx->tracemc_ref);
     push_jitfn(L, "jit", "attach");
@@ -446,7 +428,6 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     push_jitfn(L, "jit.util", "funcinfo");
     ctx->funcinfo_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     trinfo_clear(&ctx->trpending);
-    ctx->hook_held = 0;
   }
   aborts_reset(ctx);             /* per run */
   if (!keep && !traces_install(ctx, L)) {
@@ -500,15 +481,14 @@ void ljp_traces_check(ljp_ctx *ctx, lua_State *L)
   if (!ctx->traces_key || traces_installed(ctx, L)) return;
   /* Replaced by somebody: we missed events, so forget what we knew about
   ** the recorder, and attach again on top of the newcomer. */
-  ctx->recording = 0;
-  release_hook(ctx);
+  ljp_hook_recording(&ctx->hook, ctx->vm_g, 0);
   traces_install(ctx, L);
 }
 
 void ljp_traces_detach(ljp_ctx *ctx, lua_State *L)
 {
   int top = lua_gettop(L);
-  ctx->recording = ctx->recording && ctx->watching;
+  if (!ctx->watching) ljp_hook_forget_recorder(&ctx->hook);
   if (ctx->watching && traces_installed(ctx, L)) return; /* keeps watching */
   if (traces_installed(ctx, L)) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->attach_ref);
@@ -528,7 +508,6 @@ void ljp_traces_detach(ljp_ctx *ctx, lua_State *L)
   unref(L, &ctx->tracemc_ref);
   unref(L, &ctx->funcinfo_ref);
   ctx->traces_key = 0;
-  ctx->recording = 0;
-  ctx->hook_held = 0;
+  ljp_hook_forget_recorder(&ctx->hook);
   lua_settop(L, top);
 }

@@ -1,10 +1,12 @@
 /*
-** Public C API (ljprof.h) and the context lifecycle.
+** The C API: all of include/ljprof.h, and the context lifecycle.
 **
 ** A context is created per Lua state on first use and lives until
 ** lua_close: a userdata in the registry owns it and its __gc stops the run
 ** and frees everything. Results of the last run stay readable after stop
-** until the next start. Normal context only.
+** until the next start. Input is validated here, with one error line
+** naming the bad value and what is accepted; run.c brings a run up and
+** down. Normal context only.
 */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -18,24 +20,6 @@
 #include "ljp.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
-
-uint64_t ljp_now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void ljprof_options_init(ljprof_options *opt)
-{
-  memset(opt, 0, sizeof(*opt));
-  opt->clock = LJPROF_CLOCK_CPU;
-  opt->interval_us = 10000;
-  opt->ring_size = 1024;
-  opt->stack_fmt = "fZ;";
-  opt->stack_depth = -100;
-  opt->native = 1;
-}
 
 /* -- Context lifecycle ----------------------------------------------------- */
 
@@ -68,7 +52,7 @@ static int ctx_gc(lua_State *L)
   if (ctx) {
     *ud = NULL;
     ctx->in_safepoint = 0;
-    ljp_stop_ctx(ctx, L);
+    ljp_run_stop(ctx, L);
     ctx_free(ctx);
   }
   return 0;
@@ -106,20 +90,16 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
   return ctx;
 }
 
-static const ljp_timer_ops *timer_for(ljprof_clock c)
-{
-  switch (c) {
-  case LJPROF_CLOCK_CPU: return &ljp_timer_cpu;
-  case LJPROF_CLOCK_WALL: return &ljp_timer_wall;
-  case LJPROF_CLOCK_ITIMER: return &ljp_timer_itimer;
-  case LJPROF_CLOCK_THREAD: return &ljp_timer_thread;
-  }
-  return NULL;
-}
 
-static char *dup_or_null(const char *s)
+void ljprof_options_init(ljprof_options *opt)
 {
-  return s ? strdup(s) : NULL;
+  memset(opt, 0, sizeof(*opt));
+  opt->clock = LJPROF_CLOCK_CPU;
+  opt->interval_us = 10000;
+  opt->ring_size = 1024;
+  opt->stack_fmt = "fZ;";
+  opt->stack_depth = -100;
+  opt->native = 1;
 }
 
 int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
@@ -134,7 +114,7 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
   if (!opt.stack_fmt) opt.stack_fmt = "fZ;";
   if (!opt.interval_us) opt.interval_us = 10000;
   if (!opt.ring_size) opt.ring_size = 1024;
-  if (!timer_for(opt.clock)) {
+  if (!ljp_timer_for(opt.clock)) {
     snprintf(err, errlen, "ljprof: bad clock %d (accepted: cpu, wall, "
              "itimer, thread)", (int)opt.clock);
     return -1;
@@ -165,142 +145,18 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
              "LuaJIT's code not found)", LJP_MAX_SLOTS);
     return -1;
   }
-  if (ctx->state == LJP_FAILED) /* already reported; finish that run */
-    ljp_stop_ctx(ctx, L);
-  if (ctx->state != LJP_IDLE || ctx->timer_live) {
-    snprintf(err, errlen, "ljprof: already running for this Lua state "
-             "(call stop first)");
+  if (ljp_run_busy(ctx, L, err, errlen)) return -1;
+  if (opt.output && ljp_check_writable(opt.output, err, errlen) != 0)
     return -1;
-  }
-  if (opt.output && ljp_check_writable(opt.output, err, errlen) != 0) return -1;
   if (ljp_signal_install(opt.signo, err, errlen) != 0) return -1;
-
-  /* New run: fresh results. */
-  free(ctx->stack_fmt);
-  free(ctx->output);
-  free(ctx->error);
-  ctx->error = NULL;
-  ctx->stack_fmt = strdup(opt.stack_fmt);
-  ctx->output = dup_or_null(opt.output);
-  opt.stack_fmt = ctx->stack_fmt;
-  opt.output = ctx->output;
-  ctx->opt = opt;
-  ctx->timer = timer_for(opt.clock);
-  ljp_aggregate_reset(ctx);
-  ljp_ring_free(&ctx->ring);
-  if (!ctx->stack_fmt || (opt.output && !ctx->output) ||
-      ljp_ring_init(&ctx->ring, opt.ring_size) != 0) {
-    snprintf(err, errlen, "ljprof: out of memory");
-    return -1;
-  }
-  atomic_store(&ctx->seq, 0);
-  atomic_store(&ctx->n_signals, 0);
-  atomic_store(&ctx->n_ticks, 0);
-  atomic_store(&ctx->n_dropped, 0);
-  atomic_store(&ctx->n_merged, 0);
-  atomic_store(&ctx->thr_overrun, 0);
-  ctx->pid = getpid();
-  ctx->tid = ljp_gettid();
-  ctx->thread = pthread_self();
-  ctx->user_hook = NULL;
-  ctx->stop_requested = 0;
-  ctx->expired = 0;
-  ctx->deadline_ns = opt.duration_us ?
-                     ljp_now_ns() + opt.duration_us * 1000u : 0;
-  ljp_codemap_trace_flush(&ctx->map);
-  ljp_codemap_refresh_objs(&ctx->map);
-
-  ljp_ffid_learn(L);
-  ljp_vmprobe(L);
-  ctx->vm_g = ljp_vm_global(ctx->L);
-  atomic_store(&ctx->n_native_unwinds, 0);
-  atomic_store(&ctx->n_native_frames, 0);
-  atomic_store(&ctx->n_native_truncated, 0);
-  atomic_store(&ctx->n_native_skipped, 0);
-  ctx->native_on = 0;
-  if (opt.native && !opt.cb) {  /* callbacks keep jit.profile's stacks */
-    static int noticed;
-    const char *why = "";
-    if (ljp_native_setup(L, &why) == 0)
-      ctx->native_on = 1;
-    else if (!noticed++)
-      fprintf(stderr, "ljprof: notice: native C frames are off: %s\n", why);
-  }
-  atomic_store(&ctx->token, ljp_slot_open(ctx->slot));
-  ljp_traces_attach(ctx, L);
-  /* Call counts (last, so that none of ljprof's own calls is counted). */
-  if (!opt.calls) ljp_calls_free(ctx);  /* no counts from an earlier run */
-  if (opt.calls && ljp_calls_start(ctx, L, err, errlen) != 0) {
-    ljp_slot_close(ctx->slot);
-    atomic_store(&ctx->token, 0);
-    ljp_traces_detach(ctx, L);
-    return -1;
-  }
-  ctx->state = LJP_RUNNING;
-  if (ctx->timer->start(ctx, err, errlen) != 0) {
-    ctx->state = LJP_IDLE;
-    ljp_slot_close(ctx->slot);
-    atomic_store(&ctx->token, 0);
-    ljp_calls_stop(ctx, L);
-    ljp_traces_detach(ctx, L);
-    return -1;
-  }
-  ctx->timer_live = 1;
-  return 0;
-}
-
-static void stop_timer(ljp_ctx *ctx)
-{
-  if (ctx->timer_live) {
-    ctx->timer->stop(ctx);
-    ctx->timer_live = 0;
-  }
-}
-
-void ljp_fail(ljp_ctx *ctx, const char *msg)
-{
-  size_t len = strlen(msg);
-  free(ctx->error);
-  if ((ctx->error = malloc(len + 1))) memcpy(ctx->error, msg, len + 1);
-  ctx->state = LJP_FAILED;  /* first: the handler re-arms only if running */
-  stop_timer(ctx);
-  fprintf(stderr, "ljprof: profiler callback failed, profiling stopped: %s\n",
-          msg);
-}
-
-void ljp_stop_ctx(ljp_ctx *ctx, lua_State *L)
-{
-  char err[256];
-  if (ctx->state == LJP_IDLE && !ctx->timer_live) return;
-  if (ctx->in_safepoint) {  /* stop from the callback: finish in the hook */
-    stop_timer(ctx);
-    ctx->stop_requested = 1;
-    return;
-  }
-  ctx->stop_requested = 0;
-  ljp_slot_close(ctx->slot);     /* no handler inside; later signals inert */
-  atomic_store(&ctx->token, 0);
-  ctx->state = LJP_IDLE;
-  stop_timer(ctx);               /* no handler can re-arm it any more */
-  ljp_calls_stop(ctx, L);        /* JIT, debug functions back; counts kept */
-  ljp_disarm(ctx);
-  ljp_complete(ctx, L);          /* what never reached a safe point */
-  ljp_aggregate(ctx);
-  ljp_traces_detach(ctx, L);
-  ljp_codemap_collect(&ctx->map);
-  if (ctx->output && ljp_write_folded(ctx, ctx->output, err, sizeof(err)))
-    fprintf(stderr, "%s\n", err);
+  return ljp_run_start(ctx, L, &opt, &ljp_safepoint_entries, err, errlen);
 }
 
 int ljprof_watch_traces(lua_State *L)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 1);
   if (!ctx) return -1;
-  ljp_vmprobe(L);
-  ctx->vm_g = ljp_vm_global(ctx->L);
-  ctx->watching = 1;
-  if (ctx->state == LJP_IDLE) ljp_traces_attach(ctx, L);
-  return ctx->traces_key ? 0 : -1;
+  return ljp_run_watch(ctx, L, &ljp_safepoint_entries);
 }
 
 /* -- jit.profile-shaped API ------------------------------------------------ */
@@ -339,7 +195,7 @@ void ljprof_start(lua_State *L, const char *mode, ljprof_callback cb,
 void ljprof_stop(lua_State *L)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  if (ctx) ljp_stop_ctx(ctx, L);
+  if (ctx) ljp_run_stop(ctx, L);
 }
 
 int ljprof_running(lua_State *L)
@@ -426,4 +282,48 @@ int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
     }
   }
   return 0;
+}
+
+/* -- Zones ---------------------------------------------------------------- */
+
+int ljprof_zone_push(lua_State *L, const char *name)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 1);
+  if (!ctx || !name) return -1;
+  return ljp_zone_push_id(ctx, ljp_zone_id(ctx, name, strlen(name)));
+}
+
+const char *ljprof_zone_pop(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  uint16_t id = ctx ? ljp_zone_pop(ctx) : 0;
+  return id ? ljp_zone_name(ctx, id) : NULL;
+}
+
+/* The FFI fast path: a handle for the state, then pushes and pops by id
+** (ids from ljprof_zone_intern). Each is a few stores. */
+void *ljprof_zone_handle(lua_State *L)
+{
+  return ljp_ctx_get(L, 1);
+}
+
+int ljprof_zone_intern(void *handle, const char *name)
+{
+  return handle ? ljp_zone_id(handle, name, strlen(name)) : 0;
+}
+
+int ljprof_zone_push_h(void *handle, int id)
+{
+  return ljp_zone_push_id(handle, (uint16_t)id);
+}
+
+int ljprof_zone_pop_h(void *handle)
+{
+  return ljp_zone_pop(handle);
+}
+
+/* Is a run of the handle's state active? (ljprof.wrap's fast check) */
+int ljprof_zone_active_h(void *handle)
+{
+  return handle && ((ljp_ctx *)handle)->state == LJP_RUNNING;
 }

@@ -1,0 +1,208 @@
+/*
+** Completing samples at the safe point: each pending ring record gets the
+** stack key and function of where its time was spent (normal context, on
+** the profiled thread, inside the hook's busy fence; no Lua calls).
+*/
+#include <string.h>
+
+#include "ljp.h"
+
+/* -- Completing samples ------------------------------------------------------ */
+
+static uint32_t intern(ljp_ctx *ctx, const ljp_buf *b)
+{
+  uint32_t id = ljp_strtab_intern(&ctx->strs, b->b ? b->b : "", b->n);
+  return id == UINT32_MAX ? 0 : id;
+}
+
+/* A C function with no name yet: look through package.loaded once (a
+** module loaded after the start), then remember it was tried. */
+static void name_cfunc(ljp_ctx *ctx, lua_State *L, uintptr_t cf)
+{
+  uint32_t i, n = ctx->ncname_tried;
+  ljp_buf *b = &ctx->scratch;
+  b->n = 0;
+  if (ljp_put_cfunc(b, (lua_CFunction)cf)) return;
+  for (i = 0; i < n && i < 16; i++)
+    if (ctx->cname_tried[i] == cf) return;
+  ctx->cname_tried[n % 16] = cf;
+  ctx->ncname_tried = n + 1;
+  ljp_cname_refresh(L);
+}
+
+/* Where the time of record r was spent, beyond what the stack at the safe
+** point shows:
+**   'C' with a known C function: that function, as a frame on top;
+**   'N' in a trace whose start is known: the trace's start function and
+**       line. The stack is cut at the innermost activation of that
+**       function, which then shows the trace's start line. When the
+**       function is no longer on the stack (the trace, or a side trace
+**       linked to it, returned from it before the exit), the sample takes
+**       the key of the trace's last sample that did find it; failing
+**       that, the function is put on top of the stack. A side trace that
+**       left its start function keeps the safe-point stack. */
+static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
+                     ljp_leaf *lf)
+{
+  const ljp_trinfo *ti;
+  memset(lf, 0, sizeof(*lf));
+  if (r->vmstate == 'C' && r->cfunc) {
+    name_cfunc(ctx, L, r->cfunc);
+    lf->kind = LJP_LEAF_C;
+    lf->cfunc = (lua_CFunction)r->cfunc;
+  } else if (r->vmstate == 'N' && (ti = ljp_trace_info(ctx, r->trace))) {
+    lua_Debug ar;
+    int level;
+    lf->line = ti->line;
+    /* A trace runs in the top few frames: look at most 32 levels deep
+    ** (each lua_getstack walks from the top). */
+    for (level = 0; level < 32 && lua_getstack(L, level, &ar); level++) {
+      lua_getinfo(L, "S", &ar);
+      if (ar.linedefined == ti->linedefined && ar.source &&
+          !strcmp(ar.source, ti->source)) {
+        lf->skip = level;
+        return;
+      }
+    }
+    /* A side trace that left the function it started in has usually run
+    ** on into its caller and beyond (returns, the next calls): where it
+    ** stopped, the safe point, is the better guess. A root trace's
+    ** function is where its loop or body is. */
+    if (ti->side) {
+      lf->line = 0;
+      return;
+    }
+    lf->kind = LJP_LEAF_LUA;
+    lf->source = ti->source;
+    lf->name = ti->name;
+    lf->linedefined = ti->linedefined;
+  }
+}
+
+/* The leaf function of a dump with leaf lf: "chunk:firstline" for Lua,
+** the name for C. */
+static uint32_t leaf_func(ljp_ctx *ctx, lua_State *L, const ljp_leaf *lf)
+{
+  ljp_buf *b = &ctx->scratch;
+  lua_Debug ar;
+  b->n = 0;
+  if (lf->kind == LJP_LEAF_C) {
+    ljp_put_cfunc(b, lf->cfunc);
+  } else if (lf->kind == LJP_LEAF_LUA) {
+    ljp_put_location(b, lf->source, lf->linedefined, lf->linedefined);
+  } else if (lua_getstack(L, lf->skip, &ar)) {
+    lua_getinfo(L, "Sf", &ar);  /* pushes the function */
+    if (ar.what[0] != 'C')
+      ljp_put_location(b, ar.source, ar.linedefined,
+                       ar.linedefined > 0 ? ar.linedefined : 0);
+    else
+      ljp_put_cfunc(b, lua_tocfunction(L, -1));
+    lua_pop(L, 1);
+  }
+  return intern(ctx, b);
+}
+
+static uint32_t trace_loc(ljp_ctx *ctx, int32_t trace)
+{
+  const ljp_trinfo *ti = ljp_trace_info(ctx, trace);
+  if (!ti) return 0;
+  ctx->scratch.n = 0;
+  ljp_put_location(&ctx->scratch, ti->source, ti->linedefined, ti->line);
+  return intern(ctx, &ctx->scratch);
+}
+
+/* Records completed by one safe point usually share one leaf; a few
+** distinct leaves are dumped once each. */
+#define NVARIANT 4
+typedef struct variant {
+  uintptr_t cfunc;
+  int32_t trace;
+  uint32_t stack, func, tloc;
+  int nn;                          /* native frames on top, by name */
+  uint32_t nat[LJP_NATIVE_MAX];
+} variant;
+
+static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
+                                  const ljp_record *r, variant *v, int *nv)
+{
+  uintptr_t cf = r->vmstate == 'C' ? r->cfunc : 0;
+  int32_t tr = r->vmstate == 'N' ? r->trace : 0;
+  ljp_trinfo *ti = tr ? ljp_trace_info(ctx, tr) : NULL;
+  uint32_t nat[LJP_NATIVE_MAX];
+  int nn = ljp_native_names(ctx, r, nat);
+  ljp_leaf lf;
+  variant *e;
+  int i;
+  for (i = 0; i < *nv; i++)
+    if (v[i].cfunc == cf && v[i].trace == tr && v[i].nn == nn &&
+        !memcmp(v[i].nat, nat, (size_t)nn * sizeof(uint32_t)))
+      return &v[i];
+  e = &v[*nv < NVARIANT ? (*nv)++ : NVARIANT - 1];
+  e->cfunc = cf;
+  e->trace = tr;
+  e->stack = 0;
+  e->nn = nn;
+  memcpy(e->nat, nat, (size_t)nn * sizeof(uint32_t));
+  e->tloc = tr ? trace_loc(ctx, tr) : 0;
+  leaf_for(ctx, L, r, &lf);
+  for (i = 0; i < nn; i++) lf.native[i] = ljp_strtab_get(&ctx->strs, nat[i])->s;
+  lf.nnative = nn;
+  if (ti && lf.kind == LJP_LEAF_LUA && ti->have_key && !nn) {
+    e->stack = ti->stack;  /* start function not on the stack */
+    e->func = ti->func;
+    return e;
+  }
+  if (ljp_dumpstack_leaf(L, NULL, &ctx->dump, ctx->stack_fmt,
+                         ctx->opt.stack_depth, &lf) == 0) {
+    const ljp_str *last = ljp_strtab_get(&ctx->strs, ctx->last_stack);
+    if (ctx->dump.n == last->len &&
+        memcmp(ctx->dump.b, last->s, last->len) == 0) {
+      e->stack = ctx->last_stack;  /* same stack as last time */
+    } else {
+      e->stack = intern(ctx, &ctx->dump);
+      ctx->last_stack = e->stack;
+    }
+  }
+  e->func = leaf_func(ctx, L, &lf);
+  if (ti && lf.kind == LJP_LEAF_NONE && !nn) {
+    ti->have_key = 1;
+    ti->stack = e->stack;
+    ti->func = e->func;
+  }
+  return e;
+}
+
+/* Complete all pending records with L's current stack. */
+void ljp_complete(ljp_ctx *ctx, lua_State *L)
+{
+  uint64_t from, to, pos, ticks = 0;
+  variant v[NVARIANT];
+  int nv = 0, first_vm = 0;
+  ljp_ring_claim(&ctx->ring, &from, &to);
+  if (from == to) return;
+  if (ctx->native_on) ljp_native_refresh();  /* libraries (un)loaded? */
+  for (pos = from; pos < to; pos++) {
+    ljp_record *r = ljp_ring_at(&ctx->ring, pos);
+    uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
+    if (r->vmstate == 'U')
+      r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
+    if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
+      r->cfunc = ljp_native_start(ctx, r, r->nnative - 1); /* the lua_CFunction */
+    r->stack = r->func = r->tloc = 0;
+    if (!ctx->opt.cb) {  /* aggregating: key by the stack dump */
+      const variant *e = variant_for(ctx, L, r, v, &nv);
+      r->stack = e->stack;
+      r->func = e->func;
+      r->tloc = e->tloc;
+    }
+    if (!first_vm) first_vm = r->vmstate;
+    ctx->vm[ljp_vm_index(r->vmstate)] += w;
+    ticks += w;
+  }
+  ctx->completed += ticks;
+  if (ctx->opt.cb) {
+    if (!ctx->cb_ticks) ctx->cb_vmstate = first_vm;
+    ctx->cb_ticks += ticks;
+  }
+}
+

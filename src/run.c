@@ -1,0 +1,317 @@
+/*
+** Run control: a run is a sequence of steps, each bringing one module up;
+** start runs them in order, stop takes the ones that are up down in
+** reverse. A step that fails at start takes down the steps before it the
+** same way, so there is no hand-written unwinding.
+**
+**   results   fresh ring and tables   | complete what never reached a safe
+**                                     | point, aggregate, write the output
+**   code map  loaded objects, traces  | free retired arrays
+**   vm        probe LuaJIT's state    |
+**   native    native frame capture    |
+**   traces    jit.attach handler      | chained handler put back
+**   calls     call counting (opt-in)  | JIT and the program's hook back
+**   token     signals reach the ring  | token closed, handlers waited out
+**   hook      samples arm the hook    | no more arming, rest hook state
+**   timer     ticks                   | no more ticks
+**
+** Normal context, on the profiled thread. The input was validated by the
+** caller (api.c).
+*/
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ljp.h"
+
+static char *dup_or_null(const char *s)
+{
+  return s ? strdup(s) : NULL;
+}
+
+/* -- The steps ------------------------------------------------------------- */
+
+static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  const ljprof_options *o = &ctx->pending_opt;
+  (void)L;
+  free(ctx->stack_fmt);
+  free(ctx->output);
+  free(ctx->error);
+  ctx->error = NULL;
+  ctx->stack_fmt = strdup(o->stack_fmt);
+  ctx->output = dup_or_null(o->output);
+  ctx->opt = *o;
+  ctx->opt.stack_fmt = ctx->stack_fmt;
+  ctx->opt.output = ctx->output;
+  ljp_aggregate_reset(ctx);
+  ljp_ring_free(&ctx->ring);
+  if (!ctx->stack_fmt || (o->output && !ctx->output) ||
+      ljp_ring_init(&ctx->ring, o->ring_size) != 0) {
+    snprintf(err, n, "ljprof: out of memory");
+    return -1;
+  }
+  atomic_store(&ctx->seq, 0);
+  atomic_store(&ctx->n_signals, 0);
+  atomic_store(&ctx->n_ticks, 0);
+  atomic_store(&ctx->n_dropped, 0);
+  atomic_store(&ctx->n_merged, 0);
+  atomic_store(&ctx->thr_overrun, 0);
+  atomic_store(&ctx->n_native_unwinds, 0);
+  atomic_store(&ctx->n_native_frames, 0);
+  atomic_store(&ctx->n_native_truncated, 0);
+  atomic_store(&ctx->n_native_skipped, 0);
+  ctx->pid = getpid();
+  ctx->tid = ljp_gettid();
+  ctx->thread = pthread_self();
+  ctx->hook.user = NULL;
+  ctx->stop_requested = 0;
+  ctx->expired = 0;
+  ctx->deadline_ns = o->duration_us ?
+                     ljp_now_ns() + o->duration_us * 1000u : 0;
+  return 0;
+}
+
+/* The run is over: what never reached a safe point, then the output. A
+** start that failed writes nothing. */
+static void results_down(ljp_ctx *ctx, lua_State *L)
+{
+  char err[256];
+  if (!ctx->started) return;
+  ctx->started = 0;
+  ljp_complete(ctx, L);
+  ljp_aggregate(ctx);
+  if (ctx->output && ljp_write_folded(ctx, ctx->output, err, sizeof(err)))
+    fprintf(stderr, "%s\n", err);
+}
+
+static int codemap_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  (void)L; (void)err; (void)n;
+  ljp_codemap_trace_flush(&ctx->map);
+  ljp_codemap_refresh_objs(&ctx->map);
+  return 0;
+}
+
+static void codemap_down(ljp_ctx *ctx, lua_State *L)
+{
+  (void)L;
+  ljp_codemap_collect(&ctx->map);
+}
+
+static int vm_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  (void)err; (void)n;
+  ljp_ffid_learn(L);
+  ljp_vmprobe(L);
+  ctx->vm_g = ljp_vm_global(ctx->L);
+  return 0;
+}
+
+/* Callbacks keep jit.profile's stacks: no native frames for them. */
+static int native_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  (void)err; (void)n;
+  ctx->native_on = 0;
+  if (ctx->opt.native && !ctx->opt.cb) {
+    static int noticed;
+    const char *why = "";
+    if (ljp_native_setup(L, &why) == 0)
+      ctx->native_on = 1;
+    else if (!noticed++)
+      fprintf(stderr, "ljprof: notice: native C frames are off: %s\n", why);
+  }
+  return 0;
+}
+
+static int traces_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  (void)err; (void)n;
+  ljp_traces_attach(ctx, L);
+  return 0;
+}
+
+static void traces_down(ljp_ctx *ctx, lua_State *L)
+{
+  ljp_traces_detach(ctx, L);
+}
+
+/* Last among the Lua-side steps, so that none of ljprof's own calls is
+** counted. */
+static int calls_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  if (!ctx->opt.calls) {
+    ljp_calls_free(ctx);  /* no counts from an earlier run */
+    return 0;
+  }
+  return ljp_calls_start(ctx, L, err, n);
+}
+
+static void calls_down(ljp_ctx *ctx, lua_State *L)
+{
+  ljp_calls_stop(ctx, L);  /* counts kept */
+}
+
+static int token_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  (void)L; (void)err; (void)n;
+  atomic_store(&ctx->token, ljp_slot_open(ctx->slot));
+  return 0;
+}
+
+static void token_down(ljp_ctx *ctx, lua_State *L)
+{
+  (void)L;
+  ljp_slot_close(ctx->slot);  /* no handler inside; later signals inert */
+  atomic_store(&ctx->token, 0);
+}
+
+static int hook_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  (void)L; (void)err; (void)n;
+  ctx->state = LJP_RUNNING;
+  ctx->hook.live = 1;
+  return 0;
+}
+
+static void hook_down(ljp_ctx *ctx, lua_State *L)
+{
+  (void)L;
+  ctx->state = LJP_IDLE;
+  ctx->hook.live = 0;
+  ljp_hook_disarm(&ctx->hook);
+}
+
+static int timer_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  (void)L;
+  ctx->ticking = 1;
+  if (ctx->timer->start(ctx, err, n) != 0) {
+    ctx->ticking = 0;
+    return -1;
+  }
+  ctx->timer_live = 1;
+  return 0;
+}
+
+/* First: a handler that runs now no longer re-arms a one-shot timer. */
+static void timer_down(ljp_ctx *ctx, lua_State *L)
+{
+  (void)L;
+  ctx->ticking = 0;
+  if (ctx->timer_live) {
+    ctx->timer->stop(ctx);
+    ctx->timer_live = 0;
+  }
+}
+
+typedef struct ljp_step {
+  int (*up)(ljp_ctx *ctx, lua_State *L, char *err, size_t n);
+  void (*down)(ljp_ctx *ctx, lua_State *L);
+} ljp_step;
+
+static const ljp_step steps[] = {
+  {results_up, results_down},
+  {codemap_up, codemap_down},
+  {vm_up, NULL},
+  {native_up, NULL},
+  {traces_up, traces_down},
+  {calls_up, calls_down},
+  {token_up, token_down},
+  {hook_up, hook_down},
+  {timer_up, timer_down},
+};
+#define NSTEPS ((int)(sizeof(steps) / sizeof(steps[0])))
+
+static void take_down(ljp_ctx *ctx, lua_State *L)
+{
+  while (ctx->steps_up > 0) {
+    const ljp_step *s = &steps[--ctx->steps_up];
+    if (s->down) s->down(ctx, L);
+  }
+}
+
+/* -- Control ---------------------------------------------------------------- */
+
+const ljp_timer_ops *ljp_timer_for(ljprof_clock c)
+{
+  switch (c) {
+  case LJPROF_CLOCK_CPU: return &ljp_timer_cpu;
+  case LJPROF_CLOCK_WALL: return &ljp_timer_wall;
+  case LJPROF_CLOCK_ITIMER: return &ljp_timer_itimer;
+  case LJPROF_CLOCK_THREAD: return &ljp_timer_thread;
+  }
+  return NULL;
+}
+
+int ljp_run_busy(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen)
+{
+  if (ctx->state == LJP_FAILED) /* already reported; finish that run */
+    ljp_run_stop(ctx, L);
+  if (ctx->state != LJP_IDLE || ctx->steps_up) {
+    snprintf(err, errlen, "ljprof: already running for this Lua state "
+             "(call stop first)");
+    return -1;
+  }
+  return 0;
+}
+
+int ljp_run_start(ljp_ctx *ctx, lua_State *L, const ljprof_options *opt,
+                  const ljp_entries *entries, char *err, size_t errlen)
+{
+  if (ljp_run_busy(ctx, L, err, errlen)) return -1;
+  ctx->pending_opt = *opt;
+  ctx->timer = ljp_timer_for(opt->clock);
+  ctx->entries = entries;
+  ljp_hook_bind(&ctx->hook, entries->hook);
+  while (ctx->steps_up < NSTEPS) {
+    if (steps[ctx->steps_up].up(ctx, L, err, errlen) != 0) {
+      take_down(ctx, L);
+      return -1;
+    }
+    ctx->steps_up++;
+  }
+  ctx->started = 1;
+  return 0;
+}
+
+void ljp_run_fail(ljp_ctx *ctx, const char *msg)
+{
+  size_t len = strlen(msg);
+  free(ctx->error);
+  if ((ctx->error = malloc(len + 1))) memcpy(ctx->error, msg, len + 1);
+  ctx->state = LJP_FAILED;  /* first: the handler re-arms only if running */
+  ctx->hook.live = 0;
+  timer_down(ctx, NULL);
+  fprintf(stderr, "ljprof: profiler callback failed, profiling stopped: %s\n",
+          msg);
+}
+
+void ljp_run_stop(ljp_ctx *ctx, lua_State *L)
+{
+  if (!ctx->steps_up) {
+    ctx->state = LJP_IDLE;
+    return;
+  }
+  if (ctx->in_safepoint) {  /* stop from the callback: finish in the hook */
+    timer_down(ctx, L);
+    ctx->stop_requested = 1;
+    return;
+  }
+  ctx->stop_requested = 0;
+  take_down(ctx, L);
+}
+
+int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries)
+{
+  ljp_vmprobe(L);
+  ctx->vm_g = ljp_vm_global(ctx->L);
+  ctx->watching = 1;
+  if (ctx->state == LJP_IDLE && !ctx->steps_up) {
+    ctx->entries = entries;
+    ljp_traces_attach(ctx, L);
+  }
+  return ctx->traces_key ? 0 : -1;
+}

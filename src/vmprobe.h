@@ -1,0 +1,68 @@
+/*
+** The VM probe's interface (vmprobe.c): LuaJIT's private state, learnt at
+** run time and proven before use. Signal-context readers are marked.
+*/
+#ifndef LJP_VMPROBE_H
+#define LJP_VMPROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+
+typedef struct ljp_vmlayout {
+  int vmstate_ok;         /* g->vmstate located and proven */
+  int cfunc_ok;           /* running C function readable */
+  int frame_ok;           /* L->base, frame function slot, GCfuncC.f */
+  int hookcount_ok;       /* g->hookcount located */
+  volatile int jstate_ok; /* trace compiler state located (from events) */
+  ptrdiff_t g_jstate;     /* after G: int32 trace compiler state */
+  ptrdiff_t l_glref;      /* lua_State: pointer to global_State */
+  ptrdiff_t l_base;       /* lua_State: base of the running frame */
+  ptrdiff_t g_vmstate;    /* global_State: int32 VM state / trace number */
+  ptrdiff_t g_curl;       /* global_State: running lua_State */
+  ptrdiff_t g_hookcount;  /* global_State: int32 count hook countdown */
+  ptrdiff_t fn_f;         /* function object: lua_CFunction entry */
+  ptrdiff_t fn_ffid;      /* function object: 0 Lua, 1 C, > 1 library */
+  int curl_size;          /* bytes of a GC reference: 8 or 4 */
+  int gc64;               /* stack slot encoding: 64-bit GC references */
+  int func_slot;          /* frame function: this many slots below base */
+  char why[96];           /* why something is not used (must stay last) */
+} ljp_vmlayout;
+
+extern ljp_vmlayout ljp_vml;
+#define LJP_FNOBJ 64  /* bytes of a function object the probe examines */
+
+/* Normal context: probe once per process; returns vmstate_ok. */
+int ljp_vmprobe(lua_State *L);
+/* The global_State of L (validated), or 0 when the VM state is unknown. */
+uintptr_t ljp_vm_global(lua_State *L);
+/* Signal context: 'N' 'I' 'C' 'G' 'J' from g->vmstate (trace number for
+** 'N', the running C function for 'C' when known), or 0: use the PC. */
+int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc, int want_cf);
+uintptr_t ljp_vm_cfunc(uintptr_t g);  /* signal context; 0: unknown */
+/* Normal context: learn the trace compiler's state field from what it
+** must read at a trace "start" event, a "stop" event, and a safe point
+** while nothing records. */
+enum { LJP_JS_START, LJP_JS_STOP, LJP_JS_IDLE };
+void ljp_vm_learn_jstate(uintptr_t g, int event);
+/* Signal context: is the trace compiler idle (or its state unknown)? */
+int ljp_vm_jit_idle(uintptr_t g);
+/* Set g->hookcount (no-op when unknown). */
+void ljp_vm_hookcount(uintptr_t g, int32_t count);
+/* Fault-safe read of our own memory: 0, or -1 for an unreadable range. */
+int ljp_peek(void *dst, uintptr_t src, size_t n);
+
+static inline int ljp_vm_index(int vmstate)
+{
+  switch (vmstate) {
+  case 'N': return 0;
+  case 'I': return 1;
+  case 'C': return 2;
+  case 'G': return 3;
+  default: return 4;
+  }
+}
+
+#endif

@@ -79,6 +79,7 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
   }
   ctx->L = lua_newthread(L);
   ctx->anchor_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  ljp_hook_init(&ctx->hook, ctx->L, &ctx->ring);
   lua_pushlightuserdata(L, (void *)&ctx_key);
   ud = lua_newuserdata(L, sizeof(ljp_ctx *));
   *ud = ctx;

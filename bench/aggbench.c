@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "../src/ring.h"
+#include "../src/store.h"
 #include "../src/table.h"
 
 #define REPS 5
@@ -167,8 +168,8 @@ static void aggregate(agg *a, int what)
     for (pos = tail; pos < done; pos++) {
       ljp_record *r = ljp_ring_at(&a->ring, pos);
       uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
-      ljp_counts_add(&a->counts, ljp_count_key(r->stack, r->vmstate, r->zone), w);
-      ljp_counts_add(&a->fcounts, ljp_count_key(r->func, r->vmstate, 0), w);
+      ljp_counts_add(&a->counts, ljp_stack_key(r->stack, r->vmstate, r->zone), w);
+      ljp_counts_add(&a->fcounts, ljp_func_key(r->func, r->vmstate), w);
     }
   }
   ljp_ring_retire(&a->ring, done);
@@ -277,8 +278,8 @@ static void memory(size_t n)
     id = ljp_strtab_intern(&a.strs, s, len);
     if (a.strs.n > before) nstacks++;  /* a new stack */
     fid = ljp_strtab_intern(&a.strs, k->leaf, k->leaflen);
-    ljp_counts_add(&a.counts, ljp_count_key(id, k->vmstate, 0), 1);
-    ljp_counts_add(&a.fcounts, ljp_count_key(fid, k->vmstate, 0), 1);
+    ljp_counts_add(&a.counts, ljp_stack_key(id, k->vmstate, 0), 1);
+    ljp_counts_add(&a.fcounts, ljp_func_key(fid, k->vmstate), 1);
   }
   bytes = (double)a.strs.bytes + (double)(a.counts.cap + a.fcounts.cap) * sizeof(ljp_count);
   printf("mem_%zu_stacks %zu\nmem_%zu_key_bytes %.1f\nmem_%zu_bytes_per_stack %.1f\n",

@@ -18,6 +18,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "query.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
 
@@ -31,10 +32,7 @@ static void ctx_free(ljp_ctx *ctx)
   ljp_ring_free(&ctx->ring);
   ljp_codemap_free(&ctx->map);
   ljp_traces_reset(ctx);
-  ljp_counts_free(&ctx->counts);
-  ljp_counts_free(&ctx->fcounts);
-  ljp_counts_free(&ctx->tcounts);
-  ljp_strtab_free(&ctx->strs);
+  ljp_store_free(&ctx->store);
   ljp_native_names_reset(ctx);
   ljp_buf_free(&ctx->dump);
   ljp_buf_free(&ctx->scratch);
@@ -70,10 +68,7 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
     free(ctx);
     return NULL;
   }
-  if (ljp_codemap_init(&ctx->map) != 0 || ljp_strtab_init(&ctx->strs) != 0 ||
-      ljp_counts_init(&ctx->counts) != 0 ||
-      ljp_counts_init(&ctx->fcounts) != 0 ||
-      ljp_counts_init(&ctx->tcounts) != 0) {
+  if (ljp_codemap_init(&ctx->map) != 0 || ljp_store_init(&ctx->store) != 0) {
     ctx_free(ctx);
     return NULL;
   }
@@ -250,38 +245,50 @@ int ljprof_get_stats(lua_State *L, ljprof_stats *st)
   st->pending = st->ticks > st->completed + st->dropped
                     ? st->ticks - st->completed - st->dropped : 0;
   st->safepoints = ctx->safepoints;
-  st->batches = ctx->batches;
-  st->stacks = ctx->strs.n ? ctx->strs.n - 1 : 0; /* not the empty id 0 */
-  st->entries = ctx->counts.n;
+  st->batches = ctx->store.batches;
+  st->stacks = ljp_store_nstacks(&ctx->store);
+  st->entries = ctx->store.stacks.n;
   st->hook_ns = ctx->hook_ns;
   st->handler_ns = atomic_load(&ctx->handler_ns);
   st->complete_ns = ctx->complete_ns;
-  st->aggregate_ns = ctx->aggregate_ns;
-  st->aggregated = ctx->aggregated;
+  st->aggregate_ns = ctx->store.aggregate_ns;
+  st->aggregated = ctx->store.aggregated;
   st->native_unwinds = atomic_load(&ctx->n_native_unwinds);
   st->native_frames = atomic_load(&ctx->n_native_frames);
   st->native_truncated = atomic_load(&ctx->n_native_truncated);
   st->native_skipped = atomic_load(&ctx->n_native_skipped);
-  st->bytes = (uint64_t)ctx->ring.cap * sizeof(ljp_record) + ctx->strs.bytes +
-              (uint64_t)ctx->counts.cap * sizeof(ljp_count);
+  st->bytes = (uint64_t)ctx->ring.cap * sizeof(ljp_record) +
+              ctx->store.strs.bytes +
+              (uint64_t)(ctx->store.stacks.cap + ctx->store.funcs.cap +
+                         ctx->store.traces.cap) * sizeof(ljp_count);
   memcpy(st->vm, ctx->vm, sizeof(st->vm));
   return 0;
+}
+
+typedef struct summary_visit {
+  const ljp_ctx *ctx;
+  ljprof_visit fn;
+  void *data;
+} summary_visit;
+
+static void summary_one(void *d, const ljp_str *stack, int vmstate,
+                        uint16_t zone, uint64_t ticks)
+{
+  summary_visit *v = d;
+  v->fn(v->data, stack->s, stack->len, vmstate, ljp_zone_name(v->ctx, zone),
+        ticks);
 }
 
 int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  uint32_t i;
+  summary_visit v;
   if (!ctx) return -1;
   ljp_aggregate(ctx);
-  for (i = 0; i < ctx->counts.cap; i++) {
-    const ljp_count *c = &ctx->counts.slot[i];
-    if (c->key) {
-      const ljp_str *s = ljp_strtab_get(&ctx->strs, ljp_key_stack(c->key));
-      fn(data, s->s, s->len, ljp_key_vmstate(c->key),
-         ljp_zone_name(ctx, ljp_key_zone(c->key)), c->count);
-    }
-  }
+  v.ctx = ctx;
+  v.fn = fn;
+  v.data = data;
+  ljp_store_each_stack(&ctx->store, summary_one, &v);
   return 0;
 }
 
@@ -327,4 +334,100 @@ int ljprof_zone_pop_h(void *handle)
 int ljprof_zone_active_h(void *handle)
 {
   return handle && ((ljp_ctx *)handle)->state == LJP_RUNNING;
+}
+
+/* -- Queries of the Lua binding (query.h) ----------------------------------- */
+
+int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  memset(ri, 0, sizeof(*ri));
+  if (!ctx) return -1;
+  ri->clock = ctx->timer ? ctx->timer->name : "none";
+  ri->interval_us = ctx->opt.interval_us;
+  ri->signo = ctx->opt.signo;
+  ri->running = ctx->state == LJP_RUNNING;
+  ri->vmstate_exact = ctx->vm_g != 0;
+  ri->cfunc_names = ctx->vm_g && ljp_vml.cfunc_ok;
+  ri->jit_state = ctx->vm_g && ljp_vml.jstate_ok;
+  ri->expired = ctx->expired;
+  ri->aborts_lost = ctx->aborts_lost;
+  ri->error = ctx->error;
+  return 0;
+}
+
+void ljp_q_fail(lua_State *L, const char *msg)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (ctx) ljp_run_fail(ctx, msg);
+}
+
+uint64_t ljp_q_stale_signals(void) { return atomic_load(&ljp_stale_signals); }
+
+void ljp_q_functions(lua_State *L, ljp_func_visit fn, void *d)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (!ctx) return;
+  ljp_aggregate(ctx);
+  ljp_store_each_func(&ctx->store, fn, d);
+}
+
+void ljp_q_traces(lua_State *L, ljp_trace_visit fn, void *d)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (!ctx) return;
+  ljp_aggregate(ctx);
+  ljp_store_each_trace(&ctx->store, fn, d);
+}
+
+void ljp_q_aborts(lua_State *L, ljp_abort_visit fn, void *d)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  uint32_t i;
+  if (!ctx) return;
+  for (i = 0; i < ctx->naborts; i++) {
+    const ljp_abort *a = &ctx->aborts[i];
+    fn(d, a->func, a->line, a->code, a->info, a->info_is_num, a->at,
+       a->count);
+  }
+}
+
+void ljp_q_calls_push(lua_State *L)
+{
+  ljp_calls_push(ljp_ctx_get(L, 0), L);
+}
+
+int ljp_q_exit_signals(lua_State *L, int names, int fn)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (!names) {
+    if (ctx) ljp_exit_signals_off(ctx, L);
+    return 0;
+  }
+  if (!ctx) return luaL_error(L, "ljprof: on_signal needs a running profile");
+  return ljp_exit_signals_on(ctx, L, names, fn);
+}
+
+int ljp_q_zone_intern(lua_State *L, const char *name, size_t len)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 1);
+  return ctx ? ljp_zone_id(ctx, name, len) : 0;
+}
+
+const char *ljp_q_zone_name(lua_State *L, int id)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  return ctx ? ljp_zone_name(ctx, (uint16_t)id) : "";
+}
+
+int ljp_q_zone_current(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  return ctx ? ctx->zone_cur : 0;
+}
+
+void ljp_q_zone_flush(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (ctx) ljp_zone_flush(ctx);
 }

@@ -11,7 +11,7 @@
 
 static uint32_t intern(ljp_ctx *ctx, const ljp_buf *b)
 {
-  uint32_t id = ljp_strtab_intern(&ctx->strs, b->b ? b->b : "", b->n);
+  uint32_t id = ljp_strtab_intern(&ctx->store.strs, b->b ? b->b : "", b->n);
   return id == UINT32_MAX ? 0 : id;
 }
 
@@ -145,7 +145,7 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   memcpy(e->nat, nat, (size_t)nn * sizeof(uint32_t));
   e->tloc = tr ? trace_loc(ctx, tr) : 0;
   leaf_for(ctx, L, r, &lf);
-  for (i = 0; i < nn; i++) lf.native[i] = ljp_strtab_get(&ctx->strs, nat[i])->s;
+  for (i = 0; i < nn; i++) lf.native[i] = ljp_strtab_get(&ctx->store.strs, nat[i])->s;
   lf.nnative = nn;
   if (ti && lf.kind == LJP_LEAF_LUA && ti->have_key && !nn) {
     e->stack = ti->stack;  /* start function not on the stack */
@@ -154,7 +154,7 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   }
   if (ljp_dumpstack_leaf(L, NULL, &ctx->dump, ctx->stack_fmt,
                          ctx->opt.stack_depth, &lf) == 0) {
-    const ljp_str *last = ljp_strtab_get(&ctx->strs, ctx->last_stack);
+    const ljp_str *last = ljp_strtab_get(&ctx->store.strs, ctx->last_stack);
     if (ctx->dump.n == last->len &&
         memcmp(ctx->dump.b, last->s, last->len) == 0) {
       e->stack = ctx->last_stack;  /* same stack as last time */

@@ -27,6 +27,7 @@
 
 #include "../include/ljprof.h"
 #include "ring.h"
+#include "store.h"
 #include "table.h"
 #include "hook.h"
 #include "vmprobe.h"
@@ -250,16 +251,13 @@ struct ljp_ctx {
   int in_safepoint, stop_requested;
   ljp_buf dump;             /* current stack dump */
   uint32_t last_stack;      /* id of the previous dump, for reuse */
-  ljp_strtab strs;
-  ljp_counts counts;
-  ljp_counts fcounts;       /* (leaf function id, vmstate) -> ticks */
-  ljp_counts tcounts;       /* (trace start id, 'N', trace number) */
+  ljp_store store;           /* texts and aggregated ticks (store.c) */
   ljp_buf scratch;
   struct ljp_natcache *natcache; /* native address -> name (symbols.c) */
   uintptr_t cname_tried[16]; /* unnamed C functions already looked up */
   uint32_t ncname_tried;
-  uint64_t completed, safepoints, batches, hook_ns, vm[5];
-  uint64_t complete_ns, aggregate_ns, aggregated;
+  uint64_t completed, safepoints, hook_ns, vm[5];
+  uint64_t complete_ns;
   _Atomic uint64_t handler_ns;  /* signal context, relaxed adds */
   uint64_t cb_ticks;        /* ticks not yet delivered to the callback */
   int cb_vmstate;
@@ -313,12 +311,11 @@ void ljp_hook(lua_State *L, lua_Debug *ar);
 /* Completing samples at the safe point (complete.c). */
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
 
-/* Aggregation (aggregate.c). */
-void ljp_aggregate(ljp_ctx *ctx);  /* completed ring records -> table */
-void ljp_aggregate_reset(ljp_ctx *ctx);
-int ljp_write_folded(ljp_ctx *ctx, const char *path, char *err, size_t n);
-/* Can files be created next to path? Checked before profiling starts. */
-int ljp_check_writable(const char *path, char *err, size_t n);
+/* Aggregation: the completed ring records into the store. */
+static inline void ljp_aggregate(ljp_ctx *ctx)
+{
+  ljp_store_drain(&ctx->store, &ctx->ring, &ctx->n_dropped);
+}
 
 /* Trace tracking through jit.attach (traces.c). */
 void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);

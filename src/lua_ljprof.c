@@ -35,11 +35,11 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "query.h"
 
 /* -- Lua callbacks ----------------------------------------------------------- */
 
 typedef struct luacb {
-  ljp_ctx *ctx;
   lua_State *co;     /* private coroutine the callback runs on */
   int cb_ref, co_ref;
 } luacb;
@@ -59,7 +59,7 @@ static void lua_trampoline(void *data, lua_State *L, int samples, int vmstate)
   lua_pushlstring(co, &vs, 1);
   if (lua_pcall(co, 3, 0, 0) != 0) {
     const char *msg = lua_tostring(co, -1);
-    ljp_run_fail(d->ctx, msg ? msg : "(error object is not a string)");
+    ljp_q_fail(L, msg ? msg : "(error object is not a string)");
     lua_settop(co, 0);
   }
 }
@@ -73,12 +73,11 @@ static int luacb_gc(lua_State *L)
 }
 
 /* Anchor a luacb for the function at idx; replaces the previous run's. */
-static luacb *luacb_new(lua_State *L, int idx, ljp_ctx *ctx)
+static luacb *luacb_new(lua_State *L, int idx)
 {
   luacb *d;
   lua_pushlightuserdata(L, (void *)&luacb_key);
   d = lua_newuserdata(L, sizeof(luacb));
-  d->ctx = ctx;
   d->co = lua_newthread(L);
   d->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushvalue(L, idx);
@@ -181,7 +180,6 @@ static int start_run(lua_State *L, ljprof_options *opt)
 static int l_start(lua_State *L)
 {
   ljprof_options opt;
-  ljp_ctx *ctx;
   const char *mode = luaL_optstring(L, 1, "");
   luaL_checktype(L, 2, LUA_TFUNCTION);
   ljprof_options_init(&opt);
@@ -190,17 +188,13 @@ static int l_start(lua_State *L)
     luaL_checktype(L, 3, LUA_TTABLE);
     parse_opts(L, 3, &opt);
   }
-  if (!(ctx = ljp_ctx_get(L, 1)))
-    return luaL_error(L, "ljprof: cannot set up profiling for this Lua state "
-                      "(out of memory, more than %d profiled states, or "
-                      "LuaJIT's code not found)", LJP_MAX_SLOTS);
   /* Checked here too (ljprof_start_ex checks again): luacb_new would
   ** replace the running callback's anchor before start refused. */
-  if (ctx->state == LJP_RUNNING)
+  if (ljprof_running(L))
     return luaL_error(L, "ljprof: already running for this Lua state (call "
                       "stop first)");
   opt.cb = lua_trampoline;
-  opt.cb_data = luacb_new(L, 2, ctx);
+  opt.cb_data = luacb_new(L, 2);
   return start_run(L, &opt);
 }
 
@@ -215,11 +209,11 @@ static int l_record(lua_State *L)
 
 static int l_stop(lua_State *L)
 {
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  ljp_q_run ri;
   ljprof_stop(L);
-  if (ctx && ctx->error) {
+  if (ljp_q_run_info(L, &ri) == 0 && ri.error) {
     lua_pushboolean(L, 0);
-    lua_pushstring(L, ctx->error);
+    lua_pushstring(L, ri.error);
     return 2;
   }
   lua_pushboolean(L, 1);
@@ -333,7 +327,7 @@ static void setnum(lua_State *L, const char *k, uint64_t v)
 static int l_stats(lua_State *L)
 {
   ljprof_stats st;
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  ljp_q_run ri;
   static const char vmletters[] = "NICGJ";
   int i;
   ljprof_get_stats(L, &st);
@@ -359,32 +353,32 @@ static int l_stats(lua_State *L)
   setnum(L, "native_truncated", st.native_truncated);
   setnum(L, "native_skipped", st.native_skipped);
   setnum(L, "bytes", st.bytes);
-  setnum(L, "stale_signals", atomic_load(&ljp_stale_signals));
+  setnum(L, "stale_signals", ljp_q_stale_signals());
   lua_createtable(L, 0, 5);
   for (i = 0; i < 5; i++) {
     lua_pushnumber(L, (lua_Number)st.vm[i]);
     lua_setfield(L, -2, (char[2]){vmletters[i], 0});
   }
   lua_setfield(L, -2, "vmstate");
-  if (ctx) {
-    lua_pushstring(L, ctx->timer ? ctx->timer->name : "none");
+  if (ljp_q_run_info(L, &ri) == 0) {
+    lua_pushstring(L, ri.clock);
     lua_setfield(L, -2, "clock");
-    setnum(L, "interval_us", ctx->opt.interval_us);
-    setnum(L, "signal", (uint64_t)ctx->opt.signo);
-    lua_pushboolean(L, ctx->state == LJP_RUNNING);
+    setnum(L, "interval_us", ri.interval_us);
+    setnum(L, "signal", (uint64_t)ri.signo);
+    lua_pushboolean(L, ri.running);
     lua_setfield(L, -2, "running");
     /* Where VM states come from: LuaJIT's own g->vmstate, or the PC. */
-    lua_pushstring(L, ctx->vm_g ? "vmstate" : "pc");
+    lua_pushstring(L, ri.vmstate_exact ? "vmstate" : "pc");
     lua_setfield(L, -2, "vmstate_source");
-    lua_pushboolean(L, ctx->vm_g && ljp_vml.cfunc_ok);
+    lua_pushboolean(L, ri.cfunc_names);
     lua_setfield(L, -2, "cfunc_names");
-    setnum(L, "aborts_lost", ctx->aborts_lost);
-    lua_pushboolean(L, ctx->expired);
+    setnum(L, "aborts_lost", ri.aborts_lost);
+    lua_pushboolean(L, ri.expired);
     lua_setfield(L, -2, "expired");    /* the duration option ran out */
-    lua_pushboolean(L, ctx->vm_g && ljp_vml.jstate_ok);
+    lua_pushboolean(L, ri.jit_state);
     lua_setfield(L, -2, "jit_state");  /* trace compiler state learnt */
-    if (ctx->error) {
-      lua_pushstring(L, ctx->error);
+    if (ri.error) {
+      lua_pushstring(L, ri.error);
       lua_setfield(L, -2, "error");
     }
   }
@@ -393,46 +387,41 @@ static int l_stats(lua_State *L)
 
 /* functions() -> { {func=, total=, N=, I=, C=, G=, J=}, ... }: ticks per
 ** leaf function (where the time was spent) and VM state. */
+static void function_one(void *d, const ljp_str *f, int vmstate,
+                         uint64_t ticks)
+{
+  lua_State *L = d;               /* result, func -> entry */
+  char vs[2] = {(char)vmstate, 0};
+  lua_pushlstring(L, f->s, f->len);
+  lua_rawget(L, -2);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 7);
+    lua_pushlstring(L, f->s, f->len);
+    lua_setfield(L, -2, "func");
+    lua_pushnumber(L, 0);
+    lua_setfield(L, -2, "total");
+    lua_pushlstring(L, f->s, f->len);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -4, (int)lua_objlen(L, -4) + 1);
+  }
+  lua_getfield(L, -1, vs);
+  lua_pushnumber(L, lua_tonumber(L, -1) + (lua_Number)ticks);
+  lua_setfield(L, -3, vs);
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "total");
+  lua_pushnumber(L, lua_tonumber(L, -1) + (lua_Number)ticks);
+  lua_setfield(L, -3, "total");
+  lua_pop(L, 2);
+}
+
 static int l_functions(lua_State *L)
 {
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  uint32_t i;
-  int n = 0;
   lua_newtable(L);                 /* result */
-  if (!ctx) return 1;
-  ljp_aggregate(ctx);
   lua_newtable(L);                 /* func -> entry */
-  for (i = 0; i < ctx->fcounts.cap; i++) {
-    const ljp_count *c = &ctx->fcounts.slot[i];
-    const ljp_str *f;
-    char vs[2] = {0, 0};
-    if (!c->key) continue;
-    f = ljp_strtab_get(&ctx->strs, ljp_key_stack(c->key));
-    lua_pushlstring(L, f->s, f->len);
-    lua_rawget(L, -2);
-    if (lua_isnil(L, -1)) {
-      lua_pop(L, 1);
-      lua_createtable(L, 0, 7);
-      lua_pushlstring(L, f->s, f->len);
-      lua_setfield(L, -2, "func");
-      lua_pushnumber(L, 0);
-      lua_setfield(L, -2, "total");
-      lua_pushlstring(L, f->s, f->len);
-      lua_pushvalue(L, -2);
-      lua_rawset(L, -4);
-      lua_pushvalue(L, -1);
-      lua_rawseti(L, -4, ++n);
-    }
-    vs[0] = (char)ljp_key_vmstate(c->key);
-    lua_getfield(L, -1, vs);
-    lua_pushnumber(L, lua_tonumber(L, -1) + (lua_Number)c->count);
-    lua_setfield(L, -3, vs);
-    lua_pop(L, 1);
-    lua_getfield(L, -1, "total");
-    lua_pushnumber(L, lua_tonumber(L, -1) + (lua_Number)c->count);
-    lua_setfield(L, -3, "total");
-    lua_pop(L, 2);
-  }
+  ljp_q_functions(L, function_one, L);
   lua_pop(L, 1);
   sort_by(L, "total", "func");
   return 1;
@@ -440,34 +429,31 @@ static int l_functions(lua_State *L)
 
 /* traces() -> { {trace=, start="chunk:line", count=}, ... }: ticks spent
 ** in each compiled trace (start "" when it started before profiling). */
+static void trace_one(void *d, const ljp_str *start, int32_t trace,
+                      uint64_t ticks)
+{
+  lua_State *L = d;
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, trace);
+  lua_setfield(L, -2, "trace");
+  lua_pushlstring(L, start->s, start->len);
+  lua_setfield(L, -2, "start");
+  lua_pushnumber(L, (lua_Number)ticks);
+  lua_setfield(L, -2, "count");
+  lua_rawseti(L, -2, (int)lua_objlen(L, -2) + 1);
+}
+
 static int l_traces(lua_State *L)
 {
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  uint32_t i;
-  int n = 0;
   lua_newtable(L);
-  if (!ctx) return 1;
-  ljp_aggregate(ctx);
-  for (i = 0; i < ctx->tcounts.cap; i++) {
-    const ljp_count *c = &ctx->tcounts.slot[i];
-    const ljp_str *loc;
-    if (!c->key) continue;
-    loc = ljp_strtab_get(&ctx->strs, ljp_key_stack(c->key));
-    lua_createtable(L, 0, 3);
-    lua_pushinteger(L, ljp_key_zone(c->key));
-    lua_setfield(L, -2, "trace");
-    lua_pushlstring(L, loc->s, loc->len);
-    lua_setfield(L, -2, "start");
-    lua_pushnumber(L, (lua_Number)c->count);
-    lua_setfield(L, -2, "count");
-    lua_rawseti(L, -2, ++n);
-  }
+  ljp_q_traces(L, trace_one, L);
   sort_by(L, "count", "trace");
   return 1;
 }
 
 /* reason = string.format(jit.vmdef.traceerr[code], info), or the code. */
-static void push_reason(lua_State *L, const ljp_abort *a)
+static void push_reason(lua_State *L, int code, const char *info,
+                        int info_is_num)
 {
   int top = lua_gettop(L);
   lua_getglobal(L, "require");
@@ -475,13 +461,13 @@ static void push_reason(lua_State *L, const ljp_abort *a)
   if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
     lua_getfield(L, -1, "traceerr");
     if (lua_istable(L, -1)) {
-      lua_rawgeti(L, -1, a->code);
+      lua_rawgeti(L, -1, code);
       if (lua_isstring(L, -1)) {
         lua_getglobal(L, "string");
         lua_getfield(L, -1, "format");
         lua_pushvalue(L, -3);
-        if (a->info_is_num) lua_pushnumber(L, strtod(a->info, NULL));
-        else lua_pushstring(L, a->info);
+        if (info_is_num) lua_pushnumber(L, strtod(info, NULL));
+        else lua_pushstring(L, info);
         if (lua_pcall(L, 2, 1, 0) == 0 && lua_isstring(L, -1)) {
           lua_replace(L, top + 1);
           lua_settop(L, top + 1);
@@ -491,37 +477,39 @@ static void push_reason(lua_State *L, const ljp_abort *a)
     }
   }
   lua_settop(L, top);
-  lua_pushfstring(L, "trace error %d (%s)", a->code, a->info);
+  lua_pushfstring(L, "trace error %d (%s)", code, info);
 }
 
 /* aborts() -> { {func=, line=, reason=, code=, info=, at=, count=}, ... }:
 ** trace aborts of this run, by the function and line the trace started
 ** at (func is "chunk:firstline" like functions()). */
+static void abort_one(void *d, const char *func, int line, int code,
+                      const char *info, int info_is_num, const char *at,
+                      uint64_t count)
+{
+  lua_State *L = d;
+  lua_createtable(L, 0, 7);
+  lua_pushstring(L, func);
+  lua_setfield(L, -2, "func");
+  lua_pushinteger(L, line);
+  lua_setfield(L, -2, "line");
+  push_reason(L, code, info, info_is_num);
+  lua_setfield(L, -2, "reason");
+  lua_pushinteger(L, code);
+  lua_setfield(L, -2, "code");
+  lua_pushstring(L, info);
+  lua_setfield(L, -2, "info");
+  lua_pushstring(L, at);
+  lua_setfield(L, -2, "at");
+  lua_pushnumber(L, (lua_Number)count);
+  lua_setfield(L, -2, "count");
+  lua_rawseti(L, -2, (int)lua_objlen(L, -2) + 1);
+}
+
 static int l_aborts(lua_State *L)
 {
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  uint32_t i;
   lua_newtable(L);
-  if (!ctx) return 1;
-  for (i = 0; i < ctx->naborts; i++) {
-    const ljp_abort *a = &ctx->aborts[i];
-    lua_createtable(L, 0, 7);
-    lua_pushstring(L, a->func);
-    lua_setfield(L, -2, "func");
-    lua_pushinteger(L, a->line);
-    lua_setfield(L, -2, "line");
-    push_reason(L, a);
-    lua_setfield(L, -2, "reason");
-    lua_pushinteger(L, a->code);
-    lua_setfield(L, -2, "code");
-    lua_pushstring(L, a->info);
-    lua_setfield(L, -2, "info");
-    lua_pushstring(L, a->at);
-    lua_setfield(L, -2, "at");
-    lua_pushnumber(L, (lua_Number)a->count);
-    lua_setfield(L, -2, "count");
-    lua_rawseti(L, -2, (int)i + 1);
-  }
+  ljp_q_aborts(L, abort_one, L);
   sort_by(L, "count", "func");
   return 1;
 }
@@ -534,7 +522,7 @@ static int l_aborts(lua_State *L)
 ** call site (if any). Empty when the run did not count. */
 static int l_calls(lua_State *L)
 {
-  ljp_calls_push(ljp_ctx_get(L, 0), L);
+  ljp_q_calls_push(L);
   sort_by(L, "calls", "func");
   return 1;
 }
@@ -548,16 +536,16 @@ static int l_watch(lua_State *L)
 
 /* -- Zones (the object is jit/prof/zone.lua; these are its C side) ------- */
 
-static ljp_ctx *zone_ctx(lua_State *L)
+static void *zone_handle(lua_State *L)
 {
-  ljp_ctx *ctx = ljp_ctx_get(L, 1);
-  if (!ctx) luaL_error(L, "ljprof: cannot set up zones (out of memory)");
-  return ctx;
+  void *h = ljprof_zone_handle(L);
+  if (!h) luaL_error(L, "ljprof: cannot set up zones (out of memory)");
+  return h;
 }
 
 static int l_zone_handle(lua_State *L)
 {
-  lua_pushlightuserdata(L, zone_ctx(L));
+  lua_pushlightuserdata(L, zone_handle(L));
   return 1;
 }
 
@@ -565,39 +553,42 @@ static int l_zone_intern(lua_State *L)
 {
   size_t len;
   const char *name = luaL_checklstring(L, 1, &len);
-  lua_pushinteger(L, ljp_zone_id(zone_ctx(L), name, len));
+  zone_handle(L);
+  lua_pushinteger(L, ljp_q_zone_intern(L, name, len));
   return 1;
 }
 
 static int l_zone_push_id(lua_State *L)
 {
-  lua_pushinteger(L, ljp_zone_push_id(zone_ctx(L),
-                                      (uint16_t)luaL_checkinteger(L, 1)));
+  lua_pushinteger(L, ljprof_zone_push_h(zone_handle(L),
+                                        (uint16_t)luaL_checkinteger(L, 1)));
   return 1;
 }
 
 static int l_zone_pop_id(lua_State *L)
 {
-  lua_pushinteger(L, ljp_zone_pop(zone_ctx(L)));
+  lua_pushinteger(L, ljprof_zone_pop_h(zone_handle(L)));
   return 1;
 }
 
 static int l_zone_name(lua_State *L)
 {
-  lua_pushstring(L, ljp_zone_name(zone_ctx(L),
-                                  (uint16_t)luaL_checkinteger(L, 1)));
+  zone_handle(L);
+  lua_pushstring(L, ljp_q_zone_name(L, (int)luaL_checkinteger(L, 1)));
   return 1;
 }
 
 static int l_zone_current(lua_State *L)
 {
-  lua_pushinteger(L, zone_ctx(L)->zone_cur);
+  zone_handle(L);
+  lua_pushinteger(L, ljp_q_zone_current(L));
   return 1;
 }
 
 static int l_zone_flush(lua_State *L)
 {
-  ljp_zone_flush(zone_ctx(L));
+  zone_handle(L);
+  ljp_q_zone_flush(L);
   return 0;
 }
 
@@ -623,15 +614,10 @@ static int module_index(lua_State *L)
 /* on_signal({"TERM", ...}, fn) -> names trapped; on_signal(nil) undoes. */
 static int l_on_signal(lua_State *L)
 {
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  if (lua_isnoneornil(L, 1)) {
-    if (ctx) ljp_exit_signals_off(ctx, L);
-    return 0;
-  }
+  if (lua_isnoneornil(L, 1)) return ljp_q_exit_signals(L, 0, 0);
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  if (!ctx) return luaL_error(L, "ljprof: on_signal needs a running profile");
-  return ljp_exit_signals_on(ctx, L, 1, 2);
+  return ljp_q_exit_signals(L, 1, 2);
 }
 
 static int l_running(lua_State *L)

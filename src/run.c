@@ -46,7 +46,17 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ctx->opt = *o;
   ctx->opt.stack_fmt = ctx->stack_fmt;
   ctx->opt.output = ctx->output;
-  ljp_aggregate_reset(ctx);
+  if (ljp_store_reset(&ctx->store) != 0) {
+    snprintf(err, n, "ljprof: out of memory");
+    return -1;
+  }
+  ctx->ncname_tried = 0;
+  ljp_native_names_reset(ctx);  /* its ids are in the store */
+  ctx->last_stack = 0;
+  ctx->completed = ctx->safepoints = ctx->hook_ns = ctx->complete_ns = 0;
+  atomic_store(&ctx->handler_ns, 0);
+  ctx->cb_ticks = 0;
+  memset(ctx->vm, 0, sizeof(ctx->vm));
   ljp_ring_free(&ctx->ring);
   if (!ctx->stack_fmt || (o->output && !ctx->output) ||
       ljp_ring_init(&ctx->ring, o->ring_size) != 0) {
@@ -83,7 +93,8 @@ static void results_down(ljp_ctx *ctx, lua_State *L)
   ctx->started = 0;
   ljp_complete(ctx, L);
   ljp_aggregate(ctx);
-  if (ctx->output && ljp_write_folded(ctx, ctx->output, err, sizeof(err)))
+  if (ctx->output &&
+      ljp_store_write_folded(&ctx->store, ctx->output, err, sizeof(err)))
     fprintf(stderr, "%s\n", err);
 }
 

@@ -388,7 +388,7 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
   if (len > 0) {
     uint32_t id;
     if (len >= (int)sizeof(buf)) len = (int)sizeof(buf) - 1;
-    id = ljp_strtab_intern(&ctx->strs, buf, (size_t)len);
+    id = ljp_strtab_intern(&ctx->store.strs, buf, (size_t)len);
     out->id = id == UINT32_MAX ? 0 : id;
   }
 }

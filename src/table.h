@@ -2,8 +2,8 @@
 ** Aggregation tables (normal context only; never touched by the handler).
 **
 ** ljp_strtab interns stack strings: each distinct dump is stored once and
-** named by a dense 32-bit id (id 0 is the empty stack). ljp_counts maps a
-** key (stack id, VM state, zone id) to a tick count. Both are open-
+** named by a dense 32-bit id (id 0 is the empty string). ljp_counts maps a
+** nonzero 64-bit key (the store's typed keys, store.h) to a tick count. Both are open-
 ** addressing hash tables with power-of-two capacity that double at 70%
 ** load, so memory is proportional to the number of unique stacks.
 */
@@ -41,7 +41,7 @@ static inline const ljp_str *ljp_strtab_get(const ljp_strtab *t, uint32_t id)
 }
 
 typedef struct ljp_count {
-  uint64_t key;        /* ljp_count_key(); 0 = empty slot */
+  uint64_t key;        /* a typed key (store.h); 0 = empty slot */
   uint64_t count;
 } ljp_count;
 
@@ -49,14 +49,6 @@ typedef struct ljp_counts {
   ljp_count *slot;
   uint32_t cap, n;
 } ljp_counts;
-
-static inline uint64_t ljp_count_key(uint32_t stack, int vmstate, uint16_t zone)
-{
-  return ((uint64_t)(uint8_t)vmstate << 48) | ((uint64_t)zone << 32) | stack;
-}
-static inline uint32_t ljp_key_stack(uint64_t k) { return (uint32_t)k; }
-static inline uint16_t ljp_key_zone(uint64_t k) { return (uint16_t)(k >> 32); }
-static inline int ljp_key_vmstate(uint64_t k) { return (int)(uint8_t)(k >> 48); }
 
 int ljp_counts_init(ljp_counts *c);
 void ljp_counts_free(ljp_counts *c);

@@ -3,6 +3,7 @@
 ** zone), and agreement with a naive reference on random data. */
 #include <string.h>
 
+#include "../../src/store.h"
 #include "../../src/table.h"
 #include "check.h"
 
@@ -91,21 +92,33 @@ static void test_counts(void)
     v = (int)(lcg(&seed) % 5);
     z = (int)(lcg(&seed) % 4);
     ref[s][v][z] += (uint64_t)(i % 3 + 1);
-    CHECK(ljp_counts_add(&c, ljp_count_key((uint32_t)s, vm[v], (uint16_t)z),
+    CHECK(ljp_counts_add(&c, ljp_stack_key((uint32_t)s, vm[v], (uint16_t)z),
                          (uint64_t)(i % 3 + 1)) == 0);
   }
   for (s = 0; s < 64; s++)
     for (v = 0; v < 5; v++)
       for (z = 0; z < 4; z++)
-        ok &= ljp_counts_get(&c, ljp_count_key((uint32_t)s, vm[v], (uint16_t)z)) == ref[s][v][z];
+        ok &= ljp_counts_get(&c, ljp_stack_key((uint32_t)s, vm[v], (uint16_t)z)) == ref[s][v][z];
   CHECK(ok);
   CHECK_EQ(c.n, 64 * 5 * 4);
   CHECK(c.cap >= 2048);                 /* grew from 256 */
   {
-    uint64_t k = ljp_count_key(123456, 'J', 65535);
-    CHECK_EQ(ljp_key_stack(k), 123456);
-    CHECK_EQ(ljp_key_vmstate(k), 'J');
-    CHECK_EQ(ljp_key_zone(k), 65535);
+    uint64_t k = ljp_stack_key(123456, 'J', 65535);
+    CHECK_EQ(ljp_stack_key_stack(k), 123456);
+    CHECK_EQ(ljp_stack_key_vmstate(k), 'J');
+    CHECK_EQ(ljp_stack_key_zone(k), 65535);
+  }
+  {  /* typed keys: never 0, and each keeps its full fields */
+    uint64_t f = ljp_func_key(0, 'I'), tr = ljp_trace_key(0, 0);
+    uint64_t big = ljp_trace_key(4000000000u, 65535);
+    CHECK(f != 0);
+    CHECK(tr != 0);
+    CHECK_EQ(ljp_func_key_func(ljp_func_key(77, 'C')), 77);
+    CHECK_EQ(ljp_func_key_vmstate(ljp_func_key(77, 'C')), 'C');
+    CHECK_EQ(ljp_trace_key_start(big), 4000000000u);
+    CHECK_EQ(ljp_trace_key_trace(big), 65535);
+    CHECK_EQ(ljp_trace_key_trace(ljp_trace_key(5, 70000)), 70000);
+    CHECK(ljp_trace_key(5, 1) != ljp_trace_key(5, 2));
   }
   ljp_counts_free(&c);
 }

@@ -1,0 +1,57 @@
+/*
+** What the Lua binding (lua_ljprof.c) may ask of a Lua state beyond the
+** public C API, without seeing its context: each function looks the
+** context up by the state (api.c implements them). Normal context.
+*/
+#ifndef LJP_QUERY_H
+#define LJP_QUERY_H
+
+#include <stdint.h>
+
+#include <lua.h>
+
+#include "store.h"
+
+typedef struct ljp_q_run {
+  const char *clock;         /* timer name, "none" before any run */
+  uint32_t interval_us;
+  int signo;
+  int running;
+  int vmstate_exact;         /* VM states from LuaJIT's own field, not the PC */
+  int cfunc_names;           /* the running C function is readable */
+  int jit_state;             /* the trace compiler's state was learnt */
+  int expired;               /* the duration option ran out */
+  uint64_t aborts_lost;      /* abort records beyond the table */
+  const char *error;         /* why the last run failed, or NULL */
+} ljp_q_run;
+
+/* The state's run; -1 when it was never profiled. */
+int ljp_q_run_info(lua_State *L, ljp_q_run *ri);
+/* The jit.profile callback raised msg: stop sampling, keep the data. */
+void ljp_q_fail(lua_State *L, const char *msg);
+uint64_t ljp_q_stale_signals(void);
+
+/* Aggregated results of the current or last run (aggregated first). */
+void ljp_q_functions(lua_State *L, ljp_func_visit fn, void *d);
+void ljp_q_traces(lua_State *L, ljp_trace_visit fn, void *d);
+/* Trace aborts of the run: fn(d, func, line, code, info, info_is_num, at,
+** count) per record. */
+typedef void (*ljp_abort_visit)(void *d, const char *func, int line, int code,
+                                const char *info, int info_is_num,
+                                const char *at, uint64_t count);
+void ljp_q_aborts(lua_State *L, ljp_abort_visit fn, void *d);
+/* Push the call counts list (ljprof.calls()). */
+void ljp_q_calls_push(lua_State *L);
+
+/* Exit signals: trap the names in the table at index names and call the
+** function at index fn at the next safe point (pushes the names trapped),
+** or (names == 0) stop trapping. Raises a Lua error when not running. */
+int ljp_q_exit_signals(lua_State *L, int names, int fn);
+
+/* Zones beyond the C API's handle functions. */
+int ljp_q_zone_intern(lua_State *L, const char *name, size_t len);
+const char *ljp_q_zone_name(lua_State *L, int id);
+int ljp_q_zone_current(lua_State *L);
+void ljp_q_zone_flush(lua_State *L);
+
+#endif

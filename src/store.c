@@ -1,0 +1,202 @@
+/*
+** The store (store.h): interning and aggregation. Records move from the
+** ring into the tables at a safe point when the ring passes its
+** high-water mark, at stop, and before any reader looks; never in signal
+** context.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store.h"
+
+static uint64_t now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int ljp_store_init(ljp_store *s)
+{
+  memset(s, 0, sizeof(*s));
+  if (ljp_strtab_init(&s->strs) != 0 || ljp_counts_init(&s->stacks) != 0 ||
+      ljp_counts_init(&s->funcs) != 0 || ljp_counts_init(&s->traces) != 0) {
+    ljp_store_free(s);
+    return -1;
+  }
+  return 0;
+}
+
+void ljp_store_free(ljp_store *s)
+{
+  ljp_counts_free(&s->stacks);
+  ljp_counts_free(&s->funcs);
+  ljp_counts_free(&s->traces);
+  ljp_strtab_free(&s->strs);
+}
+
+int ljp_store_reset(ljp_store *s)
+{
+  ljp_store_free(s);
+  return ljp_store_init(s);
+}
+
+uint32_t ljp_store_intern(ljp_store *s, const char *p, size_t n)
+{
+  uint32_t id = ljp_strtab_intern(&s->strs, p ? p : "", n);
+  return id == UINT32_MAX ? 0 : id;
+}
+
+void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped)
+{
+  uint64_t pos, tail, done, t0;
+  if (!ring->rec) return;
+  t0 = now_ns();
+  tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
+  done = atomic_load_explicit(&ring->done, memory_order_acquire);
+  for (pos = tail; pos < done; pos++) {
+    ljp_record *r = ljp_ring_at(ring, pos);
+    uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
+    if (ljp_counts_add(&s->stacks, ljp_stack_key(r->stack, r->vmstate,
+                                                 r->zone), w) != 0)
+      atomic_fetch_add(dropped, w);  /* out of memory */
+    /* Side tables; an out-of-memory there loses detail, not samples. */
+    ljp_counts_add(&s->funcs, ljp_func_key(r->func, r->vmstate), w);
+    if (r->vmstate == 'N')
+      ljp_counts_add(&s->traces, ljp_trace_key(r->tloc, r->trace), w);
+  }
+  ljp_ring_retire(ring, done);
+  if (done != tail) s->batches++;
+  s->aggregated += done - tail;
+  s->aggregate_ns += now_ns() - t0;
+}
+
+uint32_t ljp_store_nstacks(const ljp_store *s)
+{
+  uint8_t *seen = calloc(s->strs.n / 8 + 1, 1);
+  uint32_t i, n = 0;
+  if (!seen) return 0;
+  for (i = 0; i < s->stacks.cap; i++) {
+    uint64_t k = s->stacks.slot[i].key;
+    uint32_t id;
+    if (!k) continue;
+    id = ljp_stack_key_stack(k);
+    if (!(seen[id / 8] & (1u << (id % 8)))) {
+      seen[id / 8] |= (uint8_t)(1u << (id % 8));
+      n++;
+    }
+  }
+  free(seen);
+  return n;
+}
+
+void ljp_store_each_stack(const ljp_store *s, ljp_stack_visit fn, void *d)
+{
+  uint32_t i;
+  for (i = 0; i < s->stacks.cap; i++) {
+    const ljp_count *c = &s->stacks.slot[i];
+    if (c->key)
+      fn(d, ljp_store_text(s, ljp_stack_key_stack(c->key)),
+         ljp_stack_key_vmstate(c->key), ljp_stack_key_zone(c->key), c->count);
+  }
+}
+
+void ljp_store_each_func(const ljp_store *s, ljp_func_visit fn, void *d)
+{
+  uint32_t i;
+  for (i = 0; i < s->funcs.cap; i++) {
+    const ljp_count *c = &s->funcs.slot[i];
+    if (c->key)
+      fn(d, ljp_store_text(s, ljp_func_key_func(c->key)),
+         ljp_func_key_vmstate(c->key), c->count);
+  }
+}
+
+void ljp_store_each_trace(const ljp_store *s, ljp_trace_visit fn, void *d)
+{
+  uint32_t i;
+  for (i = 0; i < s->traces.cap; i++) {
+    const ljp_count *c = &s->traces.slot[i];
+    if (c->key)
+      fn(d, ljp_store_text(s, ljp_trace_key_start(c->key)),
+         ljp_trace_key_trace(c->key), c->count);
+  }
+}
+
+/* The temporary file an output is written to before the rename. */
+static char *tmp_path(const char *path)
+{
+  size_t n = strlen(path) + 32;
+  char *tmp = malloc(n);
+  if (tmp) snprintf(tmp, n, "%s.tmp.%d", path, (int)getpid());
+  return tmp;
+}
+
+int ljp_check_writable(const char *path, char *err, size_t n)
+{
+  char *tmp = tmp_path(path);
+  FILE *f;
+  if (!tmp) {
+    snprintf(err, n, "ljprof: out of memory");
+    return -1;
+  }
+  if (!(f = fopen(tmp, "w"))) {
+    snprintf(err, n, "ljprof: cannot write output file %s: %s", path,
+             strerror(errno));
+    free(tmp);
+    return -1;
+  }
+  fclose(f);
+  unlink(tmp);
+  free(tmp);
+  return 0;
+}
+
+/* Folded stacks, one "stack count" line per unique stack (VM states and
+** zones summed), written to a temporary file and renamed into place. */
+int ljp_store_write_folded(const ljp_store *s, const char *path, char *err,
+                           size_t n)
+{
+  ljp_counts sum;
+  char *tmp;
+  FILE *f;
+  uint32_t i;
+  int rc = 0;
+  if (ljp_counts_init(&sum) != 0) goto oom;
+  for (i = 0; i < s->stacks.cap; i++) {
+    const ljp_count *c = &s->stacks.slot[i];
+    if (c->key)
+      ljp_counts_add(&sum, ljp_stack_key(ljp_stack_key_stack(c->key), 1, 0),
+                     c->count);
+  }
+  if (!(tmp = tmp_path(path))) { ljp_counts_free(&sum); goto oom; }
+  if (!(f = fopen(tmp, "w"))) {
+    snprintf(err, n, "ljprof: cannot write %s: %s", path, strerror(errno));
+    rc = -1;
+  } else {
+    for (i = 0; i < sum.cap; i++) {
+      const ljp_count *c = &sum.slot[i];
+      if (c->key) {
+        const ljp_str *t = ljp_store_text(s, ljp_stack_key_stack(c->key));
+        fprintf(f, "%s %llu\n", t->len ? t->s : "(no stack)",
+                (unsigned long long)c->count);
+      }
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+      snprintf(err, n, "ljprof: cannot write %s: %s", path, strerror(errno));
+      unlink(tmp);
+      rc = -1;
+    }
+  }
+  free(tmp);
+  ljp_counts_free(&sum);
+  return rc;
+oom:
+  snprintf(err, n, "ljprof: out of memory writing %s", path);
+  return -1;
+}

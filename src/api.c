@@ -28,7 +28,7 @@ static void ctx_free(ljp_ctx *ctx)
 {
   ljp_exit_signals_release(ctx);
   ljp_calls_free(ctx);
-  ljp_zones_free(ctx);
+  ljp_zones_free(&ctx->zones);
   ljp_ring_free(&ctx->ring);
   ljp_codemap_free(&ctx->map);
   ljp_traces_reset(ctx);
@@ -62,8 +62,8 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
   ljp_ctx *ctx = ljp_slot_find(reg), **ud;
   if (ctx || !create) return ctx;
   if (!(ctx = calloc(1, sizeof(*ctx)))) return NULL;
-  ctx->traces_ref = ctx->attach_ref = ctx->tracemc_ref = LUA_NOREF;
-  ctx->funcinfo_ref = ctx->exit_fn_ref = LUA_NOREF;
+  ctx->tr.handler_ref = ctx->tr.attach_ref = ctx->tr.tracemc_ref = LUA_NOREF;
+  ctx->tr.funcinfo_ref = ctx->exit.fn_ref = LUA_NOREF;
   if ((ctx->slot = ljp_slot_alloc(ctx, reg)) < 0) {
     free(ctx);
     return NULL;
@@ -275,8 +275,8 @@ static void summary_one(void *d, const ljp_str *stack, int vmstate,
                         uint16_t zone, uint64_t ticks)
 {
   summary_visit *v = d;
-  v->fn(v->data, stack->s, stack->len, vmstate, ljp_zone_name(v->ctx, zone),
-        ticks);
+  v->fn(v->data, stack->s, stack->len, vmstate,
+        ljp_zone_name(&v->ctx->zones, zone), ticks);
 }
 
 int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
@@ -298,14 +298,15 @@ int ljprof_zone_push(lua_State *L, const char *name)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 1);
   if (!ctx || !name) return -1;
-  return ljp_zone_push_id(ctx, ljp_zone_id(ctx, name, strlen(name)));
+  return ljp_zone_push_id(&ctx->zones,
+                          ljp_zone_id(&ctx->zones, name, strlen(name)));
 }
 
 const char *ljprof_zone_pop(lua_State *L)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  uint16_t id = ctx ? ljp_zone_pop(ctx) : 0;
-  return id ? ljp_zone_name(ctx, id) : NULL;
+  uint16_t id = ctx ? ljp_zone_pop(&ctx->zones) : 0;
+  return id ? ljp_zone_name(&ctx->zones, id) : NULL;
 }
 
 /* The FFI fast path: a handle for the state, then pushes and pops by id
@@ -317,17 +318,18 @@ void *ljprof_zone_handle(lua_State *L)
 
 int ljprof_zone_intern(void *handle, const char *name)
 {
-  return handle ? ljp_zone_id(handle, name, strlen(name)) : 0;
+  return handle ? ljp_zone_id(&((ljp_ctx *)handle)->zones, name, strlen(name))
+                : 0;
 }
 
 int ljprof_zone_push_h(void *handle, int id)
 {
-  return ljp_zone_push_id(handle, (uint16_t)id);
+  return ljp_zone_push_id(&((ljp_ctx *)handle)->zones, (uint16_t)id);
 }
 
 int ljprof_zone_pop_h(void *handle)
 {
-  return ljp_zone_pop(handle);
+  return ljp_zone_pop(&((ljp_ctx *)handle)->zones);
 }
 
 /* Is a run of the handle's state active? (ljprof.wrap's fast check) */
@@ -343,15 +345,15 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   memset(ri, 0, sizeof(*ri));
   if (!ctx) return -1;
-  ri->clock = ctx->timer ? ctx->timer->name : "none";
+  ri->clock = ctx->tmr.ops ? ctx->tmr.ops->name : "none";
   ri->interval_us = ctx->opt.interval_us;
   ri->signo = ctx->opt.signo;
   ri->running = ctx->state == LJP_RUNNING;
   ri->vmstate_exact = ctx->vm_g != 0;
   ri->cfunc_names = ctx->vm_g && ljp_vml.cfunc_ok;
   ri->jit_state = ctx->vm_g && ljp_vml.jstate_ok;
-  ri->expired = ctx->expired;
-  ri->aborts_lost = ctx->aborts_lost;
+  ri->expired = ctx->tmr.expired;
+  ri->aborts_lost = ctx->tr.aborts_lost;
   ri->error = ctx->error;
   return 0;
 }
@@ -385,8 +387,8 @@ void ljp_q_aborts(lua_State *L, ljp_abort_visit fn, void *d)
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   uint32_t i;
   if (!ctx) return;
-  for (i = 0; i < ctx->naborts; i++) {
-    const ljp_abort *a = &ctx->aborts[i];
+  for (i = 0; i < ctx->tr.naborts; i++) {
+    const ljp_abort *a = &ctx->tr.aborts[i];
     fn(d, a->func, a->line, a->code, a->info, a->info_is_num, a->at,
        a->count);
   }
@@ -411,23 +413,23 @@ int ljp_q_exit_signals(lua_State *L, int names, int fn)
 int ljp_q_zone_intern(lua_State *L, const char *name, size_t len)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 1);
-  return ctx ? ljp_zone_id(ctx, name, len) : 0;
+  return ctx ? ljp_zone_id(&ctx->zones, name, len) : 0;
 }
 
 const char *ljp_q_zone_name(lua_State *L, int id)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  return ctx ? ljp_zone_name(ctx, (uint16_t)id) : "";
+  return ctx ? ljp_zone_name(&ctx->zones, (uint16_t)id) : "";
 }
 
 int ljp_q_zone_current(lua_State *L)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  return ctx ? ctx->zone_cur : 0;
+  return ctx ? ctx->zones.cur : 0;
 }
 
 void ljp_q_zone_flush(lua_State *L)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  if (ctx) ljp_zone_flush(ctx);
+  if (ctx) ljp_zone_flush(&ctx->zones);
 }

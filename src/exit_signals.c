@@ -51,11 +51,11 @@ static void exit_signal_handler(int sig, siginfo_t *si, void *uc)
     raise(sig);
   } else if (ljp_gettid() != ctx->tid) {
     syscall(SYS_tgkill, ctx->pid, ctx->tid, sig);
-  } else if (ctx->exit_signal) {  /* second signal: no more waiting */
+  } else if (ctx->exit.signal) {  /* second signal: no more waiting */
     signal(sig, SIG_DFL);
     raise(sig);
   } else {
-    ctx->exit_signal = sig;
+    ctx->exit.signal = sig;
     if (!ctx->hook.busy) ljp_hook_arm(&ctx->hook);  /* else the next sample arms */
   }
   errno = saved;
@@ -79,9 +79,9 @@ static void restore(void)
 void ljp_exit_signals_off(ljp_ctx *ctx, lua_State *L)
 {
   if (atomic_load(&trap.ctx) == ctx) restore();
-  if (ctx->exit_fn_ref != LUA_NOREF) {
-    luaL_unref(L, LUA_REGISTRYINDEX, ctx->exit_fn_ref);
-    ctx->exit_fn_ref = LUA_NOREF;
+  if (ctx->exit.fn_ref != LUA_NOREF) {
+    luaL_unref(L, LUA_REGISTRYINDEX, ctx->exit.fn_ref);
+    ctx->exit.fn_ref = LUA_NOREF;
   }
 }
 
@@ -97,11 +97,11 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names, int fn)
   if (atomic_load(&trap.ctx) && atomic_load(&trap.ctx) != ctx)
     return luaL_error(L, "ljprof: exit signals are trapped for another "
                       "Lua state");
-  if (ctx->exit_fn_ref != LUA_NOREF)
-    luaL_unref(L, LUA_REGISTRYINDEX, ctx->exit_fn_ref);
+  if (ctx->exit.fn_ref != LUA_NOREF)
+    luaL_unref(L, LUA_REGISTRYINDEX, ctx->exit.fn_ref);
   lua_pushvalue(L, fn);
-  ctx->exit_fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  ctx->exit_signal = 0;
+  ctx->exit.fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  ctx->exit.signal = 0;
   atomic_store(&trap.ctx, ctx);
   lua_newtable(L);
   for (i = 0; i < NSIGS; i++) {
@@ -136,15 +136,15 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names, int fn)
 /* At a safe point: a trapped signal arrived. Normal context. */
 void ljp_exit_signal_run(ljp_ctx *ctx, lua_State *L)
 {
-  int sig = ctx->exit_signal;
+  int sig = ctx->exit.signal;
   size_t i;
   const char *name = "?";
   sigset_t set;
   if (!sig) return;
   for (i = 0; i < NSIGS; i++)
     if (exit_sigs[i].signo == sig) name = exit_sigs[i].name;
-  if (ctx->exit_fn_ref != LUA_NOREF) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->exit_fn_ref);
+  if (ctx->exit.fn_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->exit.fn_ref);
     lua_pushstring(L, name);
     if (lua_pcall(L, 1, 0, 0) != 0) {
       fprintf(stderr, "ljprof: writing the profile on SIG%s failed: %s\n",
@@ -158,7 +158,7 @@ void ljp_exit_signal_run(ljp_ctx *ctx, lua_State *L)
   sigaddset(&set, sig);
   sigprocmask(SIG_UNBLOCK, &set, NULL);
   raise(sig);
-  ctx->exit_signal = 0;  /* the default action was not fatal */
+  ctx->exit.signal = 0;  /* the default action was not fatal */
 }
 
 /* At lua_close or when the context goes: never leave a handler that

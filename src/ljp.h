@@ -28,6 +28,9 @@
 #include "../include/ljprof.h"
 #include "ring.h"
 #include "store.h"
+#include "timer.h"
+#include "traces.h"
+#include "zones.h"
 #include "table.h"
 #include "hook.h"
 #include "vmprobe.h"
@@ -108,56 +111,6 @@ unsigned long long ljp_dl_generation(void);
 ** slot is quiet after the new array was published). */
 void ljp_codemap_collect(ljp_codemap *m);
 
-/* -- Compiled traces and their aborts (traces.c) ------------------------- */
-
-typedef struct ljp_trinfo {
-  char *source;             /* start function's chunk name (NULL: unknown) */
-  char *name;               /* its name where it was called, or NULL */
-  int linedefined;          /* start function's first line */
-  int line;                 /* line the trace starts at */
-  int side;                 /* a side trace (starts at another's exit) */
-  int have_key;             /* a sample found the start function on the */
-  uint32_t stack, func;     /* stack: its keys, for samples that do not */
-  uintptr_t mc_addr;        /* machine code, to tell a trace that is still */
-  size_t mc_size;           /* there from a reused trace number */
-} ljp_trinfo;
-
-typedef struct ljp_abort {
-  char *func;               /* function the trace started in: chunk:line */
-  int line;                 /* start line */
-  int code;                 /* LuaJIT's trace error code (jit.vmdef.traceerr) */
-  char *info;               /* its argument, as text */
-  int info_is_num;
-  char *at;                 /* where recording stopped: chunk:line */
-  uint64_t count;
-} ljp_abort;
-
-#define LJP_MAX_ABORTS 512  /* distinct abort records kept per run */
-
-/* -- Timer interface (timer_posix.c, timer_itimer.c, timer_thread.c) ----- */
-
-typedef struct ljp_ctx ljp_ctx;
-
-typedef struct ljp_timer_ops {
-  const char *name;
-  int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
-  void (*stop)(ljp_ctx *ctx);
-  /* Signal context, may be NULL: schedule the next expiry and return the
-  ** weight of the signal being handled (ticks it stands for, >= 1). */
-  uint32_t (*rearm)(ljp_ctx *ctx);
-} ljp_timer_ops;
-
-extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
-    ljp_timer_thread;
-
-/* Random first expiry in (0, interval], so that short runs are sampled
-** with a probability proportional to their length. */
-uint64_t ljp_timer_first_ns(ljp_ctx *ctx);
-/* Random gap in [interval/2, 3*interval/2): expiries are not periodic, so
-** a periodic program (a frame loop) is not sampled at one phase only.
-** Async-signal-safe (xorshift on ctx->rng). */
-uint64_t ljp_timer_gap_ns(ljp_ctx *ctx);
-
 /* Safe point entry points (safepoint.c): the functions LuaJIT calls. Run
 ** control binds them to a context at start (the modules below them never
 ** name an entry point, so no file depends on one above it). */
@@ -167,17 +120,16 @@ typedef struct ljp_entries {
   lua_CFunction sethook_wrap, gethook_wrap; /* debug.* while counting */
 } ljp_entries;
 
+/* The exit-signal part of a context (exit_signals.c). */
+typedef struct ljp_exitst {
+  volatile sig_atomic_t signal; /* trapped, waiting for a safe point */
+  int fn_ref;               /* Lua function to call then (registry ref) */
+} ljp_exitst;
+
 /* -- The per-state context ----------------------------------------------- */
 
 typedef enum { LJP_IDLE, LJP_RUNNING, LJP_FAILED } ljp_run_state;
 
-/* Lines of trace start points (traces.c): (chunk, first line, pc). */
-#define LJP_LINECACHE 256
-typedef struct ljp_linecache {
-  uint64_t h;
-  int32_t linedefined, line;
-  lua_Integer pc;
-} ljp_linecache;
 
 struct ljp_ctx {
   /* Identity. */
@@ -196,28 +148,12 @@ struct ljp_ctx {
   /* Configuration of the current run. */
   ljprof_options opt;       /* strings below are owned copies */
   char *stack_fmt, *output;
-  const ljp_timer_ops *timer;
-  union {
-    timer_t posix;          /* cpu, wall */
-    struct {
-      pthread_t th;
-      pthread_mutex_t mu;
-      pthread_cond_t cv;
-      int stop;
-    } thr;                  /* thread */
-  } tm;
-  int timer_live;
-  volatile sig_atomic_t ticking; /* the handler may re-arm the timer */
-  uint64_t rng;             /* xorshift state (expiry jitter) */
-  uint64_t next_ns;         /* next scheduled expiry, on the timer's clock */
-  uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
-  volatile sig_atomic_t expired; /* the duration is over: ignore signals */
+  ljp_timerst tmr;          /* the timer (timer_*.c) */
 
   /* Sampling path: written by the handler. */
   _Atomic uint32_t token;   /* signal token of the run (0: none) */
   ljp_ring ring;
   _Atomic uint64_t seq, n_signals, n_ticks, n_dropped, n_merged;
-  _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
   _Atomic uint64_t n_native_unwinds, n_native_frames, n_native_truncated,
       n_native_skipped;
   int native_on;            /* this run captures native stacks */
@@ -233,19 +169,7 @@ struct ljp_ctx {
   /* VM state classification. */
   uintptr_t vm_g;           /* global_State for ljp_vm_read, or 0: PC */
   ljp_codemap map;
-  int traces_ref;           /* registry ref of our jit.attach handler */
-  int attach_ref, tracemc_ref; /* jit.attach, jit.util.tracemc (or nil) */
-  lua_Integer traces_key;   /* _VMEVENTS slot of "trace" (0: unknown) */
-  int funcinfo_ref;         /* jit.util.funcinfo (or nil) */
-  uint32_t traces_gen;      /* install count: stale handlers do nothing */
-  int watching;             /* ljprof.watch(): handler stays attached */
-  ljp_trinfo *trinfo;       /* by trace number: where it started */
-  uint32_t ntrinfo;
-  ljp_trinfo trpending;     /* the trace being recorded */
-  ljp_abort *aborts;
-  uint32_t naborts;
-  ljp_linecache linecache[LJP_LINECACHE];
-  uint64_t aborts_lost;     /* abort events beyond LJP_MAX_ABORTS records */
+  ljp_tracest tr;           /* trace events, starts, aborts (traces.c) */
 
   /* Safe point and aggregation (normal context). */
   int in_safepoint, stop_requested;
@@ -264,16 +188,10 @@ struct ljp_ctx {
 
   char *error;              /* why the run failed (callback error) */
 
-  /* Zones (zones.c): zone_cur is read by the handler. */
-  volatile uint16_t zone_cur;
-  int zone_depth;
-  uint16_t zone_stack[64];
-  char **zone_names;        /* id -> name; [0] unused */
-  uint32_t nzones, zone_cap;
+  ljp_zones zones;          /* zone stack; the handler reads cur (zones.c) */
+  ljp_exitst exit;          /* exit signal waiting (exit_signals.c) */
 
-  /* Exit signals (exit_signals.c). */
-  volatile sig_atomic_t exit_signal; /* trapped, waiting for a safe point */
-  int exit_fn_ref;          /* Lua function to call then (registry ref) */
+
 
   /* Exact call counts (calls.c). While counting, our hook stays installed
   ** with the program's mask plus LUA_MASKCALL between samples; the handler
@@ -364,15 +282,6 @@ void ljp_cname_refresh(lua_State *L);
 void ljp_cname_add(lua_CFunction cf, const char *name);
 void ljp_ffid_learn(lua_State *L); /* normal context, L running */
 int ljp_ffid_known(void);         /* has anything been learnt? */
-
-/* Zones (zones.c). */
-#define LJP_ZONE_DEPTH 64
-uint16_t ljp_zone_id(ljp_ctx *ctx, const char *name, size_t len);
-const char *ljp_zone_name(const ljp_ctx *ctx, uint16_t id);
-int ljp_zone_push_id(ljp_ctx *ctx, uint16_t id);
-uint16_t ljp_zone_pop(ljp_ctx *ctx);     /* 0: the stack was empty */
-void ljp_zone_flush(ljp_ctx *ctx);
-void ljp_zones_free(ljp_ctx *ctx);
 
 /* Native stacks (unwind.c: capture and unwind-info registry; symbols.c:
 ** names, at the safe point). */

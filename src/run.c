@@ -68,7 +68,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   atomic_store(&ctx->n_ticks, 0);
   atomic_store(&ctx->n_dropped, 0);
   atomic_store(&ctx->n_merged, 0);
-  atomic_store(&ctx->thr_overrun, 0);
+  atomic_store(&ctx->tmr.thr_overrun, 0);
   atomic_store(&ctx->n_native_unwinds, 0);
   atomic_store(&ctx->n_native_frames, 0);
   atomic_store(&ctx->n_native_truncated, 0);
@@ -78,8 +78,8 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ctx->thread = pthread_self();
   ctx->hook.user = NULL;
   ctx->stop_requested = 0;
-  ctx->expired = 0;
-  ctx->deadline_ns = o->duration_us ?
+  ctx->tmr.expired = 0;
+  ctx->tmr.deadline_ns = o->duration_us ?
                      ljp_now_ns() + o->duration_us * 1000u : 0;
   return 0;
 }
@@ -198,12 +198,12 @@ static void hook_down(ljp_ctx *ctx, lua_State *L)
 static int timer_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)L;
-  ctx->ticking = 1;
-  if (ctx->timer->start(ctx, err, n) != 0) {
-    ctx->ticking = 0;
+  ctx->tmr.ticking = 1;
+  if (ctx->tmr.ops->start(ctx, err, n) != 0) {
+    ctx->tmr.ticking = 0;
     return -1;
   }
-  ctx->timer_live = 1;
+  ctx->tmr.live = 1;
   return 0;
 }
 
@@ -211,10 +211,10 @@ static int timer_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 static void timer_down(ljp_ctx *ctx, lua_State *L)
 {
   (void)L;
-  ctx->ticking = 0;
-  if (ctx->timer_live) {
-    ctx->timer->stop(ctx);
-    ctx->timer_live = 0;
+  ctx->tmr.ticking = 0;
+  if (ctx->tmr.live) {
+    ctx->tmr.ops->stop(ctx);
+    ctx->tmr.live = 0;
   }
 }
 
@@ -274,7 +274,7 @@ int ljp_run_start(ljp_ctx *ctx, lua_State *L, const ljprof_options *opt,
 {
   if (ljp_run_busy(ctx, L, err, errlen)) return -1;
   ctx->pending_opt = *opt;
-  ctx->timer = ljp_timer_for(opt->clock);
+  ctx->tmr.ops = ljp_timer_for(opt->clock);
   ctx->entries = entries;
   ljp_hook_bind(&ctx->hook, entries->hook);
   while (ctx->steps_up < NSTEPS) {
@@ -319,10 +319,10 @@ int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries)
 {
   ljp_vmprobe(L);
   ctx->vm_g = ljp_vm_global(ctx->L);
-  ctx->watching = 1;
+  ctx->tr.watching = 1;
   if (ctx->state == LJP_IDLE && !ctx->steps_up) {
     ctx->entries = entries;
     ljp_traces_attach(ctx, L);
   }
-  return ctx->traces_key ? 0 : -1;
+  return ctx->tr.key ? 0 : -1;
 }

@@ -50,7 +50,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   if (h->counting) {
     int armed = ljp_hook_armed(h);
     if (ev == LUA_HOOKCALL && ljp_calls_count(ctx, L, ar)) return;
-    if (!armed && !ljp_ring_pending(&ctx->ring) && !ctx->exit_signal) {
+    if (!armed && !ljp_ring_pending(&ctx->ring) && !ctx->exit.signal) {
       ljp_hook_forward(h, L, ar, ev);
       return;
     }
@@ -81,7 +81,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   if (ctx->stop_requested) ljp_run_stop(ctx, L);
   else ljp_hook_settle(h);
   /* 6. An exit signal: write the profile and die of it. */
-  if (ctx->exit_signal) ljp_exit_signal_run(ctx, L); /* may not return */
+  if (ctx->exit.signal) ljp_exit_signal_run(ctx, L); /* may not return */
   /* 7. A program event that arrived while we were armed. */
   if (ev != LUA_HOOKCOUNT || user_count_ev) ljp_hook_forward(h, L, ar, ev);
 }

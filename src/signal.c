@@ -78,7 +78,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
       like.trace = tr;
   }
   like.vmstate = (uint8_t)vm;
-  like.zone = ctx->zone_cur;      /* the zone active at the tick */
+  like.zone = ctx->zones.cur;      /* the zone active at the tick */
   rec = ljp_ring_reserve(&ctx->ring, w, &like, &res);
   if (rec) {
     rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
@@ -136,13 +136,13 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
     if (from_kernel && ljp_gettid() != ctx->tid) {
       /* Process-wide timer landed on another thread: hand it over. */
       syscall(SYS_tgkill, ctx->pid, ctx->tid, SIGPROF);
-    } else if (ctx->expired || (ctx->deadline_ns &&
-                                ljp_now_ns() >= ctx->deadline_ns)) {
-      ctx->expired = 1;                /* duration over: not re-armed */
+    } else if (ctx->tmr.expired || (ctx->tmr.deadline_ns &&
+                                ljp_now_ns() >= ctx->tmr.deadline_ns)) {
+      ctx->tmr.expired = 1;                /* duration over: not re-armed */
     } else {
-      if (si->si_code == SI_TIMER && ctx->timer->rearm && ctx->ticking)
-        w = ctx->timer->rearm(ctx);    /* one-shot: schedule the next */
-      w += atomic_exchange_explicit(&ctx->thr_overrun, 0,
+      if (si->si_code == SI_TIMER && ctx->tmr.ops->rearm && ctx->tmr.ticking)
+        w = ctx->tmr.ops->rearm(ctx);    /* one-shot: schedule the next */
+      w += atomic_exchange_explicit(&ctx->tmr.thr_overrun, 0,
                                     memory_order_relaxed);
       ljp_sample(ctx, ucv, w);
     }

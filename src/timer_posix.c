@@ -26,12 +26,12 @@
 
 static uint64_t rng_next(ljp_ctx *ctx)
 {
-  uint64_t x = ctx->rng;
+  uint64_t x = ctx->tmr.rng;
   if (!x) x = ljp_now_ns() ^ ((uint64_t)ctx->tid << 32) ^ 0x9e3779b97f4a7c15ull;
   x ^= x << 13;
   x ^= x >> 7;
   x ^= x << 17;
-  ctx->rng = x;
+  ctx->tmr.rng = x;
   return x;
 }
 
@@ -66,15 +66,15 @@ static int arm_at(ljp_ctx *ctx, uint64_t when)
   memset(&its, 0, sizeof(its));
   its.it_value.tv_sec = (time_t)(when / 1000000000u);
   its.it_value.tv_nsec = (long)(when % 1000000000u);
-  ctx->next_ns = when;
-  return timer_settime(ctx->tm.posix, TIMER_ABSTIME, &its, NULL);
+  ctx->tmr.next_ns = when;
+  return timer_settime(ctx->tmr.u.posix, TIMER_ABSTIME, &its, NULL);
 }
 
 /* Signal context. */
 static uint32_t posix_rearm(ljp_ctx *ctx)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
-  uint64_t now = clock_ns(clock_of(ctx)), next = ctx->next_ns;
+  uint64_t now = clock_ns(clock_of(ctx)), next = ctx->tmr.next_ns;
   uint64_t w = 1, missed;
   if (now >= next) {  /* expiries passed while the signal was on its way */
     missed = (now - next) / period;
@@ -95,13 +95,13 @@ static int posix_start(ljp_ctx *ctx, clockid_t clock, char *err, size_t n)
   sev.sigev_signo = ctx->opt.signo;
   sev.sigev_value.sival_int = (int)atomic_load(&ctx->token);
   sev._sigev_un._tid = ctx->tid;
-  if (timer_create(clock, &sev, &ctx->tm.posix) != 0) {
+  if (timer_create(clock, &sev, &ctx->tmr.u.posix) != 0) {
     snprintf(err, n, "ljprof: timer_create failed: %s", strerror(errno));
     return -1;
   }
   if (arm_at(ctx, clock_ns(clock) + ljp_timer_first_ns(ctx)) != 0) {
     snprintf(err, n, "ljprof: timer_settime failed: %s", strerror(errno));
-    timer_delete(ctx->tm.posix);
+    timer_delete(ctx->tmr.u.posix);
     return -1;
   }
   return 0;
@@ -119,7 +119,7 @@ static int wall_start(ljp_ctx *ctx, char *err, size_t n)
 
 static void posix_stop(ljp_ctx *ctx)
 {
-  timer_delete(ctx->tm.posix);  /* also discards its pending signal */
+  timer_delete(ctx->tmr.u.posix);  /* also discards its pending signal */
 }
 
 const ljp_timer_ops ljp_timer_cpu = {"cpu", cpu_start, posix_stop,

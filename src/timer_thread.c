@@ -41,22 +41,22 @@ static void *timer_main(void *arg)
   val.sival_int = (int)atomic_load(&ctx->token);
   clock_gettime(CLOCK_MONOTONIC, &next);
   ts_add(&next, ljp_timer_first_ns(ctx));
-  pthread_mutex_lock(&ctx->tm.thr.mu);
-  while (!ctx->tm.thr.stop) {
-    int rc = pthread_cond_timedwait(&ctx->tm.thr.cv, &ctx->tm.thr.mu, &next);
-    if (ctx->tm.thr.stop) break;
+  pthread_mutex_lock(&ctx->tmr.u.thr.mu);
+  while (!ctx->tmr.u.thr.stop) {
+    int rc = pthread_cond_timedwait(&ctx->tmr.u.thr.cv, &ctx->tmr.u.thr.mu, &next);
+    if (ctx->tmr.u.thr.stop) break;
     if (rc != ETIMEDOUT) continue;
     if (pthread_sigqueue(ctx->thread, ctx->opt.signo, val) != 0)
-      atomic_fetch_add(&ctx->thr_overrun, 1);
+      atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (ts_diff(&now, &next) > 0) {  /* overslept: skip, but count, ticks */
       uint64_t late = (uint64_t)ts_diff(&now, &next) / period;
-      atomic_fetch_add(&ctx->thr_overrun, (uint32_t)late);
+      atomic_fetch_add(&ctx->tmr.thr_overrun, (uint32_t)late);
       ts_add(&next, late * period);
     }
     ts_add(&next, ljp_timer_gap_ns(ctx));  /* random gap: no aliasing */
   }
-  pthread_mutex_unlock(&ctx->tm.thr.mu);
+  pthread_mutex_unlock(&ctx->tmr.u.thr.mu);
   return NULL;
 }
 
@@ -66,15 +66,15 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
   int rc;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_mutex_init(&ctx->tm.thr.mu, NULL);
-  pthread_cond_init(&ctx->tm.thr.cv, &ca);
+  pthread_mutex_init(&ctx->tmr.u.thr.mu, NULL);
+  pthread_cond_init(&ctx->tmr.u.thr.cv, &ca);
   pthread_condattr_destroy(&ca);
-  ctx->tm.thr.stop = 0;
-  if ((rc = pthread_create(&ctx->tm.thr.th, NULL, timer_main, ctx)) != 0) {
+  ctx->tmr.u.thr.stop = 0;
+  if ((rc = pthread_create(&ctx->tmr.u.thr.th, NULL, timer_main, ctx)) != 0) {
     snprintf(err, n, "ljprof: cannot create the timer thread: %s",
              strerror(rc));
-    pthread_cond_destroy(&ctx->tm.thr.cv);
-    pthread_mutex_destroy(&ctx->tm.thr.mu);
+    pthread_cond_destroy(&ctx->tmr.u.thr.cv);
+    pthread_mutex_destroy(&ctx->tmr.u.thr.mu);
     return -1;
   }
   return 0;
@@ -82,13 +82,13 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
 
 static void thread_stop(ljp_ctx *ctx)
 {
-  pthread_mutex_lock(&ctx->tm.thr.mu);
-  ctx->tm.thr.stop = 1;
-  pthread_cond_signal(&ctx->tm.thr.cv);
-  pthread_mutex_unlock(&ctx->tm.thr.mu);
-  pthread_join(ctx->tm.thr.th, NULL);
-  pthread_cond_destroy(&ctx->tm.thr.cv);
-  pthread_mutex_destroy(&ctx->tm.thr.mu);
+  pthread_mutex_lock(&ctx->tmr.u.thr.mu);
+  ctx->tmr.u.thr.stop = 1;
+  pthread_cond_signal(&ctx->tmr.u.thr.cv);
+  pthread_mutex_unlock(&ctx->tmr.u.thr.mu);
+  pthread_join(ctx->tmr.u.thr.th, NULL);
+  pthread_cond_destroy(&ctx->tmr.u.thr.cv);
+  pthread_mutex_destroy(&ctx->tmr.u.thr.mu);
 }
 
 const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,

@@ -67,37 +67,37 @@ static void trinfo_clear(ljp_trinfo *t)
 static void aborts_reset(ljp_ctx *ctx)
 {
   uint32_t i;
-  for (i = 0; i < ctx->naborts; i++) {
-    free(ctx->aborts[i].func);
-    free(ctx->aborts[i].info);
-    free(ctx->aborts[i].at);
+  for (i = 0; i < ctx->tr.naborts; i++) {
+    free(ctx->tr.aborts[i].func);
+    free(ctx->tr.aborts[i].info);
+    free(ctx->tr.aborts[i].at);
   }
-  free(ctx->aborts);
-  ctx->aborts = NULL;
-  ctx->naborts = 0;
-  ctx->aborts_lost = 0;
+  free(ctx->tr.aborts);
+  ctx->tr.aborts = NULL;
+  ctx->tr.naborts = 0;
+  ctx->tr.aborts_lost = 0;
 }
 
 static void trinfo_clear_all(ljp_ctx *ctx)
 {
   uint32_t i;
-  for (i = 0; i < ctx->ntrinfo; i++) trinfo_clear(&ctx->trinfo[i]);
+  for (i = 0; i < ctx->tr.ninfo; i++) trinfo_clear(&ctx->tr.info[i]);
 }
 
 void ljp_traces_reset(ljp_ctx *ctx)
 {
   trinfo_clear_all(ctx);
-  free(ctx->trinfo);
-  ctx->trinfo = NULL;
-  ctx->ntrinfo = 0;
-  trinfo_clear(&ctx->trpending);
+  free(ctx->tr.info);
+  ctx->tr.info = NULL;
+  ctx->tr.ninfo = 0;
+  trinfo_clear(&ctx->tr.pending);
   aborts_reset(ctx);
 }
 
 ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace)
 {
-  if (trace <= 0 || (uint32_t)trace >= ctx->ntrinfo) return NULL;
-  return ctx->trinfo[trace].source ? &ctx->trinfo[trace] : NULL;
+  if (trace <= 0 || (uint32_t)trace >= ctx->tr.ninfo) return NULL;
+  return ctx->tr.info[trace].source ? &ctx->tr.info[trace] : NULL;
 }
 
 /* Chunk, first line and line at pc of the Lua function at fidx. */
@@ -127,13 +127,13 @@ static int func_where(ljp_ctx *ctx, lua_State *L, int fidx, int pcidx,
     pc = lua_tointeger(L, pcidx);
     h = str_hash(ar->source) ^ ((uint64_t)(uint32_t)ar->linedefined << 20) ^
         (uint64_t)pc;
-    c = &ctx->linecache[(h ^ (h >> 17)) & (LJP_LINECACHE - 1)];
+    c = &ctx->tr.linecache[(h ^ (h >> 17)) & (LJP_LINECACHE - 1)];
     if (c->h == h && c->linedefined == ar->linedefined && c->pc == pc) {
       *line = c->line;
       return 1;
     }
   }
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->funcinfo_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.funcinfo_ref);
   if (lua_isfunction(L, -1)) {
     lua_pushvalue(L, fidx);
     lua_pushvalue(L, pcidx);
@@ -168,14 +168,14 @@ static void trace_started(ljp_ctx *ctx, lua_State *L)
 {
   lua_Debug ar;
   int line;
-  trinfo_clear(&ctx->trpending);
+  trinfo_clear(&ctx->tr.pending);
   if (func_where(ctx, L, 3, 4, &ar, &line)) {
     lua_Debug fr;
     int level;
-    ctx->trpending.source = strdup(ar.source);
-    ctx->trpending.linedefined = ar.linedefined;
-    ctx->trpending.line = line;
-    ctx->trpending.side = lua_type(L, 5) == LUA_TNUMBER; /* parent trace */
+    ctx->tr.pending.source = strdup(ar.source);
+    ctx->tr.pending.linedefined = ar.linedefined;
+    ctx->tr.pending.line = line;
+    ctx->tr.pending.side = lua_type(L, 5) == LUA_TNUMBER; /* parent trace */
     /* Its name, as its caller calls it (for samples taken when it is no
     ** longer on the stack): the function is active now, a few levels
     ** below this event handler. */
@@ -183,7 +183,7 @@ static void trace_started(ljp_ctx *ctx, lua_State *L)
       lua_getinfo(L, "nS", &fr);
       if (fr.linedefined == ar.linedefined && fr.source &&
           !strcmp(fr.source, ar.source)) {
-        if (fr.name) ctx->trpending.name = strdup(fr.name);
+        if (fr.name) ctx->tr.pending.name = strdup(fr.name);
         break;
       }
     }
@@ -194,20 +194,20 @@ static void trace_stopped(ljp_ctx *ctx, lua_Integer tr, uintptr_t addr,
                           size_t size)
 {
   if (tr <= 0 || tr > 65535) return;
-  if ((uint32_t)tr >= ctx->ntrinfo) {
-    uint32_t n = ctx->ntrinfo ? ctx->ntrinfo : 64;
+  if ((uint32_t)tr >= ctx->tr.ninfo) {
+    uint32_t n = ctx->tr.ninfo ? ctx->tr.ninfo : 64;
     ljp_trinfo *t;
     while (n <= (uint32_t)tr) n *= 2;
-    if (!(t = realloc(ctx->trinfo, n * sizeof(ljp_trinfo)))) return;
-    memset(t + ctx->ntrinfo, 0, (n - ctx->ntrinfo) * sizeof(ljp_trinfo));
-    ctx->trinfo = t;
-    ctx->ntrinfo = n;
+    if (!(t = realloc(ctx->tr.info, n * sizeof(ljp_trinfo)))) return;
+    memset(t + ctx->tr.ninfo, 0, (n - ctx->tr.ninfo) * sizeof(ljp_trinfo));
+    ctx->tr.info = t;
+    ctx->tr.ninfo = n;
   }
-  trinfo_clear(&ctx->trinfo[tr]);
-  ctx->trinfo[tr] = ctx->trpending;
-  ctx->trinfo[tr].mc_addr = addr;
-  ctx->trinfo[tr].mc_size = size;
-  memset(&ctx->trpending, 0, sizeof(ctx->trpending));
+  trinfo_clear(&ctx->tr.info[tr]);
+  ctx->tr.info[tr] = ctx->tr.pending;
+  ctx->tr.info[tr].mc_addr = addr;
+  ctx->tr.info[tr].mc_size = size;
+  memset(&ctx->tr.pending, 0, sizeof(ctx->tr.pending));
 }
 
 /* Abort event: (what, tr, func, pc, code, info) */
@@ -217,11 +217,11 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
   lua_Debug ar;
   char *func = NULL, *info = NULL, *at = NULL;
   int code = (int)lua_tointeger(L, 5), isnum = lua_type(L, 6) == LUA_TNUMBER;
-  int line, start = ctx->trpending.line;
+  int line, start = ctx->tr.pending.line;
   uint32_t i;
-  if (!ctx->trpending.source) return;
-  ljp_put_location(&b, ctx->trpending.source, ctx->trpending.linedefined,
-                   ctx->trpending.linedefined);
+  if (!ctx->tr.pending.source) return;
+  ljp_put_location(&b, ctx->tr.pending.source, ctx->tr.pending.linedefined,
+                   ctx->tr.pending.linedefined);
   func = buf_take(&b);
   b.n = 0;
   if (func_where(ctx, L, 3, 4, &ar, &line))
@@ -240,32 +240,32 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
   info = buf_take(&b);
   ljp_buf_free(&b);
   if (!func || !at || !info) goto out;
-  for (i = 0; i < ctx->naborts; i++) {
-    ljp_abort *a = &ctx->aborts[i];
+  for (i = 0; i < ctx->tr.naborts; i++) {
+    ljp_abort *a = &ctx->tr.aborts[i];
     if (a->code == code && a->line == start && !strcmp(a->func, func) &&
         !strcmp(a->info, info) && !strcmp(a->at, at)) {
       a->count++;
       goto out;
     }
   }
-  if (ctx->naborts >= LJP_MAX_ABORTS) {
-    ctx->aborts_lost++;
+  if (ctx->tr.naborts >= LJP_MAX_ABORTS) {
+    ctx->tr.aborts_lost++;
     goto out;
   }
-  if (!(ctx->naborts & (ctx->naborts + 1))) {  /* 0, 1, 3, 7...: grow */
-    ljp_abort *t = realloc(ctx->aborts,
-                           (ctx->naborts + 1) * 2 * sizeof(ljp_abort));
+  if (!(ctx->tr.naborts & (ctx->tr.naborts + 1))) {  /* 0, 1, 3, 7...: grow */
+    ljp_abort *t = realloc(ctx->tr.aborts,
+                           (ctx->tr.naborts + 1) * 2 * sizeof(ljp_abort));
     if (!t) goto out;
-    ctx->aborts = t;
+    ctx->tr.aborts = t;
   }
-  ctx->aborts[ctx->naborts].func = func;
-  ctx->aborts[ctx->naborts].line = start;
-  ctx->aborts[ctx->naborts].code = code;
-  ctx->aborts[ctx->naborts].info = info;
-  ctx->aborts[ctx->naborts].info_is_num = isnum;
-  ctx->aborts[ctx->naborts].at = at;
-  ctx->aborts[ctx->naborts].count = 1;
-  ctx->naborts++;
+  ctx->tr.aborts[ctx->tr.naborts].func = func;
+  ctx->tr.aborts[ctx->tr.naborts].line = start;
+  ctx->tr.aborts[ctx->tr.naborts].code = code;
+  ctx->tr.aborts[ctx->tr.naborts].info = info;
+  ctx->tr.aborts[ctx->tr.naborts].info_is_num = isnum;
+  ctx->tr.aborts[ctx->tr.naborts].at = at;
+  ctx->tr.aborts[ctx->tr.naborts].count = 1;
+  ctx->tr.naborts++;
   return;
 out:
   free(func);
@@ -283,8 +283,8 @@ int ljp_traces_event(ljp_ctx *ctx, lua_State *L)
   int nargs = lua_gettop(L);
   /* Ours only while it is this state's current install: a handler left
   ** behind in somebody's chain by an earlier install does nothing. */
-  if (ctx && (!ctx->traces_key ||
-              ctx->traces_gen != (uint32_t)lua_tointeger(L, UP_GEN)))
+  if (ctx && (!ctx->tr.key ||
+              ctx->tr.gen != (uint32_t)lua_tointeger(L, UP_GEN)))
     ctx = NULL;
   const char *what = lua_tostring(L, 1);
   if (ctx && what) {
@@ -300,7 +300,7 @@ int ljp_traces_event(ljp_ctx *ctx, lua_State *L)
       trace_stopped(ctx, lua_tointeger(L, 2), addr, size);
     } else if (!strcmp(what, "abort")) {
       trace_aborted(ctx, L);
-      trinfo_clear(&ctx->trpending);
+      trinfo_clear(&ctx->tr.pending);
     } else if (!strcmp(what, "flush")) {
       ljp_codemap_trace_flush(&ctx->map);
       trinfo_clear_all(ctx);
@@ -354,7 +354,7 @@ static void push_vmevents(lua_State *L)
 static int traces_install(ljp_ctx *ctx, lua_State *L)
 {
   int top = lua_gettop(L), snap, attach, handler;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->attach_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.attach_ref);
   attach = lua_gettop(L);
   if (!lua_isfunction(L, attach)) goto out;  /* no JIT in this build */
   /* Snapshot the event table, then attach a fresh closure and find the
@@ -371,9 +371,9 @@ static int traces_install(ljp_ctx *ctx, lua_State *L)
     }
   }
   lua_pop(L, 1);
-  lua_pushinteger(L, (lua_Integer)++ctx->traces_gen);
+  lua_pushinteger(L, (lua_Integer)++ctx->tr.gen);
   lua_pushnil(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tracemc_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.tracemc_ref);
   lua_pushcclosure(L, ctx->entries->trace_event, 3);
   handler = lua_gettop(L);
   ljp_cname_add(ctx->entries->trace_event, "[ljprof trace events]");
@@ -386,7 +386,7 @@ static int traces_install(ljp_ctx *ctx, lua_State *L)
     lua_pushnil(L);
     while (lua_next(L, -2)) {
       if (lua_rawequal(L, -1, handler) && lua_type(L, -2) == LUA_TNUMBER) {
-        ctx->traces_key = lua_tointeger(L, -2);
+        ctx->tr.key = lua_tointeger(L, -2);
         lua_pushvalue(L, -2);
         lua_rawget(L, snap);          /* previous handler (or nil) */
         lua_setupvalue(L, handler, 2);
@@ -397,14 +397,14 @@ static int traces_install(ljp_ctx *ctx, lua_State *L)
     }
   }
   lua_pop(L, 1);
-  if (ctx->traces_key) {
-    unref(L, &ctx->traces_ref);
+  if (ctx->tr.key) {
+    unref(L, &ctx->tr.handler_ref);
     lua_pushvalue(L, handler);
-    ctx->traces_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    ctx->tr.handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
 out:
   lua_settop(L, top);
-  return ctx->traces_key != 0;
+  return ctx->tr.key != 0;
 }
 
 static int traces_installed(ljp_ctx *ctx, lua_State *L);
@@ -416,18 +416,18 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
   /* Installed since ljprof.watch(): keep it, and what it saw. */
   int keep = traces_installed(ctx, L);
   if (!keep) {
-    ctx->traces_key = 0;
+    ctx->tr.key = 0;
     ljp_hook_forget_recorder(&ctx->hook);
-    unref(L, &ctx->attach_ref);
-    unref(L, &ctx->tracemc_ref);
+    unref(L, &ctx->tr.attach_ref);
+    unref(L, &ctx->tr.tracemc_ref);
     push_jitfn(L, "jit", "attach");
-    ctx->attach_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    ctx->tr.attach_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     push_jitfn(L, "jit.util", "tracemc");
-    ctx->tracemc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    unref(L, &ctx->funcinfo_ref);
+    ctx->tr.tracemc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    unref(L, &ctx->tr.funcinfo_ref);
     push_jitfn(L, "jit.util", "funcinfo");
-    ctx->funcinfo_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    trinfo_clear(&ctx->trpending);
+    ctx->tr.funcinfo_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    trinfo_clear(&ctx->tr.pending);
   }
   aborts_reset(ctx);             /* per run */
   if (!keep && !traces_install(ctx, L)) {
@@ -438,10 +438,10 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
   ** live traces are dense; stop after a long run of free numbers. Where a
   ** trace started is kept from an earlier run of this state only if its
   ** machine code is still the same (else the number was reused). */
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tracemc_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.tracemc_ref);
   mc = lua_gettop(L);
-  for (tr = 1; tr < (lua_Integer)ctx->ntrinfo; tr++) {
-    ljp_trinfo *ti = &ctx->trinfo[tr];
+  for (tr = 1; tr < (lua_Integer)ctx->tr.ninfo; tr++) {
+    ljp_trinfo *ti = &ctx->tr.info[tr];
     uintptr_t addr = 0;
     size_t size = 0;
     if (!ti->source) continue;
@@ -464,11 +464,11 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
 static int traces_installed(ljp_ctx *ctx, lua_State *L)
 {
   int ok = 0;
-  if (!ctx->traces_key || ctx->traces_ref == LUA_NOREF) return 0;
+  if (!ctx->tr.key || ctx->tr.handler_ref == LUA_NOREF) return 0;
   push_vmevents(L);
   if (lua_istable(L, -1)) {
-    lua_rawgeti(L, -1, (int)ctx->traces_key);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->traces_ref);
+    lua_rawgeti(L, -1, (int)ctx->tr.key);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.handler_ref);
     ok = lua_rawequal(L, -1, -2);
     lua_pop(L, 2);
   }
@@ -478,7 +478,7 @@ static int traces_installed(ljp_ctx *ctx, lua_State *L)
 
 void ljp_traces_check(ljp_ctx *ctx, lua_State *L)
 {
-  if (!ctx->traces_key || traces_installed(ctx, L)) return;
+  if (!ctx->tr.key || traces_installed(ctx, L)) return;
   /* Replaced by somebody: we missed events, so forget what we knew about
   ** the recorder, and attach again on top of the newcomer. */
   ljp_hook_recording(&ctx->hook, ctx->vm_g, 0);
@@ -488,11 +488,11 @@ void ljp_traces_check(ljp_ctx *ctx, lua_State *L)
 void ljp_traces_detach(ljp_ctx *ctx, lua_State *L)
 {
   int top = lua_gettop(L);
-  if (!ctx->watching) ljp_hook_forget_recorder(&ctx->hook);
-  if (ctx->watching && traces_installed(ctx, L)) return; /* keeps watching */
+  if (!ctx->tr.watching) ljp_hook_forget_recorder(&ctx->hook);
+  if (ctx->tr.watching && traces_installed(ctx, L)) return; /* keeps watching */
   if (traces_installed(ctx, L)) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->attach_ref);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->traces_ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.attach_ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.handler_ref);
     lua_getupvalue(L, -1, 2);         /* the handler we replaced */
     if (lua_isfunction(L, -1)) {
       lua_pushstring(L, "trace");
@@ -503,11 +503,11 @@ void ljp_traces_detach(ljp_ctx *ctx, lua_State *L)
       lua_pcall(L, 1, 0, 0);          /* jit.attach(ours): detach */
     }
   }
-  unref(L, &ctx->traces_ref);
-  unref(L, &ctx->attach_ref);
-  unref(L, &ctx->tracemc_ref);
-  unref(L, &ctx->funcinfo_ref);
-  ctx->traces_key = 0;
+  unref(L, &ctx->tr.handler_ref);
+  unref(L, &ctx->tr.attach_ref);
+  unref(L, &ctx->tr.tracemc_ref);
+  unref(L, &ctx->tr.funcinfo_ref);
+  ctx->tr.key = 0;
   ljp_hook_forget_recorder(&ctx->hook);
   lua_settop(L, top);
 }

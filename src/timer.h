@@ -1,0 +1,63 @@
+/*
+** Timers (timer_posix.c: cpu and wall; timer_itimer.c; timer_thread.c):
+** ticks delivered as a signal to the profiled thread, each carrying the
+** run's token. The handler calls rearm (signal context) to schedule the
+** next expiry of a one-shot timer; start and stop are normal context.
+*/
+#ifndef LJP_TIMER_H
+#define LJP_TIMER_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef struct ljp_ctx ljp_ctx;
+typedef struct ljp_timer_ops ljp_timer_ops;
+
+/* The timer's part of a context, written by the timers and the handler. */
+typedef struct ljp_timerst {
+  const ljp_timer_ops *ops;
+  union {
+    timer_t posix;          /* cpu, wall */
+    struct {
+      pthread_t th;
+      pthread_mutex_t mu;
+      pthread_cond_t cv;
+      int stop;
+    } thr;                  /* thread */
+  } u;
+  int live;                 /* started, not yet stopped */
+  volatile sig_atomic_t ticking; /* the handler may re-arm the timer */
+  uint64_t rng;             /* xorshift state (expiry jitter) */
+  uint64_t next_ns;         /* next scheduled expiry, on the timer's clock */
+  uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
+  volatile sig_atomic_t expired; /* the duration is over: ignore signals */
+  _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
+} ljp_timerst;
+
+
+struct ljp_timer_ops {
+  const char *name;
+  int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
+  void (*stop)(ljp_ctx *ctx);
+  /* Signal context, may be NULL: schedule the next expiry and return the
+  ** weight of the signal being handled (ticks it stands for, >= 1). */
+  uint32_t (*rearm)(ljp_ctx *ctx);
+};
+
+extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
+    ljp_timer_thread;
+
+/* Random first expiry in (0, interval], so that short runs are sampled
+** with a probability proportional to their length. */
+uint64_t ljp_timer_first_ns(ljp_ctx *ctx);
+/* Random gap in [interval/2, 3*interval/2): expiries are not periodic, so
+** a periodic program (a frame loop) is not sampled at one phase only.
+** Async-signal-safe (xorshift on ctx->tmr.rng). */
+uint64_t ljp_timer_gap_ns(ljp_ctx *ctx);
+
+
+#endif

@@ -26,77 +26,15 @@
 
 #include "ljp.h"
 
-/* -- Buffer ---------------------------------------------------------------- */
-
-int ljp_buf_reserve(ljp_buf *sb, size_t extra)
-{
-  if (sb->n + extra + 1 > sb->cap) {
-    size_t cap = sb->cap ? sb->cap : 256;
-    char *b;
-    while (cap < sb->n + extra + 1) cap *= 2;
-    if (!(b = realloc(sb->b, cap))) return -1;
-    sb->b = b;
-    sb->cap = cap;
-  }
-  return 0;
-}
-
-void ljp_buf_free(ljp_buf *sb)
-{
-  free(sb->b);
-  sb->b = NULL;
-  sb->n = sb->cap = 0;
-}
-
-static void put_mem(ljp_buf *sb, const char *s, size_t len)
-{
-  if (ljp_buf_reserve(sb, len) == 0) {
-    memcpy(sb->b + sb->n, s, len);
-    sb->n += len;
-  }
-}
-
-static void put_char(ljp_buf *sb, char c) { put_mem(sb, &c, 1); }
-
-static void put_int(ljp_buf *sb, long v)
-{
-  char tmp[24], *p = tmp + sizeof(tmp);
-  unsigned long u = v < 0 ? 0ul - (unsigned long)v : (unsigned long)v;
-  do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
-  if (v < 0) *--p = '-';
-  put_mem(sb, p, (size_t)(tmp + sizeof(tmp) - p));
-}
-
-/* Pointers as LuaJIT prints them: 0x + 8 hex digits, plus 2 digits per
-** significant byte above the low 32 bits; NULL for 0. */
-static void put_ptr(ljp_buf *sb, const void *v)
-{
-  uintptr_t x = (uintptr_t)v;
-  char tmp[2 + 2 * sizeof(void *)];
-  int n = 10, i;
-  if (!x) { put_mem(sb, "NULL", 4); return; }
-#if UINTPTR_MAX > 0xffffffffu
-  if (x >> 32) {
-    uint32_t hi = (uint32_t)(x >> 32);
-    int fls = 31 - __builtin_clz(hi);
-    n += 2 + 2 * (fls >> 3);
-  }
-#endif
-  tmp[0] = '0';
-  tmp[1] = 'x';
-  for (i = n - 1; i >= 2; i--, x >>= 4) tmp[i] = "0123456789abcdef"[x & 15];
-  put_mem(sb, tmp, (size_t)n);
-}
-
 /* Chunk name of a Lua frame; returns 0 for bytecode builtins (no line). */
 static int put_chunkname(ljp_buf *sb, const lua_Debug *ar, int pathstrip)
 {
   const char *p = ar->source;
   size_t len;
   if (ar->linedefined == -1) {  /* bytecode builtin: [builtin:name] */
-    put_mem(sb, "[builtin:", 9);
-    put_mem(sb, p, strlen(p));
-    put_char(sb, ']');
+    ljp_buf_put(sb, "[builtin:", 9);
+    ljp_buf_put(sb, p, strlen(p));
+    ljp_buf_putc(sb, ']');
     return 0;
   }
   if (*p == '=' || *p == '@') {
@@ -111,9 +49,9 @@ static int put_chunkname(ljp_buf *sb, const lua_Debug *ar, int pathstrip)
         }
       }
     }
-    put_mem(sb, p, len);
+    ljp_buf_put(sb, p, len);
   } else {
-    put_mem(sb, "[string]", 8);
+    ljp_buf_put(sb, "[string]", 8);
   }
   return 1;
 }
@@ -493,19 +431,19 @@ int ljp_put_cfunc(ljp_buf *sb, lua_CFunction cf)
   pthread_mutex_lock(&ff_mu);
   name = cname_get(cf);
   if (name) {
-    put_mem(sb, name, strlen(name));
+    ljp_buf_put(sb, name, strlen(name));
   } else if ((k = ff_get(ff_entry, ff_entrycap, 0, NULL, cf))) {
     ffid = k->ffid;
   }
   pthread_mutex_unlock(&ff_mu);
   if (name) return 1;
   if (ffid > 0) {
-    put_mem(sb, "[builtin#", 9);
-    put_int(sb, ffid);
-    put_char(sb, ']');
+    ljp_buf_put(sb, "[builtin#", 9);
+    ljp_buf_int(sb, ffid);
+    ljp_buf_putc(sb, ']');
   } else {
-    put_char(sb, '@');
-    put_ptr(sb, (const void *)cf);
+    ljp_buf_putc(sb, '@');
+    ljp_buf_ptr(sb, (const void *)cf);
   }
   return 0;
 }
@@ -517,8 +455,8 @@ void ljp_put_location(ljp_buf *sb, const char *source, int linedefined,
   ar.source = source;
   ar.linedefined = linedefined;
   if (put_chunkname(sb, &ar, 1)) {
-    put_char(sb, ':');
-    put_int(sb, line);
+    ljp_buf_putc(sb, ':');
+    ljp_buf_int(sb, line);
   }
 }
 
@@ -549,12 +487,12 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
   int have_sl = 0, have_n = 0, c, virt = syn || nat;
   while ((c = (unsigned char)*p++)) {
     if (virt && c != 'p' && c != 'Z' && c != 'f' && c != 'F' && c != 'l') {
-      put_char(sb, (char)c);
+      ljp_buf_putc(sb, (char)c);
       continue;
     }
     if (virt && c != 'p' && c != 'Z') {
       if (nat) {  /* a native frame: its name for f, F and l alike */
-        put_mem(sb, nat, strlen(nat));
+        ljp_buf_put(sb, nat, strlen(nat));
       } else if (syn->kind == LJP_LEAF_C) {
         ljp_put_cfunc(sb, syn->cfunc);
       } else {
@@ -564,12 +502,12 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
         if (c != 'l' && syn->name) {   /* named as when the trace began */
           if (c == 'F') {
             put_chunkname(sb, &sar, *pathstrip);
-            put_char(sb, ':');
+            ljp_buf_putc(sb, ':');
           }
-          put_mem(sb, syn->name, strlen(syn->name));
+          ljp_buf_put(sb, syn->name, strlen(syn->name));
         } else if (put_chunkname(sb, &sar, *pathstrip)) {
-          put_char(sb, ':');
-          put_int(sb, c == 'l' ? syn->line : syn->linedefined);
+          ljp_buf_putc(sb, ':');
+          ljp_buf_int(sb, c == 'l' ? syn->line : syn->linedefined);
         }
       }
       continue;
@@ -586,9 +524,9 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
       if (ar->name) {
         if (c == 'F' && ar->what[0] != 'C' && ar->linedefined != -1) {
           put_chunkname(sb, ar, *pathstrip);
-          put_char(sb, ':');
+          ljp_buf_putc(sb, ':');
         }
-        put_mem(sb, ar->name, strlen(ar->name));
+        ljp_buf_put(sb, ar->name, strlen(ar->name));
         break;
       }
       /* No name: dump chunk:firstline. */
@@ -598,8 +536,8 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
       if (ar->what[0] != 'C') {  /* "Lua" or "main" */
         if (put_chunkname(sb, ar, *pathstrip)) {
           int cur = line > 0 ? line : ar->currentline;
-          put_char(sb, ':');
-          put_int(sb, c == 'l' ? (cur >= 0 ? cur : ar->linedefined)
+          ljp_buf_putc(sb, ':');
+          ljp_buf_int(sb, c == 'l' ? (cur >= 0 ? cur : ar->linedefined)
                                : ar->linedefined);
         }
       } else {
@@ -607,14 +545,14 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
         lua_getinfo(L, "f", ar);  /* pushes the function */
         ffid = c_ffid(L, helper);
         if (ffid == FF_AMBIGUOUS) {
-          put_mem(sb, "[builtin#?]", 11);
+          ljp_buf_put(sb, "[builtin#?]", 11);
         } else if (ffid) {
-          put_mem(sb, "[builtin#", 9);
-          put_int(sb, ffid);
-          put_char(sb, ']');
+          ljp_buf_put(sb, "[builtin#", 9);
+          ljp_buf_int(sb, ffid);
+          ljp_buf_putc(sb, ']');
         } else {
-          put_char(sb, '@');
-          put_ptr(sb, (const void *)lua_tocfunction(L, -1));
+          ljp_buf_putc(sb, '@');
+          ljp_buf_ptr(sb, (const void *)lua_tocfunction(L, -1));
         }
         lua_pop(L, 1);
       }
@@ -623,7 +561,7 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
       *lastlen = sb->n;
       break;
     default:
-      put_char(sb, (char)c);
+      ljp_buf_putc(sb, (char)c);
       break;
     }
   }

@@ -24,20 +24,11 @@
 #include <lua.h>
 
 #include "../include/ljprof.h"
+#include "buf.h"
 #include "ring.h"
 #include "table.h"
 
 #define LJP_MAX_SLOTS 256  /* contexts (profiled states) alive at once */
-
-/* -- Growable byte buffer (normal context) ------------------------------ */
-
-typedef struct ljp_buf {
-  char *b;
-  size_t n, cap;
-} ljp_buf;
-
-int ljp_buf_reserve(ljp_buf *sb, size_t extra);
-void ljp_buf_free(ljp_buf *sb);
 
 /* -- Address ranges ------------------------------------------------------- */
 

@@ -47,7 +47,7 @@ void ljp_aggregate_reset(ljp_ctx *ctx)
   ljp_counts_init(&ctx->fcounts);
   ljp_counts_init(&ctx->tcounts);
   ljp_strtab_init(&ctx->strs);
-  ctx->ncname_tried = 0;
+  ljp_cname_memo_reset(&ctx->cnames);
   ljp_native_names_reset(ctx);  /* its ids are in the string table */
   ctx->last_stack = 0;
   ctx->completed = ctx->safepoints = ctx->batches = ctx->hook_ns = 0;

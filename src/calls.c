@@ -52,7 +52,7 @@ typedef struct ljp_calls {
   int sethook_wrap, gethook_wrap;  /* our wrappers */
   const void *sethook_fn;   /* the original sethook: its call is ours */
   const void *gethook_fn;
-  int refreshes;            /* C name look-ups done at first calls */
+  ljp_cname_memo cnames;    /* C name look-ups done at first calls */
   ljp_buf buf;
 } ljp_calls;
 
@@ -100,28 +100,11 @@ static uint32_t text_id(ljp_calls *c, const char *s, size_t len)
 static void name_cfunc(ljp_calls *c, lua_State *L, int fi)
 {
   lua_CFunction cf = lua_tocfunction(L, fi);
-  ljp_buf *b = &c->buf;
-  b->n = 0;
   if (cf) {
-    if (ljp_put_cfunc(b, cf) || c->refreshes >= 32) return;
-    c->refreshes++;           /* a module loaded after the start */
-    ljp_cname_refresh(L);
-    b->n = 0;
-    ljp_put_cfunc(b, cf);
-  } else if (ljp_vml.frame_ok) {
-    /* The function-kind byte the probe proved holds the fast function's
-    ** id (vmprobe.c); the object is live on the stack. */
-    int ffid = ((const unsigned char *)lua_topointer(L, fi))[ljp_vml.fn_ffid];
-    char tmp[32];
-    int n = snprintf(tmp, sizeof(tmp), "[builtin#%d]", ffid);
-    if (ljp_buf_reserve(b, (size_t)n) == 0) {
-      memcpy(b->b, tmp, (size_t)n);
-      b->n = (size_t)n;
-    }
+    ljp_name_cfunc(&c->cnames, L, cf, &c->buf);
   } else {
-    /* Level 0 in a call hook is the function called: dumpstack's own
-    ** identification by object ([builtin#N], or [builtin#?]). */
-    ljp_dumpstack(L, NULL, b, "l", 1);
+    c->buf.n = 0;
+    ljp_put_ffunc_at(&c->buf, L, fi);
   }
 }
 
@@ -410,7 +393,9 @@ int ljp_calls_start(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen)
   c->sethook_ref = c->gethook_ref = LUA_NOREF;
   c->sethook_wrap = c->gethook_wrap = LUA_NOREF;
   c->sethook_fn = c->gethook_fn = NULL;
-  c->refreshes = 0;
+  c->cnames.limit = 32;               /* at most 32 look-ups a run, */
+  c->cnames.each = 1;                 /* each function looked up */
+  ljp_cname_memo_reset(&c->cnames);
   if (ljp_strtab_init(&c->keys) != 0 || ljp_strtab_init(&c->text) != 0 ||
       grow(c, 1) != 0)
     goto oom;

@@ -465,44 +465,57 @@ static void push_text(lua_State *L, ljp_calls *c, uint32_t id)
   lua_pushlstring(L, s->s, s->len);
 }
 
-/* [builtin#N] -> jit.vmdef.ffnames[N] ("pcall", "string.byte"), as the
-** reports name fast functions. The ffnames table is at fi (or nil). */
-static void push_func(lua_State *L, ljp_calls *c, const ljp_callfn *f, int fi)
+/* Is the func of entry i of the list at idx a builtin, [builtin#N]? Leaves
+** the entry and its func pushed. */
+static int is_builtin(lua_State *L, int idx, int i)
 {
-  const ljp_str *s = ljp_strtab_get(&c->text, f->func);
-  int ffid;
-  char tail;
-  if (f->what == 'C' && lua_istable(L, fi) &&
-      sscanf(s->s, "[builtin#%d%c", &ffid, &tail) == 2 && tail == ']') {
-    lua_rawgeti(L, fi, ffid);
-    if (lua_isstring(L, -1)) return;
-    lua_pop(L, 1);
+  const char *s;
+  lua_rawgeti(L, idx, i);
+  lua_getfield(L, -1, "func");
+  s = lua_tostring(L, -1);
+  return s && !strncmp(s, "[builtin#", 9);
+}
+
+/* [builtin#N] -> the library name ("pcall", "string.byte"), as the
+** reports name fast functions: jit.prof.model's builtin_name, the one
+** owner of that mapping, on the func of each builtin entry of the list on
+** top. Called after the list is built: these calls may be counted. */
+static void map_builtins(lua_State *L, int k)
+{
+  int i, list = lua_gettop(L), bn;
+  for (i = 1; i <= k && !is_builtin(L, list, i); i++) lua_settop(L, list);
+  lua_settop(L, list);
+  if (i > k) return;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "jit.prof.model");
+  if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+    lua_getfield(L, -1, "builtin_name");
+    bn = lua_gettop(L);
+    for (; i <= k && lua_isfunction(L, bn); i++) {
+      if (is_builtin(L, list, i)) {
+        lua_pushvalue(L, bn);
+        lua_insert(L, -2);
+        if (lua_pcall(L, 1, 1, 0) == 0 && lua_isstring(L, -1))
+          lua_setfield(L, -2, "func");
+      }
+      lua_settop(L, bn);
+    }
   }
-  lua_pushlstring(L, s->s, s->len);
+  lua_settop(L, list);
 }
 
 void ljp_calls_push(ljp_ctx *ctx, lua_State *L)
 {
   ljp_calls *c = ctx ? ctx->calls : NULL;
   uint32_t id, n;
-  int k = 0, fi;
-  lua_getglobal(L, "require");         /* ffnames, before any counting */
-  lua_pushliteral(L, "jit.vmdef");
-  if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
-    lua_getfield(L, -1, "ffnames");
-    lua_remove(L, -2);
-  } else {
-    lua_pop(L, 1);
-    lua_pushnil(L);
-  }
-  fi = lua_gettop(L);
+  int k = 0;
   lua_newtable(L);
   n = c && c->fn ? c->keys.n : 0;
   for (id = 1; id < n; id++) {
     const ljp_callfn *f = &c->fn[id];
     if (!f->calls || !f->func) continue;
     lua_createtable(L, 0, 7);
-    push_func(L, c, f, fi);
+    push_text(L, c, f->func);
     lua_setfield(L, -2, "func");
     if (f->name) {
       push_text(L, c, f->name);
@@ -521,5 +534,5 @@ void ljp_calls_push(ljp_ctx *ctx, lua_State *L)
     lua_setfield(L, -2, "calls");
     lua_rawseti(L, -2, ++k);
   }
-  lua_remove(L, fi);
+  if (k) map_builtins(L, k);
 }

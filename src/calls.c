@@ -52,7 +52,7 @@ typedef struct ljp_calls {
   int sethook_wrap, gethook_wrap;  /* our wrappers */
   const void *sethook_fn;   /* the original sethook: its call is ours */
   const void *gethook_fn;
-  int refreshes;            /* C name look-ups done at first calls */
+  ljp_cname_memo cnames;    /* C name look-ups done at first calls */
   ljp_buf buf;
 } ljp_calls;
 
@@ -71,28 +71,11 @@ static uint32_t text_id(ljp_calls *c, const char *s, size_t len)
 static void name_cfunc(ljp_calls *c, lua_State *L, int fi)
 {
   lua_CFunction cf = lua_tocfunction(L, fi);
-  ljp_buf *b = &c->buf;
-  b->n = 0;
   if (cf) {
-    if (ljp_put_cfunc(b, cf) || c->refreshes >= 32) return;
-    c->refreshes++;           /* a module loaded after the start */
-    ljp_cname_refresh(L);
-    b->n = 0;
-    ljp_put_cfunc(b, cf);
-  } else if (ljp_vml.frame_ok) {
-    /* The function-kind byte the probe proved holds the fast function's
-    ** id (vmprobe.c); the object is live on the stack. */
-    int ffid = ((const unsigned char *)lua_topointer(L, fi))[ljp_vml.fn_ffid];
-    char tmp[32];
-    int n = snprintf(tmp, sizeof(tmp), "[builtin#%d]", ffid);
-    if (ljp_buf_reserve(b, (size_t)n) == 0) {
-      memcpy(b->b, tmp, (size_t)n);
-      b->n = (size_t)n;
-    }
+    ljp_name_cfunc(&c->cnames, L, cf, &c->buf);
   } else {
-    /* Level 0 in a call hook is the function called: dumpstack's own
-    ** identification by object ([builtin#N], or [builtin#?]). */
-    ljp_dumpstack(L, NULL, b, "l", 1);
+    c->buf.n = 0;
+    ljp_put_ffunc_at(&c->buf, L, fi);
   }
 }
 
@@ -320,7 +303,9 @@ int ljp_calls_start(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen)
   c->sethook_ref = c->gethook_ref = LUA_NOREF;
   c->sethook_wrap = c->gethook_wrap = LUA_NOREF;
   c->sethook_fn = c->gethook_fn = NULL;
-  c->refreshes = 0;
+  c->cnames.limit = 32;               /* at most 32 look-ups a run, */
+  c->cnames.each = 1;                 /* each function looked up */
+  ljp_cname_memo_reset(&c->cnames);
   if (ljp_strtab_init(&c->keys) != 0 || ljp_strtab_init(&c->text) != 0 ||
       grow(c, 1) != 0)
     goto oom;
@@ -384,44 +369,57 @@ static void push_text(lua_State *L, ljp_calls *c, uint32_t id)
   lua_pushlstring(L, s->s, s->len);
 }
 
-/* [builtin#N] -> jit.vmdef.ffnames[N] ("pcall", "string.byte"), as the
-** reports name fast functions. The ffnames table is at fi (or nil). */
-static void push_func(lua_State *L, ljp_calls *c, const ljp_callfn *f, int fi)
+/* Is the func of entry i of the list at idx a builtin, [builtin#N]? Leaves
+** the entry and its func pushed. */
+static int is_builtin(lua_State *L, int idx, int i)
 {
-  const ljp_str *s = ljp_strtab_get(&c->text, f->func);
-  int ffid;
-  char tail;
-  if (f->what == 'C' && lua_istable(L, fi) &&
-      sscanf(s->s, "[builtin#%d%c", &ffid, &tail) == 2 && tail == ']') {
-    lua_rawgeti(L, fi, ffid);
-    if (lua_isstring(L, -1)) return;
-    lua_pop(L, 1);
+  const char *s;
+  lua_rawgeti(L, idx, i);
+  lua_getfield(L, -1, "func");
+  s = lua_tostring(L, -1);
+  return s && !strncmp(s, "[builtin#", 9);
+}
+
+/* [builtin#N] -> the library name ("pcall", "string.byte"), as the
+** reports name fast functions: jit.prof.model's builtin_name, the one
+** owner of that mapping, on the func of each builtin entry of the list on
+** top. Called after the list is built: these calls may be counted. */
+static void map_builtins(lua_State *L, int k)
+{
+  int i, list = lua_gettop(L), bn;
+  for (i = 1; i <= k && !is_builtin(L, list, i); i++) lua_settop(L, list);
+  lua_settop(L, list);
+  if (i > k) return;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "jit.prof.model");
+  if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+    lua_getfield(L, -1, "builtin_name");
+    bn = lua_gettop(L);
+    for (; i <= k && lua_isfunction(L, bn); i++) {
+      if (is_builtin(L, list, i)) {
+        lua_pushvalue(L, bn);
+        lua_insert(L, -2);
+        if (lua_pcall(L, 1, 1, 0) == 0 && lua_isstring(L, -1))
+          lua_setfield(L, -2, "func");
+      }
+      lua_settop(L, bn);
+    }
   }
-  lua_pushlstring(L, s->s, s->len);
+  lua_settop(L, list);
 }
 
 void ljp_calls_push(ljp_ctx *ctx, lua_State *L)
 {
   ljp_calls *c = ctx ? ctx->calls : NULL;
   uint32_t id, n;
-  int k = 0, fi;
-  lua_getglobal(L, "require");         /* ffnames, before any counting */
-  lua_pushliteral(L, "jit.vmdef");
-  if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
-    lua_getfield(L, -1, "ffnames");
-    lua_remove(L, -2);
-  } else {
-    lua_pop(L, 1);
-    lua_pushnil(L);
-  }
-  fi = lua_gettop(L);
+  int k = 0;
   lua_newtable(L);
   n = c && c->fn ? c->keys.n : 0;
   for (id = 1; id < n; id++) {
     const ljp_callfn *f = &c->fn[id];
     if (!f->calls || !f->func) continue;
     lua_createtable(L, 0, 7);
-    push_func(L, c, f, fi);
+    push_text(L, c, f->func);
     lua_setfield(L, -2, "func");
     if (f->name) {
       push_text(L, c, f->name);
@@ -440,5 +438,5 @@ void ljp_calls_push(ljp_ctx *ctx, lua_State *L)
     lua_setfield(L, -2, "calls");
     lua_rawseti(L, -2, ++k);
   }
-  lua_remove(L, fi);
+  if (k) map_builtins(L, k);
 }

@@ -15,21 +15,6 @@ static uint32_t intern(ljp_ctx *ctx, const ljp_buf *b)
   return id == UINT32_MAX ? 0 : id;
 }
 
-/* A C function with no name yet: look through package.loaded once (a
-** module loaded after the start), then remember it was tried. */
-static void name_cfunc(ljp_ctx *ctx, lua_State *L, uintptr_t cf)
-{
-  uint32_t i, n = ctx->ncname_tried;
-  ljp_buf *b = &ctx->scratch;
-  b->n = 0;
-  if (ljp_put_cfunc(b, (lua_CFunction)cf)) return;
-  for (i = 0; i < n && i < 16; i++)
-    if (ctx->cname_tried[i] == cf) return;
-  ctx->cname_tried[n % 16] = cf;
-  ctx->ncname_tried = n + 1;
-  ljp_cname_refresh(L);
-}
-
 /* Where the time of record r was spent, beyond what the stack at the safe
 ** point shows:
 **   'C' with a known C function: that function, as a frame on top;
@@ -47,7 +32,9 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
   const ljp_trinfo *ti;
   memset(lf, 0, sizeof(*lf));
   if (r->vmstate == 'C' && r->cfunc) {
-    name_cfunc(ctx, L, r->cfunc);
+    /* A C function with no name yet: package.loaded is looked through
+    ** once for it (a module loaded after the start). */
+    ljp_name_cfunc(&ctx->cnames, L, (lua_CFunction)r->cfunc, &ctx->scratch);
     lf->kind = LJP_LEAF_C;
     lf->cfunc = (lua_CFunction)r->cfunc;
   } else if (r->vmstate == 'N' && (ti = ljp_trace_info(ctx, r->trace))) {

@@ -7,7 +7,8 @@
 **                  pc, vmstate)               Lua stack)     table)
 **
 ** plus vmstate.c/traces.c (code map used to classify the PC), dumpstack.c
-** (jit.profile-identical stack strings), profiler.c (public C API and
+** (jit.profile-identical stack strings), names.c (names of C and fast
+** functions), buf.c (growable buffer), profiler.c (public C API and
 ** context lifecycle) and lua_ljprof.c (the Lua module).
 */
 #ifndef LJP_H
@@ -26,6 +27,9 @@
 #include <lua.h>
 
 #include "../include/ljprof.h"
+#include "buf.h"
+#include "dumpstack.h"
+#include "names.h"
 #include "ring.h"
 #include "store.h"
 #include "timer.h"
@@ -36,16 +40,6 @@
 #include "vmprobe.h"
 
 #define LJP_MAX_SLOTS 256  /* contexts (profiled states) alive at once */
-
-/* -- Growable byte buffer (normal context) ------------------------------ */
-
-typedef struct ljp_buf {
-  char *b;
-  size_t n, cap;
-} ljp_buf;
-
-int ljp_buf_reserve(ljp_buf *sb, size_t extra);
-void ljp_buf_free(ljp_buf *sb);
 
 /* -- Address ranges ------------------------------------------------------- */
 
@@ -178,8 +172,7 @@ struct ljp_ctx {
   ljp_store store;           /* texts and aggregated ticks (store.c) */
   ljp_buf scratch;
   struct ljp_natcache *natcache; /* native address -> name (symbols.c) */
-  uintptr_t cname_tried[16]; /* unnamed C functions already looked up */
-  uint32_t ncname_tried;
+  ljp_cname_memo cnames;    /* unnamed C functions already looked up */
   uint64_t completed, safepoints, hook_ns, vm[5];
   uint64_t complete_ns;
   _Atomic uint64_t handler_ns;  /* signal context, relaxed adds */
@@ -245,43 +238,7 @@ void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
 /* Trace infos survive between runs of a state (validated at each start by
 ** the trace's machine code); aborts are per run. */
 
-/* Stack dumps (dumpstack.c). helper: the running thread, on which
-** jit.util.funcinfo may be called for a fast function not seen before;
-** NULL at the safe point, where no Lua may be called. */
-int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
-                  const char *fmt, int depth);
-
-/* What ljprof's own reports show at the leaf end of a stack, where the
-** time was really spent: the real levels above 'skip' are cut, the first
-** real level shown may get another current line, and a synthetic frame
-** may sit on top (the C function running, or the function a compiled
-** trace started in when it is not on the stack). */
-typedef enum { LJP_LEAF_NONE, LJP_LEAF_C, LJP_LEAF_LUA } ljp_leaf_kind;
-typedef struct ljp_leaf {
-  ljp_leaf_kind kind;        /* synthetic frame on top, or none */
-  int skip;                  /* real levels hidden */
-  int line;                  /* > 0: current line of the first real level
-                                shown (only without a synthetic frame) */
-  lua_CFunction cfunc;       /* LJP_LEAF_C */
-  const char *source;        /* LJP_LEAF_LUA: chunk name as in lua_Debug */
-  const char *name;          /* LJP_LEAF_LUA: its name, or NULL */
-  int linedefined;           /* LJP_LEAF_LUA */
-  int nnative;               /* native frames above everything, */
-  const char *native[LJP_NATIVE_MAX]; /* innermost first (their names) */
-} ljp_leaf;
-int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
-                       const char *fmt, int depth, const ljp_leaf *lf);
-/* "string.rep" / "cjson.encode" / [builtin#N] / @0x...; 1 if named. */
-int ljp_put_cfunc(ljp_buf *sb, lua_CFunction cf);
-/* chunk:line, path stripped, as dumpstack's 'l' prints it. */
-void ljp_put_location(ljp_buf *sb, const char *source, int linedefined,
-                      int line);
-/* Learn names of C functions in package.loaded; raw access only, so it
-** may run at the safe point. */
-void ljp_cname_refresh(lua_State *L);
-void ljp_cname_add(lua_CFunction cf, const char *name);
-void ljp_ffid_learn(lua_State *L); /* normal context, L running */
-int ljp_ffid_known(void);         /* has anything been learnt? */
+/* Stack dumps: dumpstack.h; names of C and fast functions: names.h. */
 
 /* Native stacks (unwind.c: capture and unwind-info registry; symbols.c:
 ** names, at the safe point). */

@@ -50,7 +50,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
     snprintf(err, n, "ljprof: out of memory");
     return -1;
   }
-  ctx->ncname_tried = 0;
+  ljp_cname_memo_reset(&ctx->cnames);
   ljp_native_names_reset(ctx);  /* its ids are in the store */
   ctx->last_stack = 0;
   ctx->completed = ctx->safepoints = ctx->hook_ns = ctx->complete_ns = 0;

@@ -1,0 +1,46 @@
+/*
+** Stack dumps byte-identical to jit.profile.dumpstack (dumpstack.c): the
+** formatter (fmt letters p f F l Z, levels, chunk names, pointers). Names
+** of C and fast functions come from names.h.
+**
+** Normal context only (the safe point, hooks, Lua). Lua is called only on
+** a non-NULL helper (the running thread), for jit.util.funcinfo of a fast
+** function not seen before; NULL at the safe point and in hooks.
+*/
+#ifndef LJP_DUMPSTACK_H
+#define LJP_DUMPSTACK_H
+
+#include <lua.h>
+
+#include "buf.h"
+#include "ring.h"  /* LJP_NATIVE_MAX */
+
+int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
+                  const char *fmt, int depth);
+
+/* What ljprof's own reports show at the leaf end of a stack, where the
+** time was really spent: the real levels above 'skip' are cut, the first
+** real level shown may get another current line, and a synthetic frame
+** may sit on top (the C function running, or the function a compiled
+** trace started in when it is not on the stack). */
+typedef enum { LJP_LEAF_NONE, LJP_LEAF_C, LJP_LEAF_LUA } ljp_leaf_kind;
+typedef struct ljp_leaf {
+  ljp_leaf_kind kind;        /* synthetic frame on top, or none */
+  int skip;                  /* real levels hidden */
+  int line;                  /* > 0: current line of the first real level
+                                shown (only without a synthetic frame) */
+  lua_CFunction cfunc;       /* LJP_LEAF_C */
+  const char *source;        /* LJP_LEAF_LUA: chunk name as in lua_Debug */
+  const char *name;          /* LJP_LEAF_LUA: its name, or NULL */
+  int linedefined;           /* LJP_LEAF_LUA */
+  int nnative;               /* native frames above everything, */
+  const char *native[LJP_NATIVE_MAX]; /* innermost first (their names) */
+} ljp_leaf;
+int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
+                       const char *fmt, int depth, const ljp_leaf *lf);
+
+/* chunk:line, path stripped, as dumpstack's 'l' prints it. */
+void ljp_put_location(ljp_buf *sb, const char *source, int linedefined,
+                      int line);
+
+#endif

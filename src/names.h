@@ -1,0 +1,71 @@
+/*
+** Names of C functions and fast functions (names.c): the one owner of
+** what ljprof knows about them.
+**
+**   fast-function ids   learnt in normal context with Lua calls
+**                       (jit.util.funcinfo), looked up anywhere after;
+**   C-function names    "string.rep", "cjson.encode", "print": learnt
+**                       from package.loaded by raw table reads only, so a
+**                       refresh may run at the safe point;
+**   naming a C function at the safe point or in the call hook, with a
+**                       memory of the functions already looked up.
+**
+** Normal context only (mutex, malloc). Functions taking a helper call Lua
+** on it only when it is non-NULL; everything else calls no Lua.
+*/
+#ifndef LJP_NAMES_H
+#define LJP_NAMES_H
+
+#include <stdint.h>
+
+#include <lua.h>
+
+#include "buf.h"
+
+/* Learn fast-function ids (and C-function names) from package.loaded, the
+** string and file methods, the FFI metamethods and a coroutine.wrap
+** closure. Calls Lua: normal context, L running. */
+void ljp_ffid_learn(lua_State *L);
+int ljp_ffid_known(void);         /* has anything been learnt? */
+
+/* Learn names of C functions in package.loaded; raw access only, so it
+** may run at the safe point. */
+void ljp_cname_refresh(lua_State *L);
+void ljp_cname_add(lua_CFunction cf, const char *name);
+
+/* By its C entry: "string.rep" / "cjson.encode" / [builtin#N] / @0x...;
+** 1 if named. No Lua. */
+int ljp_put_cfunc(ljp_buf *sb, lua_CFunction cf);
+/* The C function object on top of L (left in place), as jit.profile
+** prints it: [builtin#N], [builtin#?] (a fast function that cannot be
+** told without calling Lua) or @0x.... helper: a running thread on which
+** jit.util.funcinfo may be called for a fast function not seen before;
+** NULL at the safe point and in hooks. */
+void ljp_put_ffunc(ljp_buf *sb, lua_State *L, lua_State *helper);
+/* A fast function without a C entry, at idx of L: [builtin#N] from the
+** object's id byte when the probe found it, else as ljp_put_ffunc. No
+** Lua. */
+void ljp_put_ffunc_at(ljp_buf *sb, lua_State *L, int idx);
+
+/* Naming a C function whose name may have appeared since the last look
+** (a module loaded after the start): the memory of look-ups done, kept by
+** its user (per context at the safe point, per run of call counting).
+** All zero: every function looked up once (the last 16 remembered), no
+** limit on look-ups. */
+#define LJP_CNAME_TRIED 16
+typedef struct ljp_cname_memo {
+  uint32_t limit;           /* at most this many look-ups (0: no limit) */
+  int each;                 /* 1: look every function up, not once each */
+  uint32_t n;               /* look-ups done */
+  uintptr_t tried[LJP_CNAME_TRIED]; /* functions looked up (ring) */
+} ljp_cname_memo;
+
+/* Forget the look-ups done (the policy stays). */
+void ljp_cname_memo_reset(ljp_cname_memo *m);
+/* Put cf's name into sb (emptied first), refreshing the names from
+** package.loaded when it has none and the memory allows; 1 if named.
+** Raw access only: may run at the safe point and in the call hook. */
+int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, lua_CFunction cf,
+                   ljp_buf *sb);
+
+#endif

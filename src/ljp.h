@@ -35,6 +35,9 @@
 #include "timer.h"
 #include "traces.h"
 #include "zones.h"
+#include "calls.h"
+#include "exit_signals.h"
+#include "slots.h"
 #include "table.h"
 #include "hook.h"
 #include "vmprobe.h"
@@ -114,12 +117,6 @@ typedef struct ljp_entries {
   lua_CFunction sethook_wrap, gethook_wrap; /* debug.* while counting */
 } ljp_entries;
 
-/* The exit-signal part of a context (exit_signals.c). */
-typedef struct ljp_exitst {
-  volatile sig_atomic_t signal; /* trapped, waiting for a safe point */
-  int fn_ref;               /* Lua function to call then (registry ref) */
-} ljp_exitst;
-
 /* -- The per-state context ----------------------------------------------- */
 
 typedef enum { LJP_IDLE, LJP_RUNNING, LJP_FAILED } ljp_run_state;
@@ -193,22 +190,6 @@ struct ljp_ctx {
   struct ljp_calls *calls;  /* counts of the current or last run, or NULL */
 };
 
-/* Slot table (slots.c). A slot names a context for its whole life; the
-** token in it is valid only while a run is live. */
-void ljp_slots_lock(void);
-void ljp_slots_unlock(void);
-ljp_ctx *ljp_slot_enter(uint32_t token);      /* signal context */
-void ljp_slot_leave(uint32_t token);          /* signal context */
-int ljp_slot_alloc(ljp_ctx *ctx, const void *registry);
-void ljp_slot_free(int slot);
-ljp_ctx *ljp_slot_find(const void *registry); /* by lua registry pointer */
-ljp_ctx *ljp_slot_ctx(uint32_t token);        /* normal context */
-uint32_t ljp_slot_open(int slot);    /* new run: returns its token */
-void ljp_slot_close(int slot);       /* invalidate token, wait for handlers */
-int ljp_slot_quiet(int slot);        /* no handler inside right now */
-void ljp_itimer_bind(uint32_t token);         /* 0 unbinds */
-uint32_t ljp_itimer_bound(void);
-
 /* Signal installation (signal.c). The handler stays installed once set
 ** (inert when no run is live), so a late signal can never kill the
 ** process; the library pins itself in memory for the same reason. */
@@ -228,16 +209,6 @@ static inline void ljp_aggregate(ljp_ctx *ctx)
   ljp_store_drain(&ctx->store, &ctx->ring, &ctx->n_dropped);
 }
 
-/* Trace tracking through jit.attach (traces.c). */
-void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
-void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
-void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
-int ljp_traces_event(ljp_ctx *ctx, lua_State *L);  /* the handler's work */
-ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace);
-void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
-/* Trace infos survive between runs of a state (validated at each start by
-** the trace's machine code); aborts are per run. */
-
 /* Stack dumps: dumpstack.h; names of C and fast functions: names.h. */
 
 /* Native stacks (unwind.c: capture and unwind-info registry; symbols.c:
@@ -254,28 +225,6 @@ uintptr_t ljp_native_start(ljp_ctx *ctx, const ljp_record *r, int i);
 ** interned names; returns how many. */
 int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids);
 void ljp_native_names_reset(ljp_ctx *ctx);
-
-/* Exit signals (exit_signals.c). */
-int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names, int fn);
-void ljp_exit_signals_off(ljp_ctx *ctx, lua_State *L);
-void ljp_exit_signal_run(ljp_ctx *ctx, lua_State *L); /* safe point */
-void ljp_exit_signals_release(ljp_ctx *ctx);
-
-/* Exact call counts (calls.c). Normal context, except ljp_rest. */
-/* Start counting (JIT off and flushed, debug.sethook/gethook wrapped, our
-** hook installed with LUA_MASKCALL); 0, or -1 with a message in err. */
-int ljp_calls_start(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen);
-/* Stop counting: the program's hook, JIT state and debug functions back;
-** the counts stay readable until the next start. */
-void ljp_calls_stop(ljp_ctx *ctx, lua_State *L);
-void ljp_calls_free(ljp_ctx *ctx);
-/* In the hook, on a call event: count the function being called. Returns
-** 1 for ljprof's own call of an original debug function (the wrappers'),
-** which is neither counted nor forwarded to the program's hook. */
-int ljp_calls_count(ljp_ctx *ctx, lua_State *L, lua_Debug *ar);
-/* Push the counts as a list of {func=, name=, what=, source=,
-** linedefined=, lastlinedefined=, calls=} (ljprof.calls()). */
-void ljp_calls_push(ljp_ctx *ctx, lua_State *L);
 
 /* Run control (run.c): start brings the modules up in order, stop takes
 ** them down in reverse. The caller (api.c) has validated the options,

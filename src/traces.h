@@ -63,4 +63,16 @@ typedef struct ljp_tracest {
   uint64_t aborts_lost;     /* abort events beyond LJP_MAX_ABORTS records */
 } ljp_tracest;
 
+typedef struct ljp_ctx ljp_ctx;
+
+/* Trace tracking through jit.attach (traces.c). */
+void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
+void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
+void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
+int ljp_traces_event(ljp_ctx *ctx, lua_State *L);  /* the handler's work */
+ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace);
+void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
+/* Trace infos survive between runs of a state (validated at each start by
+** the trace's machine code); aborts are per run. */
+
 #endif

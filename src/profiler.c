@@ -16,6 +16,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "objects.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
 
@@ -208,7 +209,7 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
   ctx->deadline_ns = opt.duration_us ?
                      ljp_now_ns() + opt.duration_us * 1000u : 0;
   ljp_codemap_trace_flush(&ctx->map);
-  ljp_codemap_refresh_objs(&ctx->map);
+  ljp_objects_refresh();
 
   ljp_ffid_learn(L);
   ljp_vmprobe(L);
@@ -287,7 +288,7 @@ void ljp_stop_ctx(ljp_ctx *ctx, lua_State *L)
   ljp_complete(ctx, L);          /* what never reached a safe point */
   ljp_aggregate(ctx);
   ljp_traces_detach(ctx, L);
-  ljp_codemap_collect(&ctx->map);
+  ljp_epoch_collect();
   if (ctx->output && ljp_write_folded(ctx, ctx->output, err, sizeof(err)))
     fprintf(stderr, "%s\n", err);
 }

@@ -28,6 +28,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "objects.h"
 
 #define UP_GEN    lua_upvalueindex(1)
 #define UP_PREV   lua_upvalueindex(2)
@@ -327,10 +328,10 @@ static int traces_event(lua_State *L)
     }
     if (was && !ctx->recording) release_hook(ctx);
     if (!ctx->recording) ljp_settle(ctx); /* samples waited for the recorder */
-    /* Trace code ranges replaced above: free the old arrays now (a long
-    ** run compiling many traces would otherwise keep them all). */
-    if (ctx->state != LJP_RUNNING || ljp_slot_quiet(ctx->slot))
-      ljp_codemap_collect(&ctx->map);
+    /* Trace code ranges replaced above: free the old arrays once no
+    ** handler can hold them (a long run compiling many traces would
+    ** otherwise keep them all). */
+    ljp_epoch_collect();
   }
   if (lua_isfunction(L, UP_PREV)) {
     lua_pushvalue(L, UP_PREV);

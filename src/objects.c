@@ -463,7 +463,10 @@ static void refresh_locked(int force)
       if (old)
         for (i = 0; i < old->nobj; i++)
           if (old->obj[i] == keep[j]) fresh = 0;
-      if (fresh) { obj_cancel(keep[j]); obj_free(keep[j]); }
+      if (fresh) {  /* registered: a walk may be reading it already */
+        obj_cancel(keep[j]);
+        ljp_epoch_retire(keep[j], obj_free);
+      }
     }
   } else {
     atomic_store(&reg_cur, s);

@@ -18,6 +18,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "objects.h"
 #include "query.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */

@@ -5,9 +5,9 @@
 **
 ** A Lua state has one hook. While counting, ljprof's hook (ljp_hook)
 ** stays installed between samples with the program's own mask plus
-** LUA_MASKCALL (ljp_rest); the signal handler arms the sample's count bit
-** on top of that, and the safe point puts the counting state back instead
-** of the program's hook. Every event the program's hook asked for is
+** LUA_MASKCALL (hook.c's rest state); the signal handler arms the
+** sample's count bit on top of that, and the safe point puts the counting
+** state back instead of the program's hook. Every event the program's hook asked for is
 ** forwarded to it. Call hooks do not fire in compiled code, so counting
 ** turns the JIT off and flushes the traces, and puts the engine back as
 ** it was at stop. debug.sethook and debug.gethook are wrapped while
@@ -19,8 +19,8 @@
 ** and an increment: no allocation, no Lua call. Keys are functions, so
 ** closures of one prototype count together (their ids are interned by
 ** "chunk:linedefined"), and a collected function's entry goes with it,
-** so a new function at a reused address starts afresh. ljp_rest is
-** async-signal-safe (lua_sethook only). Everything else is normal context.
+** so a new function at a reused address starts afresh. The hook state
+** itself is hook.c's. Normal context.
 */
 #include <stdio.h>
 #include <stdlib.h>

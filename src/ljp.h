@@ -6,7 +6,7 @@
 **   (ticks)        (handler:       (SPSC)     (count hook:   (ring ->
 **                  pc, vmstate)               Lua stack)     table)
 **
-** plus vmstate.c/traces.c (code map used to classify the PC), dumpstack.c
+** plus codemap.c/traces.c (code map used to classify the PC), dumpstack.c
 ** (jit.profile-identical stack strings), names.c (names of C and fast
 ** functions), buf.c (growable buffer), profiler.c (public C API and
 ** context lifecycle) and lua_ljprof.c (the Lua module).
@@ -65,48 +65,9 @@ static inline void *ljp_span_find(const void *base, uint32_t n, size_t stride,
   return NULL;
 }
 
-/* -- Code map: what the PC points at (vmstate.c, traces.c) --------------- */
+/* -- Code map: what the PC points at (codemap.h) ------------------------- */
 
-typedef struct ljp_range {
-  uintptr_t lo, hi;  /* [lo, hi) */
-  int32_t trace;     /* trace number (trace ranges only) */
-} ljp_range;
-
-typedef struct ljp_rangeset {
-  ljp_range *r;      /* sorted by lo, non-overlapping */
-  uint32_t n, cap;
-} ljp_rangeset;
-
-/* Read lock-free by the handler under a seqlock; written only in normal
-** context on the profiled thread. A replaced array is freed only when no
-** handler is inside the context's slot (ljp_slot_quiet), so a reader on
-** another thread never touches freed memory. */
-typedef struct ljp_codemap {
-  _Atomic uint32_t seq;   /* odd while a writer is updating */
-  ljp_rangeset traces;    /* compiled traces (jit.util.tracemc) */
-  ljp_rangeset vm;        /* LuaJIT's own code: interpreter, library, GC */
-  ljp_rangeset objs;      /* every other loaded object's code */
-  unsigned long long dlgen; /* loader's adds+subs at the last refresh */
-  void **garbage;         /* arrays retired while running */
-  uint32_t ngarbage, gcap;
-} ljp_codemap;
-
-int ljp_codemap_init(ljp_codemap *m);
-void ljp_codemap_free(ljp_codemap *m);
-/* Signal context. 'N' 'I' 'C', or 'U' when it cannot tell right now. */
-int ljp_codemap_classify(ljp_codemap *m, uintptr_t pc, int32_t *trace);
-/* Normal context: also resolves 'U' (anonymous code = machine code). */
-int ljp_codemap_resolve(ljp_codemap *m, uintptr_t pc, int32_t *trace);
-void ljp_codemap_trace_set(ljp_codemap *m, int32_t trace, uintptr_t lo,
-                           size_t size);
-void ljp_codemap_trace_flush(ljp_codemap *m);
-void ljp_codemap_refresh_objs(ljp_codemap *m);
-/* The loader's count of objects added plus removed: a change means a
-** library was loaded or unloaded (normal context). */
-unsigned long long ljp_dl_generation(void);
-/* Free retired arrays: only when no reader can hold one (stopped, or the
-** slot is quiet after the new array was published). */
-void ljp_codemap_collect(ljp_codemap *m);
+#include "codemap.h"
 
 /* Safe point entry points (safepoint.c): the functions LuaJIT calls. Run
 ** control binds them to a context at start (the modules below them never
@@ -211,20 +172,10 @@ static inline void ljp_aggregate(ljp_ctx *ctx)
 
 /* Stack dumps: dumpstack.h; names of C and fast functions: names.h. */
 
-/* Native stacks (unwind.c: capture and unwind-info registry; symbols.c:
-** names, at the safe point). */
-int ljp_native_setup(lua_State *L, const char **why);   /* normal context */
-void ljp_native_refresh(void);                          /* normal context */
-int ljp_native_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
-int ljp_native_is_interp(uintptr_t pc);
-int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
-                       uintptr_t *out, uint8_t *flags); /* signal context */
-/* Start of the function holding native frame i of r (0: unknown). */
-uintptr_t ljp_native_start(ljp_ctx *ctx, const ljp_record *r, int i);
-/* The frames of record r to put above its Lua stack, innermost first, as
-** interned names; returns how many. */
-int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids);
-void ljp_native_names_reset(ljp_ctx *ctx);
+/* Native stacks: capture (unwind.h), names (symbols.h); the loaded
+** objects are the object registry's (objects.h). */
+#include "unwind.h"
+#include "symbols.h"
 
 /* Run control (run.c): start brings the modules up in order, stop takes
 ** them down in reverse. The caller (api.c) has validated the options,

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "ljp.h"
+#include "objects.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -102,14 +103,15 @@ static int codemap_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)L; (void)err; (void)n;
   ljp_codemap_trace_flush(&ctx->map);
-  ljp_codemap_refresh_objs(&ctx->map);
+  ljp_objects_refresh();
   return 0;
 }
 
+/* Retired code ranges and objects freed once no handler can hold them. */
 static void codemap_down(ljp_ctx *ctx, lua_State *L)
 {
-  (void)L;
-  ljp_codemap_collect(&ctx->map);
+  (void)ctx; (void)L;
+  ljp_epoch_collect();
 }
 
 static int vm_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)

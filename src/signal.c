@@ -104,8 +104,8 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   } else {
     atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
   }
-  /* Never arm while the trace compiler may be busy: lua_sethook aborts a
-  ** trace being started or recorded. The recorder's events set
+  /* Never arm while the trace compiler may be busy: changing the hook
+  ** aborts a trace being started or recorded. The recorder's events set
   ** ctx->hook.recording; 'J' and the compiler's own state (once learnt) also
   ** cover the start of a trace, before its "start" event. */
   if (!ctx->hook.busy && !ctx->hook.recording && ctx->state == LJP_RUNNING &&

@@ -99,14 +99,6 @@ void ljp_slot_close(int slot)
   while (atomic_load(&ljp_slots[slot].inside) > 0) sched_yield();
 }
 
-/* Is no handler using the slot right now? A handler counts itself in
-** before it reads the context, so after a writer has published a new
-** array, a quiet slot means no handler can still hold the old one. */
-int ljp_slot_quiet(int slot)
-{
-  return atomic_load(&ljp_slots[slot].inside) == 0;
-}
-
 void ljp_itimer_bind(uint32_t token) { atomic_store(&ljp_itimer_token, token); }
 uint32_t ljp_itimer_bound(void) { return atomic_load(&ljp_itimer_token); }
 

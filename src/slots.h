@@ -21,7 +21,6 @@ ljp_ctx *ljp_slot_find(const void *registry); /* by lua registry pointer */
 ljp_ctx *ljp_slot_ctx(uint32_t token);        /* normal context */
 uint32_t ljp_slot_open(int slot);    /* new run: returns its token */
 void ljp_slot_close(int slot);       /* invalidate token, wait for handlers */
-int ljp_slot_quiet(int slot);        /* no handler inside right now */
 void ljp_itimer_bind(uint32_t token);         /* 0 unbinds */
 uint32_t ljp_itimer_bound(void);
 

@@ -3,12 +3,11 @@
 ** the safe point (normal context only: files, malloc and locks are fine
 ** here, never in the signal handler).
 **
-** Each loaded object's symbols come from its file: the full symbol table
-** (.symtab, so a module built with symbols shows its static functions),
-** else the dynamic one (.dynsym). They are read once per object and kept
-** process-wide; an address in an object not seen yet (a library loaded
-** after the start) rescans the loaded objects. Per context, every
-** address is resolved once and remembered with its interned name.
+** Objects and their symbols are the object registry's (objects.c: the
+** full symbol table, .symtab, else .dynsym, read once per object on first
+** use; an address in an object not seen yet refreshes the registry). This
+** file keeps, per context, every address resolved once and remembered
+** with its interned name, and the rules for which frames are shown.
 **
 ** Rules for the frames of LuaJIT's own object: exported API functions
 ** keep their names (lua_pushlstring called by a C module); everything
@@ -21,236 +20,13 @@
 ** (the safe point, call counting) are one frame, "[ljprof]": the
 ** profiler's cost, shown as such.
 */
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <elf.h>
-#include <fcntl.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ljp.h"
-
-/* -- Symbol tables, process-wide -------------------------------------------- */
-
-typedef struct sym {
-  uintptr_t lo, hi;
-  uint32_t name;      /* offset in the object's name arena */
-} sym;
-
-typedef struct symobj {
-  uintptr_t base, lo, hi;  /* load bias, span of its executable code */
-  char *path;              /* file to read ("" main program: /proc/self/exe) */
-  const char *short_name;  /* basename, for "object+0x..." */
-  int is_vm, is_self, loaded; /* LuaJIT's object, ljprof's own */
-  sym *s;
-  uint32_t ns;
-  char *names;
-} symobj;
-
-static pthread_mutex_t sym_mu = PTHREAD_MUTEX_INITIALIZER;
-static symobj *sym_objs;
-static uint32_t sym_nobj, sym_cap;
-
-static int sym_cmp(const void *a, const void *b)
-{
-  const sym *x = a, *y = b;
-  if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
-  return x->hi > y->hi ? -1 : x->hi < y->hi;  /* the longest first */
-}
-
-/* Read the function symbols of an ELF image of size bytes at map. */
-static void parse_symbols(symobj *ob, const void *map, uint64_t size)
-{
-  const ElfW(Ehdr) *eh = map;
-  const ElfW(Shdr) *sh, *tab = NULL;
-  struct { uint64_t st_size; } st = {size};
-  size_t bytes = 0, i, nsym;
-  int pass;
-  if (size < sizeof(ElfW(Ehdr)) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-      eh->e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
-      eh->e_shentsize != sizeof(ElfW(Shdr)) ||
-      eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)) > size)
-    return;
-  sh = (const ElfW(Shdr) *)((const char *)map + eh->e_shoff);
-  for (pass = 0; pass < 2 && !tab; pass++)
-    for (i = 0; i < eh->e_shnum; i++)
-      if (sh[i].sh_type == (pass ? SHT_DYNSYM : SHT_SYMTAB) &&
-          sh[i].sh_link < eh->e_shnum && sh[i].sh_entsize == sizeof(ElfW(Sym)) &&
-          sh[i].sh_offset + sh[i].sh_size <= (uint64_t)st.st_size &&
-          sh[sh[i].sh_link].sh_offset + sh[sh[i].sh_link].sh_size <=
-              (uint64_t)st.st_size) {
-        tab = &sh[i];
-        break;
-      }
-  if (!tab) goto done;
-  {
-    const ElfW(Sym) *sy = (const ElfW(Sym) *)((const char *)map + tab->sh_offset);
-    const ElfW(Shdr) *ss = &sh[tab->sh_link];
-    const char *str = (const char *)map + ss->sh_offset;
-    size_t n = 0, used = 0;
-    nsym = tab->sh_size / sizeof(ElfW(Sym));
-    for (i = 0; i < nsym; i++) {
-      int t = ELF64_ST_TYPE(sy[i].st_info);
-      if ((t == STT_FUNC || t == STT_GNU_IFUNC) && sy[i].st_shndx != SHN_UNDEF &&
-          sy[i].st_value && sy[i].st_name < ss->sh_size) {
-        n++;
-        bytes += strnlen(str + sy[i].st_name, ss->sh_size - sy[i].st_name) + 1;
-      }
-    }
-    if (!n || !(ob->s = malloc(n * sizeof(sym))) || !(ob->names = malloc(bytes))) {
-      free(ob->s);
-      ob->s = NULL;
-      goto done;
-    }
-    for (i = 0; i < nsym; i++) {
-      int t = ELF64_ST_TYPE(sy[i].st_info);
-      if ((t == STT_FUNC || t == STT_GNU_IFUNC) && sy[i].st_shndx != SHN_UNDEF &&
-          sy[i].st_value && sy[i].st_name < ss->sh_size) {
-        const char *nm = str + sy[i].st_name;
-        size_t len = strnlen(nm, ss->sh_size - sy[i].st_name);
-        sym *e = &ob->s[ob->ns++];
-        e->lo = ob->base + sy[i].st_value;
-        e->hi = e->lo + (sy[i].st_size ? sy[i].st_size : 1);
-        e->name = (uint32_t)used;
-        memcpy(ob->names + used, nm, len);
-        ob->names[used + len] = '\0';
-        used += len + 1;
-      }
-    }
-    qsort(ob->s, ob->ns, sizeof(sym), sym_cmp);
-  }
-done:
-  return;
-}
-
-/* Read the function symbols of ob, from its file, or from memory for the
-** kernel's vDSO (it has no file). */
-static void load_symbols(symobj *ob)
-{
-  const char *path = ob->path[0] ? ob->path : "/proc/self/exe";
-  struct stat st;
-  void *map;
-  int fd;
-  ob->loaded = 1;
-  if (!strncmp(ob->path, "linux-vdso", 10) || !strncmp(ob->path, "linux-gate", 10)) {
-    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)getauxval(AT_SYSINFO_EHDR);
-    if (eh && (uintptr_t)eh >= ob->base && (uintptr_t)eh < ob->hi &&
-        !memcmp(eh->e_ident, ELFMAG, SELFMAG) &&
-        eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)) <= 65536)
-      parse_symbols(ob, eh, eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)));
-    return;
-  }
-  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return;
-  if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
-    close(fd);
-    return;
-  }
-  map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED) return;
-  parse_symbols(ob, map, (uint64_t)st.st_size);
-  munmap(map, (size_t)st.st_size);
-}
-
-typedef struct objscan {
-  uintptr_t vm_addr, self_addr;
-  int oom;
-} objscan;
-
-static int objscan_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-  objscan *sc = data;
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  symobj *ob;
-  const char *name = info->dlpi_name ? info->dlpi_name : "";
-  uint32_t k;
-  int i;
-  (void)size;
-  for (i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && ph->p_memsz) {
-      uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-      if (a < lo) lo = a;
-      if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
-    }
-  }
-  if (lo >= hi) return 0;
-  for (k = 0; k < sym_nobj; k++)  /* known already */
-    if (sym_objs[k].base == info->dlpi_addr && sym_objs[k].lo == lo &&
-        sym_objs[k].hi == hi && !strcmp(sym_objs[k].path, name))
-      return 0;
-  for (k = 0; k < sym_nobj; k++)  /* replaced: an unloaded object's range */
-    if (sym_objs[k].lo < hi && lo < sym_objs[k].hi) {
-      sym_objs[k].lo = sym_objs[k].hi = 0;
-    }
-  if (sym_nobj == sym_cap) {
-    uint32_t c = sym_cap ? sym_cap * 2 : 32;
-    symobj *p = realloc(sym_objs, c * sizeof(*p));
-    if (!p) { sc->oom = 1; return 1; }
-    sym_objs = p;
-    sym_cap = c;
-  }
-  ob = &sym_objs[sym_nobj];
-  memset(ob, 0, sizeof(*ob));
-  if (!(ob->path = strdup(name))) { sc->oom = 1; return 1; }
-  ob->base = info->dlpi_addr;
-  ob->lo = lo;
-  ob->hi = hi;
-  ob->is_vm = sc->vm_addr >= lo && sc->vm_addr < hi;
-  ob->is_self = sc->self_addr >= lo && sc->self_addr < hi;
-  if (name[0]) {
-    const char *slash = strrchr(ob->path, '/');
-    ob->short_name = slash ? slash + 1 : ob->path;
-  } else {
-    ob->short_name = ob->is_vm ? "luajit" : "main";
-  }
-  sym_nobj++;
-  return 0;
-}
-
-static symobj *find_obj(uintptr_t a)
-{
-  uint32_t k;
-  for (k = 0; k < sym_nobj; k++)
-    if (a >= sym_objs[k].lo && a < sym_objs[k].hi) return &sym_objs[k];
-  return NULL;
-}
-
-static symobj *obj_for(uintptr_t a)
-{
-  symobj *ob = find_obj(a);
-  if (!ob) {
-    objscan sc = {(uintptr_t)(void *)lua_sethook,
-                  (uintptr_t)(void *)ljp_native_names, 0};
-    dl_iterate_phdr(objscan_cb, &sc);
-    ob = find_obj(a);
-  }
-  if (ob && !ob->loaded) load_symbols(ob);
-  return ob;
-}
-
-static const sym *find_sym(const symobj *ob, uintptr_t a)
-{
-  uint32_t lo = 0, hi = ob->ns, k;
-  while (lo < hi) {  /* lo: the first symbol starting after a */
-    uint32_t mid = (lo + hi) / 2;
-    if (ob->s[mid].lo <= a) lo = mid + 1;
-    else hi = mid;
-  }
-  /* The nearest start may be a nested or zero-size symbol: look at a few
-  ** before it for one that covers a. */
-  for (k = 0; k < 16 && lo > k; k++) {
-    const sym *s = &ob->s[lo - 1 - k];
-    if (a < s->hi) return s;
-  }
-  return NULL;
-}
+#include "objects.h"
+#include "symbols.h"
 
 static int exported_api(const char *s)
 {
@@ -340,51 +116,47 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
 {
   char buf[320];
   const char *name = NULL;
-  symobj *ob;
+  ljp_objinfo ob;
   uintptr_t lo, hi;
-  int len = -1;
+  int len = -1, vm;
   out->start = 0;
   out->id = 0;
   out->self = 0;
   *flo = *fhi = 0;
-  pthread_mutex_lock(&sym_mu);
-  ob = obj_for(a);
-  if (ob && ob->is_self) {
+  if (!ljp_objects_lookup(a, &ob)) {
+    len = snprintf(buf, sizeof(buf), "0x%lx", (unsigned long)a);
+  } else if (ob.kind == LJP_SPAN_SELF) {
     /* The profiler's own work (the safe point, call counting): one frame
     ** that says so, not its internals. */
-    const sym *s = ob->s ? find_sym(ob, a) : NULL;
-    if (s) {
-      out->start = *flo = s->lo;
-      *fhi = s->hi;
+    if (ob.sym_lo) {
+      out->start = *flo = ob.sym_lo;
+      *fhi = ob.sym_hi;
     }
     out->self = 1;
     len = snprintf(buf, sizeof(buf), "[ljprof]");
-  } else if (ob) {
-    const sym *s = ob->s ? find_sym(ob, a) : NULL;
-    if (s) {
-      name = ob->names + s->name;
-      out->start = *flo = s->lo;
-      *fhi = s->hi;
-      if (ob->is_vm && !exported_api(name)) name = NULL;  /* dropped */
+  } else {
+    vm = ob.kind == LJP_SPAN_VM || ob.kind == LJP_SPAN_INTERP;
+    if (ob.sym_lo) {
+      name = ob.sym;
+      out->start = *flo = ob.sym_lo;
+      *fhi = ob.sym_hi;
+      if (vm && !exported_api(name)) name = NULL;  /* dropped */
       if (name) len = snprintf(buf, sizeof(buf), "%s", name);
-    } else if (!ob->is_vm) {
-      if (ljp_native_proc(a, &lo, &hi)) {
+    } else if (!vm) {
+      if (ljp_objects_proc(a, &lo, &hi)) {
         out->start = *flo = lo;
         *fhi = hi;
-        len = snprintf(buf, sizeof(buf), "%s+0x%lx", ob->short_name,
-                       (unsigned long)(lo - ob->base));
+        len = snprintf(buf, sizeof(buf), "%s+0x%lx", ob.short_name,
+                       (unsigned long)(lo - ob.base));
       } else {
-        len = snprintf(buf, sizeof(buf), "%s+0x%lx", ob->short_name,
-                       (unsigned long)(a - ob->base));
+        len = snprintf(buf, sizeof(buf), "%s+0x%lx", ob.short_name,
+                       (unsigned long)(a - ob.base));
       }
-    } else if (ljp_native_proc(a, &lo, &hi)) {
+    } else if (ljp_objects_proc(a, &lo, &hi)) {
       out->start = *flo = lo;  /* unnamed VM code: dropped, start known */
       *fhi = hi;
     }
-  } else {
-    len = snprintf(buf, sizeof(buf), "0x%lx", (unsigned long)a);
   }
-  pthread_mutex_unlock(&sym_mu);
   if (len > 0) {
     uint32_t id;
     if (len >= (int)sizeof(buf)) len = (int)sizeof(buf) - 1;

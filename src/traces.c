@@ -28,6 +28,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "objects.h"
 
 #define UP_GEN    lua_upvalueindex(1)
 #define UP_PREV   lua_upvalueindex(2)
@@ -309,10 +310,10 @@ int ljp_traces_event(ljp_ctx *ctx, lua_State *L)
     ** released, samples that waited for the recorder are armed. */
     if (strcmp(what, "start") != 0)
       ljp_hook_recording(&ctx->hook, ctx->vm_g, 0);
-    /* Trace code ranges replaced above: free the old arrays now (a long
-    ** run compiling many traces would otherwise keep them all). */
-    if (ctx->state != LJP_RUNNING || ljp_slot_quiet(ctx->slot))
-      ljp_codemap_collect(&ctx->map);
+    /* Trace code ranges replaced above: free the old arrays once no
+    ** handler can hold them (a long run compiling many traces would
+    ** otherwise keep them all). */
+    ljp_epoch_collect();
   }
   if (lua_isfunction(L, UP_PREV)) {
     lua_pushvalue(L, UP_PREV);

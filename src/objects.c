@@ -1,0 +1,726 @@
+/*
+** The object registry: every loaded object (executable, libraries, vDSO)
+** in one immutable snapshot, and the one reclamation scheme of ljprof.
+**
+** Rules. Only this file calls dl_iterate_phdr, and only this file decides
+** which object is LuaJIT's (the one holding lua_gettop's code). Inside
+** the dl_iterate_phdr callback everything needed later is copied (name,
+** segments, the .eh_frame_hdr's first bytes and table location): the
+** loader's strings and headers are never touched after the callback
+** returns, since another thread's dlclose may free or unmap them. The
+** registry is process-wide and rebuilt in normal context (safe points,
+** start, name lookups) when the loader generation (adds + subs) changed.
+** Signal context only enters an epoch section, loads the snapshot pointer
+** and binary-searches its spans: no locks, no allocation.
+**
+** A snapshot is a sorted array of executable spans (kind: LuaJIT's
+** object, its interpreter, ljprof itself, other) pointing at objects. An
+** object carries its copied name, load bias, segments, its .eh_frame_hdr
+** search table registered with libunwind (_U_dyn_register, only once
+** native capture was set up, see unwind.c) and, loaded on first use,
+** its function symbols (.symtab, else .dynsym; the vDSO from memory).
+** Objects still loaded are shared by consecutive snapshots; an object
+** that is gone has its unwind info cancelled and is retired.
+**
+** Reclamation (epoch). A global epoch E and two reader counters, one per
+** parity of E. A reader loads e = E, increments count[e & 1], and re-reads
+** E: if it changed it backs out (retrying a few times, then giving up:
+** the caller skips and counts). Writers (normal context) unpublish first,
+** then retire the pointer tagged with the current E. Collect advances E
+** from k to k+1 only when count[(k-1) & 1] is zero, and frees what was
+** retired with a tag <= E-2. Why that is safe (all atomics seq_cst):
+**  1. A reader that can still hold p loaded it before p was unpublished,
+**     so it validated an epoch <= tag(p).
+**  2. When E goes k -> k+1 no reader of epoch k-1 is inside (its counter
+**     read zero; one that increments later re-reads E != k-1 and backs
+**     out), and by induction none of an epoch < k-1 either (the step
+**     k-1 -> k checked them, and nobody validates an old epoch again).
+**  3. So at E >= tag+2 no reader of an epoch <= tag is left: p is free.
+** The same scheme frees replaced snapshots, retired objects with their
+** cancelled unwind info, and the code map's replaced trace arrays.
+*/
+#define _GNU_SOURCE
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <libunwind.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ljp.h"
+#include "objects.h"
+
+/* -- Reclamation ----------------------------------------------------------- */
+
+typedef struct retired {
+  void *p;
+  void (*fn)(void *);
+  unsigned long tag;
+} retired;
+
+static _Atomic unsigned long ep_epoch = 2;
+static _Atomic unsigned long ep_readers[2];
+static pthread_mutex_t ep_mu = PTHREAD_MUTEX_INITIALIZER;
+static retired *ep_list;
+static uint32_t ep_n, ep_cap;
+
+int ljp_epoch_enter(void)
+{
+  int tries;
+  for (tries = 0; tries < 4; tries++) {
+    unsigned long e = atomic_load(&ep_epoch);
+    atomic_fetch_add(&ep_readers[e & 1], 1);
+    if (atomic_load(&ep_epoch) == e) return (int)(e & 1);
+    atomic_fetch_sub(&ep_readers[e & 1], 1);
+  }
+  return -1;
+}
+
+void ljp_epoch_leave(int token)
+{
+  if (token >= 0) atomic_fetch_sub(&ep_readers[token], 1);
+}
+
+void ljp_epoch_retire(void *p, void (*fn)(void *))
+{
+  if (!p) return;
+  pthread_mutex_lock(&ep_mu);
+  if (ep_n == ep_cap) {
+    uint32_t c = ep_cap ? ep_cap * 2 : 64;
+    retired *l = realloc(ep_list, c * sizeof(*l));
+    if (!l) {  /* leak rather than free under a reader */
+      pthread_mutex_unlock(&ep_mu);
+      return;
+    }
+    ep_list = l;
+    ep_cap = c;
+  }
+  ep_list[ep_n].p = p;
+  ep_list[ep_n].fn = fn;
+  ep_list[ep_n].tag = atomic_load(&ep_epoch);  /* after the unpublish */
+  ep_n++;
+  pthread_mutex_unlock(&ep_mu);
+}
+
+void ljp_epoch_collect(void)
+{
+  uint32_t i, j = 0;
+  int round;
+  unsigned long e;
+  pthread_mutex_lock(&ep_mu);
+  if (!ep_n) {
+    pthread_mutex_unlock(&ep_mu);
+    return;
+  }
+  for (round = 0; round < 2; round++) {
+    unsigned long k = atomic_load(&ep_epoch);
+    if (atomic_load(&ep_readers[(k - 1) & 1]) != 0) break;
+    atomic_store(&ep_epoch, k + 1);
+  }
+  e = atomic_load(&ep_epoch);
+  for (i = 0; i < ep_n; i++) {
+    if (ep_list[i].tag + 2 <= e) {
+      if (ep_list[i].fn) ep_list[i].fn(ep_list[i].p);
+      else free(ep_list[i].p);
+    } else {
+      ep_list[j++] = ep_list[i];
+    }
+  }
+  ep_n = j;
+  pthread_mutex_unlock(&ep_mu);
+}
+
+/* -- Objects ------------------------------------------------------------------ */
+
+typedef struct sym {
+  uintptr_t lo, hi;
+  uint32_t name;      /* offset in the object's name arena */
+} sym;
+
+#define OBJ_SEGS 8
+
+struct ljp_object {
+  char *name;               /* copy of dlpi_name ("": the main program) */
+  const char *short_name;   /* basename, for "object+0x..." */
+  uintptr_t base;           /* load bias */
+  uintptr_t hdr;            /* .eh_frame_hdr (0: none usable) */
+  uintptr_t table;          /* its search table, and entries in it */
+  uint32_t count;
+  unsigned char print[12];  /* the header's first bytes at the scan */
+  int kind;                 /* LJP_SPAN_VM, LJP_SPAN_SELF, LJP_SPAN_OTHER */
+  int nseg;
+  uintptr_t lo[OBJ_SEGS], hi[OBJ_SEGS];  /* executable segments */
+  unw_dyn_info_t *di[OBJ_SEGS];          /* registered unwind info */
+  int registered;           /* registration was attempted */
+  int syms_loaded;
+  sym *s;
+  uint32_t ns;
+  char *names;
+};
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(ljp_objsnap *) reg_cur;
+static uintptr_t reg_interp_lo, reg_interp_hi;
+static int reg_unwind;      /* register unwind info (native capture on) */
+static _Atomic unsigned long long reg_gen = ~0ull; /* the snapshot's dlgen */
+
+void ljp_signals_block(sigset_t *old)
+{
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, old);
+}
+
+void ljp_signals_restore(const sigset_t *old)
+{
+  pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+const ljp_objsnap *ljp_objects_snap(void)
+{
+  return atomic_load(&reg_cur);
+}
+
+const ljp_span *ljp_objects_find(const ljp_objsnap *s, uintptr_t pc)
+{
+  return s ? ljp_span_find(s->span, s->nspan, sizeof(ljp_span), pc) : NULL;
+}
+
+/* A fingerprint of the loader's list of objects (load bias and dynamic
+** section of each): it changes when an object is loaded, unloaded or
+** replaced by another at the same place. Signal context too: the walk is
+** bounded (a node freed by another thread's dlclose meanwhile reads as
+** garbage, i.e. a mismatch, never as a fault: it is heap memory). */
+uint64_t ljp_objects_print(void)
+{
+  const struct link_map *l = _r_debug.r_map;
+  uint64_t h = 1469598103934665603ull;
+  int n = 0;
+  for (; l && n < 1024; l = l->l_next, n++) {
+    h = (h ^ (uint64_t)l->l_addr) * 1099511628211ull;
+    h = (h ^ (uint64_t)(uintptr_t)l->l_ld) * 1099511628211ull;
+  }
+  return h ^ (uint64_t)n;
+}
+
+static int dlgen_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+  if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+    *(unsigned long long *)data = info->dlpi_adds + info->dlpi_subs;
+  return 1;  /* the counters are global: the first object suffices */
+}
+
+unsigned long long ljp_dl_generation(void)
+{
+  unsigned long long gen = 0;
+  dl_iterate_phdr(dlgen_cb, &gen);
+  return gen;
+}
+
+/* .eh_frame_hdr: version 1, then the encodings of eh_frame_ptr, of the
+** FDE count and of the table. libunwind's table search wants the usual
+** one: a sorted table of (initial location, FDE) pairs, each a signed
+** 32-bit offset from the header (DW_EH_PE_datarel | DW_EH_PE_sdata4). */
+#define DW_EH_PE_udata4 0x03
+#define DW_EH_PE_sdata4 0x0b
+#define DW_EH_PE_datarel 0x30
+
+static int hdr_table(uintptr_t hdr, uintptr_t *table, uint32_t *count)
+{
+  const unsigned char *h = (const unsigned char *)hdr;
+  uint32_t n;
+  if (h[0] != 1 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4)) return -1;
+  if ((h[1] & 0x0f) != DW_EH_PE_sdata4 && (h[1] & 0x0f) != DW_EH_PE_udata4)
+    return -1;
+  if (h[2] != DW_EH_PE_udata4) return -1;
+  memcpy(&n, h + 8, 4);
+  if (n == 0) return -1;
+  *table = hdr + 12;
+  *count = n;
+  return 0;
+}
+
+static void obj_free(void *p)
+{
+  ljp_object *ob = p;
+  int i;
+  for (i = 0; i < OBJ_SEGS; i++) free(ob->di[i]);
+  free(ob->s);
+  free(ob->names);
+  free(ob->name);
+  free(ob);
+}
+
+typedef struct scan {
+  ljp_object **o;
+  uint32_t n, cap;
+  int oom;
+} scan;
+
+/* Called with the loader's lock held: copy everything needed now. */
+static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+  scan *sc = data;
+  ljp_object *o;
+  uintptr_t vm = (uintptr_t)(void *)lua_gettop;
+  uintptr_t self = (uintptr_t)(void *)ljp_objects_refresh;
+  uintptr_t hdr = 0;
+  int i;
+  (void)size;
+  if (sc->n == sc->cap) {
+    uint32_t c = sc->cap ? sc->cap * 2 : 32;
+    ljp_object **p = realloc(sc->o, c * sizeof(*p));
+    if (!p) { sc->oom = 1; return 1; }
+    sc->o = p;
+    sc->cap = c;
+  }
+  if (!(o = calloc(1, sizeof(*o)))) { sc->oom = 1; return 1; }
+  o->base = info->dlpi_addr;
+  o->kind = LJP_SPAN_OTHER;
+  for (i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_GNU_EH_FRAME)
+      hdr = info->dlpi_addr + ph->p_vaddr;
+    else if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && ph->p_memsz &&
+             o->nseg < OBJ_SEGS) {
+      o->lo[o->nseg] = info->dlpi_addr + ph->p_vaddr;
+      o->hi[o->nseg] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+      o->nseg++;
+    }
+  }
+  if (!o->nseg) { free(o); return 0; }
+  for (i = 0; i < o->nseg; i++) {
+    if (vm >= o->lo[i] && vm < o->hi[i]) o->kind = LJP_SPAN_VM;
+    else if (self >= o->lo[i] && self < o->hi[i]) o->kind = LJP_SPAN_SELF;
+  }
+  if (hdr && hdr_table(hdr, &o->table, &o->count) == 0) {
+    o->hdr = hdr;
+    memcpy(o->print, (const void *)hdr, sizeof(o->print));
+  }
+  if (!(o->name = strdup(info->dlpi_name ? info->dlpi_name : ""))) {
+    free(o);
+    sc->oom = 1;
+    return 1;
+  }
+  if (o->name[0]) {
+    const char *slash = strrchr(o->name, '/');
+    o->short_name = slash ? slash + 1 : o->name;
+  } else {
+    o->short_name = o->kind == LJP_SPAN_VM ? "luajit" : "main";
+  }
+  sc->o[sc->n++] = o;
+  return 0;
+}
+
+static int same_obj(const ljp_object *a, const ljp_object *b)
+{
+  return a->base == b->base && a->hdr == b->hdr && a->nseg == b->nseg &&
+         a->lo[0] == b->lo[0] && a->hi[0] == b->hi[0] &&
+         !strcmp(a->name, b->name) &&
+         !memcmp(a->print, b->print, sizeof(a->print));
+}
+
+/* Normal context, signals blocked. */
+static void obj_register(ljp_object *ob)
+{
+  int i;
+  ob->registered = 1;
+  if (!ob->hdr) return;
+  for (i = 0; i < ob->nseg; i++) {
+    unw_dyn_info_t *di = calloc(1, sizeof(*di));
+    if (!di) continue;
+    di->start_ip = ob->lo[i];
+    di->end_ip = ob->hi[i];
+    di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
+    di->u.rti.name_ptr = (unw_word_t)(uintptr_t)ob->name;
+    di->u.rti.segbase = ob->hdr;
+    di->u.rti.table_len = (unw_word_t)ob->count * 8 / sizeof(unw_word_t);
+    di->u.rti.table_data = ob->table;
+    _U_dyn_register(di);
+    ob->di[i] = di;
+  }
+}
+
+/* Normal context, signals blocked: libunwind stops using it now; a walk
+** already inside it is an epoch reader, so the memory is retired. */
+static void obj_cancel(ljp_object *ob)
+{
+  int i;
+  for (i = 0; i < ob->nseg; i++)
+    if (ob->di[i]) _U_dyn_cancel(ob->di[i]);
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+  const ljp_span *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static ljp_objsnap *snap_build(ljp_object **objs, uint32_t nobj,
+                               uint64_t print, unsigned long long gen)
+{
+  uint32_t i, n = 0;
+  ljp_objsnap *s;
+  for (i = 0; i < nobj; i++) n += (uint32_t)objs[i]->nseg;
+  s = malloc(sizeof(*s) + (n + 2) * sizeof(ljp_span) +
+             (nobj ? nobj : 1) * sizeof(ljp_object *));
+  if (!s) return NULL;
+  s->print = print;
+  s->dlgen = gen;
+  s->nobj = nobj;
+  s->obj = (ljp_object **)(void *)&s->span[n + 2];
+  memcpy(s->obj, objs, nobj * sizeof(ljp_object *));
+  s->nspan = 0;
+  for (i = 0; i < nobj; i++) {
+    const ljp_object *ob = objs[i];
+    int k;
+    for (k = 0; k < ob->nseg; k++) {
+      ljp_span *e = &s->span[s->nspan];
+      e->lo = ob->lo[k];
+      e->hi = ob->hi[k];
+      e->kind = (uint16_t)ob->kind;
+      e->unwind = ob->di[k] != NULL;
+      e->obj = i;
+      if (ob->kind == LJP_SPAN_VM && reg_interp_lo < reg_interp_hi &&
+          reg_interp_lo >= e->lo && reg_interp_hi <= e->hi) {
+        /* The interpreter: its own span, splitting its object's. */
+        ljp_span rest = *e;
+        e->hi = reg_interp_lo;
+        s->span[s->nspan + 1] = *e;
+        s->span[s->nspan + 1].lo = reg_interp_lo;
+        s->span[s->nspan + 1].hi = reg_interp_hi;
+        s->span[s->nspan + 1].kind = LJP_SPAN_INTERP;
+        rest.lo = reg_interp_hi;
+        s->span[s->nspan + 2] = rest;
+        s->nspan += 3;
+      } else {
+        s->nspan++;
+      }
+    }
+  }
+  qsort(s->span, s->nspan, sizeof(ljp_span), span_cmp);
+  /* Drop empty pieces left by the split. */
+  for (i = 0, n = 0; i < s->nspan; i++)
+    if (s->span[i].lo < s->span[i].hi) s->span[n++] = s->span[i];
+  s->nspan = n;
+  return s;
+}
+
+/* Rebuild from the loaded objects. Normal context, reg_mu held. */
+static void refresh_locked(int force)
+{
+  scan sc;
+  ljp_objsnap *old = atomic_load(&reg_cur), *s;
+  ljp_object **keep;
+  unsigned char *used;
+  sigset_t sigs;
+  uint32_t i, j;
+  unsigned long long gen;
+  /* Taken first: a change during the scan leaves a stale print and
+  ** generation, which only make handlers skip until the next refresh. */
+  uint64_t print = ljp_objects_print();
+  gen = ljp_dl_generation();
+  if (old && !force && old->dlgen == gen) return;
+  memset(&sc, 0, sizeof(sc));
+  dl_iterate_phdr(scan_cb, &sc);
+  used = old ? calloc(old->nobj + 1, 1) : NULL;
+  keep = sc.n ? malloc(sc.n * sizeof(*keep)) : NULL;
+  if (sc.oom || (old && !used) || (sc.n && !keep)) {
+    for (i = 0; i < sc.n; i++) obj_free(sc.o[i]);
+    free(sc.o);
+    free(used);
+    free(keep);
+    return;
+  }
+  for (j = 0; j < sc.n; j++) {
+    keep[j] = sc.o[j];
+    if (!old) continue;
+    for (i = 0; i < old->nobj; i++)
+      if (!used[i] && same_obj(old->obj[i], sc.o[j])) {
+        used[i] = 1;
+        keep[j] = old->obj[i];
+        obj_free(sc.o[j]);
+        break;
+      }
+  }
+  ljp_signals_block(&sigs);
+  if (reg_unwind)
+    for (j = 0; j < sc.n; j++)
+      if (!keep[j]->registered) obj_register(keep[j]);
+  s = snap_build(keep, sc.n, print, gen);
+  if (!s) {  /* keep the old snapshot; drop what is new */
+    for (j = 0; j < sc.n; j++) {
+      int fresh = 1;
+      if (old)
+        for (i = 0; i < old->nobj; i++)
+          if (old->obj[i] == keep[j]) fresh = 0;
+      if (fresh) {  /* registered: a walk may be reading it already */
+        obj_cancel(keep[j]);
+        ljp_epoch_retire(keep[j], obj_free);
+      }
+    }
+  } else {
+    atomic_store(&reg_cur, s);
+    atomic_store(&reg_gen, gen);
+    if (old) {
+      for (i = 0; i < old->nobj; i++)
+        if (!used[i]) {  /* unloaded: leaves the registry */
+          obj_cancel(old->obj[i]);
+          ljp_epoch_retire(old->obj[i], obj_free);
+        }
+      ljp_epoch_retire(old, NULL);
+    }
+  }
+  if (reg_unwind) unw_flush_cache(unw_local_addr_space, 0, 0);
+  ljp_signals_restore(&sigs);
+  free(sc.o);
+  free(used);
+  free(keep);
+  ljp_epoch_collect();
+}
+
+void ljp_objects_refresh(void)
+{
+  if (atomic_load(&reg_gen) == ljp_dl_generation()) return;
+  pthread_mutex_lock(&reg_mu);
+  refresh_locked(0);
+  pthread_mutex_unlock(&reg_mu);
+}
+
+int ljp_objects_have_vm(void)
+{
+  const ljp_objsnap *s;
+  uint32_t i;
+  int vm = 0;
+  pthread_mutex_lock(&reg_mu);
+  refresh_locked(0);
+  s = atomic_load(&reg_cur);
+  for (i = 0; s && i < s->nobj; i++)
+    if (s->obj[i]->kind == LJP_SPAN_VM) vm = 1;
+  pthread_mutex_unlock(&reg_mu);
+  return vm;
+}
+
+int ljp_objects_in_vm(uintptr_t a)
+{
+  const ljp_span *e;
+  int vm;
+  pthread_mutex_lock(&reg_mu);
+  refresh_locked(0);
+  e = ljp_objects_find(atomic_load(&reg_cur), a);
+  vm = e && (e->kind == LJP_SPAN_VM || e->kind == LJP_SPAN_INTERP);
+  pthread_mutex_unlock(&reg_mu);
+  return vm;
+}
+
+int ljp_objects_set_interp(uintptr_t lo, uintptr_t hi)
+{
+  const ljp_span *a, *b;
+  int rc = -1;
+  pthread_mutex_lock(&reg_mu);
+  refresh_locked(0);
+  a = ljp_objects_find(atomic_load(&reg_cur), lo);
+  b = ljp_objects_find(atomic_load(&reg_cur), hi - 1);
+  if (lo < hi && a && a == b &&
+      (a->kind == LJP_SPAN_VM || a->kind == LJP_SPAN_INTERP)) {
+    reg_interp_lo = lo;
+    reg_interp_hi = hi;
+    refresh_locked(1);
+    rc = 0;
+  }
+  pthread_mutex_unlock(&reg_mu);
+  return rc;
+}
+
+int ljp_objects_unwind_enable(void)
+{
+  int rc;
+  pthread_mutex_lock(&reg_mu);
+  if (!reg_unwind) {
+    reg_unwind = 1;
+    refresh_locked(1);
+  } else {
+    refresh_locked(0);
+  }
+  rc = atomic_load(&reg_cur) ? 0 : -1;
+  pthread_mutex_unlock(&reg_mu);
+  return rc;
+}
+
+int ljp_objects_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
+{
+  unw_proc_info_t pi;
+  const ljp_objsnap *s;
+  const ljp_span *e;
+  sigset_t old;
+  int rc = -1, t = ljp_epoch_enter();  /* the unwind info stays */
+  if (t < 0) return 0;
+  s = ljp_objects_snap();
+  e = ljp_objects_find(s, pc);
+  /* Only registered info (never the loader's lookup), and only while the
+  ** loader's list is the one the snapshot was built from. */
+  if (e && e->unwind && ljp_objects_print() == s->print) {
+    ljp_signals_block(&old);
+    rc = unw_get_proc_info_by_ip(unw_local_addr_space, pc, &pi, NULL);
+    ljp_signals_restore(&old);
+  }
+  ljp_epoch_leave(t);
+  if (rc != 0 || pc < pi.start_ip || pc >= pi.end_ip) return 0;
+  *lo = pi.start_ip;
+  *hi = pi.end_ip;
+  return 1;
+}
+
+/* -- Symbols (normal context, reg_mu held) --------------------------------- */
+
+static int sym_cmp(const void *a, const void *b)
+{
+  const sym *x = a, *y = b;
+  if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+  return x->hi > y->hi ? -1 : x->hi < y->hi;  /* the longest first */
+}
+
+static int func_sym(const ElfW(Sym) *sy, const ElfW(Shdr) *ss)
+{
+  int t = ELF64_ST_TYPE(sy->st_info);
+  return (t == STT_FUNC || t == STT_GNU_IFUNC) && sy->st_shndx != SHN_UNDEF &&
+         sy->st_value && sy->st_name < ss->sh_size;
+}
+
+/* Read the function symbols of an ELF image of size bytes at map. */
+static void parse_symbols(ljp_object *ob, const void *map, uint64_t size)
+{
+  const ElfW(Ehdr) *eh = map;
+  const ElfW(Shdr) *sh, *tab = NULL;
+  size_t bytes = 0, i, nsym, n = 0, used = 0;
+  int pass;
+  if (size < sizeof(ElfW(Ehdr)) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh->e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+      eh->e_shentsize != sizeof(ElfW(Shdr)) ||
+      eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)) > size)
+    return;
+  sh = (const ElfW(Shdr) *)((const char *)map + eh->e_shoff);
+  for (pass = 0; pass < 2 && !tab; pass++)
+    for (i = 0; i < eh->e_shnum; i++)
+      if (sh[i].sh_type == (pass ? SHT_DYNSYM : SHT_SYMTAB) &&
+          sh[i].sh_link < eh->e_shnum && sh[i].sh_entsize == sizeof(ElfW(Sym)) &&
+          sh[i].sh_offset + sh[i].sh_size <= size &&
+          sh[sh[i].sh_link].sh_offset + sh[sh[i].sh_link].sh_size <= size) {
+        tab = &sh[i];
+        break;
+      }
+  if (!tab) return;
+  {
+    const ElfW(Sym) *sy = (const ElfW(Sym) *)((const char *)map + tab->sh_offset);
+    const ElfW(Shdr) *ss = &sh[tab->sh_link];
+    const char *str = (const char *)map + ss->sh_offset;
+    nsym = tab->sh_size / sizeof(ElfW(Sym));
+    for (i = 0; i < nsym; i++)
+      if (func_sym(&sy[i], ss)) {
+        n++;
+        bytes += strnlen(str + sy[i].st_name, ss->sh_size - sy[i].st_name) + 1;
+      }
+    if (!n || !(ob->s = malloc(n * sizeof(sym))) || !(ob->names = malloc(bytes))) {
+      free(ob->s);
+      ob->s = NULL;
+      return;
+    }
+    for (i = 0; i < nsym; i++)
+      if (func_sym(&sy[i], ss)) {
+        const char *nm = str + sy[i].st_name;
+        size_t len = strnlen(nm, ss->sh_size - sy[i].st_name);
+        sym *e = &ob->s[ob->ns++];
+        e->lo = ob->base + sy[i].st_value;
+        e->hi = e->lo + (sy[i].st_size ? sy[i].st_size : 1);
+        e->name = (uint32_t)used;
+        memcpy(ob->names + used, nm, len);
+        ob->names[used + len] = '\0';
+        used += len + 1;
+      }
+    qsort(ob->s, ob->ns, sizeof(sym), sym_cmp);
+  }
+}
+
+/* Read the function symbols of ob, from its file (by the copied path), or
+** from memory for the kernel's vDSO (it has no file). */
+static void load_symbols(ljp_object *ob)
+{
+  const char *path = ob->name[0] ? ob->name : "/proc/self/exe";
+  struct stat st;
+  void *map;
+  int fd;
+  ob->syms_loaded = 1;
+  if (!strncmp(ob->name, "linux-vdso", 10) || !strncmp(ob->name, "linux-gate", 10)) {
+    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)getauxval(AT_SYSINFO_EHDR);
+    if (eh && (uintptr_t)eh >= ob->base && (uintptr_t)eh < ob->hi[ob->nseg - 1] &&
+        !memcmp(eh->e_ident, ELFMAG, SELFMAG) &&
+        eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)) <= 65536)
+      parse_symbols(ob, eh, eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)));
+    return;
+  }
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return;
+  if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
+    close(fd);
+    return;
+  }
+  map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return;
+  parse_symbols(ob, map, (uint64_t)st.st_size);
+  munmap(map, (size_t)st.st_size);
+}
+
+static const sym *find_sym(const ljp_object *ob, uintptr_t a)
+{
+  uint32_t lo = 0, hi = ob->ns, k;
+  while (lo < hi) {  /* lo: the first symbol starting after a */
+    uint32_t mid = (lo + hi) / 2;
+    if (ob->s[mid].lo <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  /* The nearest start may be a nested or zero-size symbol: look at a few
+  ** before it for one that covers a. */
+  for (k = 0; k < 16 && lo > k; k++) {
+    const sym *s = &ob->s[lo - 1 - k];
+    if (a < s->hi) return s;
+  }
+  return NULL;
+}
+
+int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out)
+{
+  const ljp_span *e;
+  ljp_object *ob;
+  const sym *s;
+  pthread_mutex_lock(&reg_mu);
+  e = ljp_objects_find(atomic_load(&reg_cur), a);
+  if (!e) {  /* an object loaded since the last refresh? */
+    refresh_locked(0);
+    e = ljp_objects_find(atomic_load(&reg_cur), a);
+  }
+  if (!e) {
+    pthread_mutex_unlock(&reg_mu);
+    return 0;
+  }
+  /* The snapshot cannot change while reg_mu is held: ob stays. */
+  ob = atomic_load(&reg_cur)->obj[e->obj];
+  if (!ob->syms_loaded) load_symbols(ob);
+  out->kind = ob->kind;
+  out->base = ob->base;
+  snprintf(out->short_name, sizeof(out->short_name), "%s", ob->short_name);
+  s = ob->s ? find_sym(ob, a) : NULL;
+  out->sym_lo = s ? s->lo : 0;
+  out->sym_hi = s ? s->hi : 0;
+  snprintf(out->sym, sizeof(out->sym), "%s", s ? ob->names + s->name : "");
+  pthread_mutex_unlock(&reg_mu);
+  return 1;
+}

@@ -1,0 +1,106 @@
+/*
+** The object registry (objects.c): the process's loaded objects (ELF
+** executables, libraries, the vDSO) as one immutable snapshot, and the
+** one reclamation scheme (an epoch) that frees what snapshots and the
+** code map replace.
+**
+** Rules: ljp_epoch_enter/leave, ljp_objects_snap, ljp_objects_find and
+** ljp_objects_print are async-signal-safe (no locks, no allocation,
+** bounded work); everything else is normal context. Only objects.c calls
+** dl_iterate_phdr, and only it knows which object is LuaJIT's.
+*/
+#ifndef LJP_OBJECTS_H
+#define LJP_OBJECTS_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* -- Reclamation (epoch) ------------------------------------------------- */
+
+/* Enter a read section: a pointer loaded from a published snapshot after
+** this stays valid until ljp_epoch_leave. Returns a token for leave, or
+** -1 when it could not enter (a writer advanced the epoch meanwhile,
+** repeatedly): then nothing may be read; the caller skips and counts.
+** Signal context; sections nest. */
+int ljp_epoch_enter(void);
+void ljp_epoch_leave(int token);
+/* Normal context: free p with fn (free when NULL) once no reader can hold
+** it; call after p was unpublished. */
+void ljp_epoch_retire(void *p, void (*fn)(void *));
+/* Normal context: advance the epoch if it can and free what is safe. */
+void ljp_epoch_collect(void);
+
+/* -- Snapshot ------------------------------------------------------------- */
+
+enum {
+  LJP_SPAN_OTHER,   /* any other object (C modules, libc, FFI callees) */
+  LJP_SPAN_VM,      /* LuaJIT's own object (not the interpreter) */
+  LJP_SPAN_INTERP,  /* LuaJIT's interpreter (one FDE, see unwind.c) */
+  LJP_SPAN_SELF     /* ljprof's own library */
+};
+
+/* One executable segment (or the interpreter's part of one). */
+typedef struct ljp_span {
+  uintptr_t lo, hi;        /* [lo, hi): first, for ljp_span_find */
+  uint16_t kind;           /* LJP_SPAN_* */
+  uint16_t unwind;         /* unwind info registered with libunwind */
+  uint32_t obj;            /* index in the snapshot's objects */
+} ljp_span;
+
+typedef struct ljp_object ljp_object;  /* opaque (objects.c) */
+
+typedef struct ljp_objsnap {
+  uint64_t print;               /* link-map fingerprint when it was built */
+  unsigned long long dlgen;     /* loader's adds + subs when it was built */
+  uint32_t nobj, nspan;
+  ljp_object **obj;
+  ljp_span span[];              /* sorted by lo, disjoint */
+} ljp_objsnap;
+
+/* Signal context, inside an epoch section: the current snapshot (NULL
+** before the first refresh) and the span holding pc (NULL: none). */
+const ljp_objsnap *ljp_objects_snap(void);
+const ljp_span *ljp_objects_find(const ljp_objsnap *s, uintptr_t pc);
+/* Signal context too: a fingerprint of the loader's list of objects (load
+** bias and dynamic section of each), to compare with snap->print. */
+uint64_t ljp_objects_print(void);
+
+/* -- Refresh and set-up (normal context) ---------------------------------- */
+
+/* The loader's count of objects added plus removed. */
+unsigned long long ljp_dl_generation(void);
+/* Rebuild the snapshot if the loader generation changed (or none yet). */
+void ljp_objects_refresh(void);
+/* Was LuaJIT's object found (by the address of lua_gettop)? */
+int ljp_objects_have_vm(void);
+/* Is a inside LuaJIT's object? */
+int ljp_objects_in_vm(uintptr_t a);
+/* The interpreter's extent [lo, hi); must lie in LuaJIT's object.
+** 0, or -1 (rejected). Rebuilds the snapshot. */
+int ljp_objects_set_interp(uintptr_t lo, uintptr_t hi);
+/* Register every object's .eh_frame_hdr with libunwind from now on
+** (_U_dyn_register), so that libunwind never calls dl_iterate_phdr for
+** them. Rebuilds the snapshot; 0, or -1 out of memory. */
+int ljp_objects_unwind_enable(void);
+/* The function holding pc, from its registered unwind info; 0: unknown. */
+int ljp_objects_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
+
+/* What holds address a, for naming (symbols loaded on first use). */
+typedef struct ljp_objinfo {
+  int kind;                /* LJP_SPAN_* (the interpreter reads as VM) */
+  uintptr_t base;          /* load bias */
+  char short_name[128];    /* basename ("luajit"/"main": main program) */
+  uintptr_t sym_lo, sym_hi;/* the symbol covering a (sym_lo 0: none) */
+  char sym[320];           /* its name */
+} ljp_objinfo;
+/* 1 and *out filled when a lies in a loaded object (refreshing once when
+** it lies in none), else 0. */
+int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out);
+
+/* Block every signal on this thread around normal-context libunwind calls
+** (a handler never enters libunwind while its thread is inside it). */
+void ljp_signals_block(sigset_t *old);
+void ljp_signals_restore(const sigset_t *old);
+
+#endif

@@ -1,0 +1,28 @@
+/*
+** Native stacks, capture side (unwind.c): set-up of libunwind and the
+** walk in the signal handler. The objects it walks through, and their
+** unwind info, are the object registry's (objects.h).
+**
+** Rules: ljp_native_capture is signal context (no malloc, no locks,
+** bounded work, every skipped walk counted); the rest is normal context.
+*/
+#ifndef LJP_UNWIND_H
+#define LJP_UNWIND_H
+
+#include <stdint.h>
+
+#include <lua.h>
+
+typedef struct ljp_ctx ljp_ctx;
+
+/* Normal context, on the thread to be profiled, before its timer starts:
+** 0 when native stacks can be captured; otherwise -1 and why in *why. */
+int ljp_native_setup(lua_State *L, const char **why);
+/* Normal context: pick up libraries (un)loaded (once set up). */
+void ljp_native_refresh(void);
+/* Signal context: the native frames at pc, innermost first, into out
+** (at most LJP_NATIVE_MAX); LJP_NATIVE_* flags into *flags. */
+int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
+                       uintptr_t *out, uint8_t *flags);
+
+#endif

@@ -1,15 +1,15 @@
 /*
-** ljprof internals: the per-state context and the interfaces between the
-** pipeline stages
+** The per-state context: a composition of parts, each declared in its
+** owner's header and written by its owner (hook.h, timer.h, traces.h,
+** zones.h, exit_signals.h, store.h, codemap.h, names.h), plus identity,
+** run control and the handler's counters. See docs/design.md, "Pipeline
+** and who owns what":
 **
-**   timer_*.c   -> signal.c     -> ring.c  -> safepoint.c -> aggregate.c
-**   (ticks)        (handler:       (SPSC)     (count hook:   (ring ->
-**                  pc, vmstate)               Lua stack)     table)
+**   timer_*.c -> signal.c -> ring -> safepoint.c -> complete.c -> store.c
+**   (ticks)      (handler)   (SPSC)  (the hook)     (stack keys)  (counts)
 **
-** plus codemap.c/traces.c (code map used to classify the PC), dumpstack.c
-** (jit.profile-identical stack strings), names.c (names of C and fast
-** functions), buf.c (growable buffer), profiler.c (public C API and
-** context lifecycle) and lua_ljprof.c (the Lua module).
+** Entry points (signal.c, safepoint.c, api.c, lua_ljprof.c) look a
+** context up; the modules below them are handed one.
 */
 #ifndef LJP_H
 #define LJP_H

@@ -36,9 +36,9 @@
 ** that holds one busy value (with the "active" bit 0x10) in every "start"
 ** event, another in every "stop" event, and 0 at safe points while
 ** nothing records. With it the
-** handler never arms while a trace is being started: lua_sethook would
+** handler never arms while a trace is being started: a hook change would
 ** abort it. Anything unproven stays off and the VM
-** state falls back to the program counter (vmstate.c), coarser but never
+** state falls back to the program counter (codemap.c), coarser but never
 ** wrong; one notice line says so. LJPROF_VMSTATE=pc forces the fallback.
 **
 ** Memory of uncertain validity is read with ljp_peek (process_vm_readv on

@@ -54,9 +54,11 @@
 -- listing's excerpts or whole files in place of -jp's annotation);
 -- folded uses the f/F/l/p letters for its frame labels; the other
 -- formats come from the module jit.prof.<format>. Files are written
--- atomically (a temporary file renamed). Unwritable outputs, unavailable
--- formats and bad options are reported in one line before profiling
--- starts.
+-- atomically (a temporary file renamed). Choosing, rendering and writing
+-- outputs is jit/prof/output.lua's job, shared with the ljprof command;
+-- this file parses the options, records and hands the profile over.
+-- Unwritable outputs, unavailable formats and bad options are reported in
+-- one line before profiling starts.
 --
 -- The profile is written by stop(), at normal exit (lua_close), on
 -- os.exit(), after an uncaught error (the exit status stays that of the
@@ -69,6 +71,7 @@
 local ljprof = require("ljprof")
 local model = require("jit.prof.model")
 local text = require("jit.prof.text")
+local output = require("jit.prof.output")
 
 local M = {}
 local run        -- options of the active run, or nil
@@ -139,25 +142,6 @@ local function parse_keys(s)
   return kv
 end
 
--- Special files are written in place, never replaced by a rename.
-local function special(path)
-  return path:sub(1, 5) == "/dev/" or path:sub(1, 6) == "/proc/"
-end
-
--- An output must be writable now; a file created to find out is removed.
-local function check_writable(path)
-  if path == "-" then return end
-  local existed = special(path) or io.open(path, "rb")
-  if type(existed) == "userdata" then existed:close() end
-  local f, err = io.open(path, "ab")
-  if not f then fail("cannot write output " .. tostring(err)) end
-  f:close()
-  if not existed then os.remove(path) end
-end
-
--- The renderer module of a non-text format, or one line saying why not.
-local renderer = model.renderer
-
 -- Parse options and outputs into a run description.
 local function parse(opts, outputs)
   opts = opts and tostring(opts) or "f"
@@ -172,112 +156,13 @@ local function parse(opts, outputs)
   if #outputs == 0 then outputs = {os.getenv("LUAJIT_PROFILEFILE") or "-"} end
   local stacks = false
   for _, path in ipairs(outputs) do
-    local fmt
-    if kv.format and #outputs == 1 then
-      fmt = kv.format
-    else
-      fmt = model.format_for(path)
-      if kv.format and fmt == "text" and not path:find("%.txt$") then fmt = kv.format end
-    end
+    local fmt = output.format(path, kv.format, #outputs)
     r.outputs[#r.outputs + 1] = {path = path, format = fmt}
     if fmt ~= "text" then stacks = true end
   end
   r.record_depth = (stacks or kv.calls == "on") and -model.MAX_DEPTH or
                    text.record_depth(r.view)
   return r
-end
-
--- "Hot but interpreted": functions where at least min percent of all
--- samples were spent in the interpreter, with the trace aborts LuaJIT
--- reported for traces starting in them (why the hot code did not compile).
--- Returns the section (from its leading blank line), or "".
-function M.hot_interpreted(total, min)
-  local aborts = {}
-  for _, a in ipairs(ljprof.aborts()) do
-    local t = aborts[a.func] or {}
-    aborts[a.func] = t
-    t[#t + 1] = a
-  end
-  local lines = {}
-  local funcs = ljprof.functions()
-  table.sort(funcs, function(a, b)  -- by time in the interpreter
-    if (a.I or 0) ~= (b.I or 0) then return (a.I or 0) > (b.I or 0) end
-    return a.func < b.func
-  end)
-  for _, f in ipairs(funcs) do
-    local i = f.I or 0
-    local pct = math.floor(i * 100 / total + 0.5)
-    if i > 0 and pct >= math.max(min, 1) and #lines < 10 then
-      local head = string.format("%2d%%  %s", pct, f.func)
-      local list = aborts[f.func]
-      if not list then
-        lines[#lines + 1] = head .. "  no trace aborts reported (JIT off for it, or not hot enough to compile)"
-      else
-        for k, a in ipairs(list) do
-          if k > 5 then
-            lines[#lines + 1] = string.rep(" ", #head) .. "  ... " .. (#list - 5) .. " more"
-            break
-          end
-          lines[#lines + 1] = (k == 1 and head or string.rep(" ", #head))
-            .. string.format("  %dx %s (trace at line %d, aborted at %s)", a.count, a.reason, a.line, a.at)
-        end
-      end
-    end
-  end
-  if #lines == 0 then return "" end
-  return "\nHot but interpreted (percent of all samples in the interpreter; trace aborts):\n"
-    .. table.concat(lines, "\n") .. "\n"
-end
-
--- The content of one output.
-local function render(r, o, p, meta)
-  local v = r.view
-  if o.format == "text" and p.calls then  -- -jp's report, then the calls
-    local calls = require("jit.prof.calls")
-    local s = v.ann and "" or (text.render(p, v) .. "\n")
-    return s .. calls.render(p, meta, v)
-  end
-  if o.format == "text" then
-    local s = text.render(p, v)
-    if p.total > 0 and not (v.letters.r or v.letters.G or v.ann) then
-      s = s .. M.hot_interpreted(p.total, v.min)
-    end
-    return s
-  end
-  local mod, err = renderer(o.format)
-  if not mod then return nil, err end
-  -- zones as root frames in the stack formats ("[zone AI]"), on request
-  if r.kv.zones == "root" and o.format ~= "raw" then p = model.with_zones(p) end
-  if o.format == "folded" then  -- frame labels from the f/F/l/p letters
-    local m = {}
-    for k, x in pairs(meta) do m[k] = x end
-    m.scope, m.fullpath = v.scope ~= "" and v.scope or "f", v.fullpath
-    meta = m
-  end
-  local ok, data = pcall(mod.render, p, meta)
-  if not ok then return nil, "format " .. o.format .. " failed: " .. tostring(data) end
-  if type(data) ~= "string" then
-    return nil, "format " .. o.format .. " failed: render returned no data"
-  end
-  return data
-end
-
-local function write_output(o, data)
-  if o.path == "-" then
-    io.stdout:write(data)
-    io.stdout:flush()
-    return true
-  end
-  local ok, err
-  if not special(o.path) then ok, err = model.write_file(o.path, data) end
-  if not ok then  -- a special file, or no temporary file next to it
-    local f, ferr = io.open(o.path, "wb")
-    if not f then return nil, ferr or err end
-    local wok, werr = f:write(data)
-    local cok, cerr = f:close()
-    if not wok or not cok then return nil, tostring(werr or cerr) end
-  end
-  return true
 end
 
 function M.stop()
@@ -289,14 +174,16 @@ function M.stop()
   local st = ljprof.stats()
   local p = model.collect(ljprof.summary())
   if r.kv.calls == "on" then p.calls = ljprof.calls() end
+  p.functions, p.aborts = ljprof.functions(), ljprof.aborts()  -- "Hot but interpreted"
   local meta = {
     clock = st.clock, interval_us = st.interval_us, program = r.program,
     samples = st.samples, dropped = st.dropped,
   }
+  local opts = {view = r.view, zones = r.kv.zones == "root"}
   for _, o in ipairs(r.outputs) do
-    local ok, data, err = pcall(render, r, o, p, meta)
+    local ok, data, err = pcall(output.render, p, meta, o.format, opts)
     if ok and data then
-      ok, err = write_output(o, data)
+      ok, err = output.write(o.path, data)
     elseif not ok then
       err = data
     end
@@ -322,9 +209,10 @@ function M.start(opts, ...)
   end
   local r = parse(opts, outputs)
   for _, o in ipairs(r.outputs) do  -- say what cannot work before starting
-    check_writable(o.path)
+    local ok, err = output.check(o.path)
+    if not ok then fail(err) end
     if o.format ~= "text" then
-      local ok, err = renderer(o.format)
+      ok, err = model.renderer(o.format)
       if not ok then fail(err) end
     end
   end

@@ -7,14 +7,21 @@
 --       The exit status is the script's.
 --   ljprof report RAW [-f FORMAT] [-o FILE] [-v VIEW]
 --       Renders a saved raw profile (.ljprof) into any format.
+--   ljprof --version
+--       Prints "ljprof <version>" (meson's project version, which the
+--       launcher src/ljprof.in passes in LJPROF_VERSION).
 --
 -- The script runs in a child luajit (`-jprof=.../format=raw,<tmp>`), which
 -- writes a raw profile at exit (normal exit, os.exit, an error); every
 -- output is then rendered here from that raw profile, so `report` and the
--- command share one path. Options: see usage() below.
+-- command share one path. Choosing formats, rendering and writing files is
+-- jit.prof.output's job (the same as for -jprof); this file parses the
+-- command line, runs the child and reports. Errors are one line on
+-- standard error and exit status 2. Options: see usage() below.
 ----------------------------------------------------------------------------
 
 local model = require("jit.prof.model")
+local output = require("jit.prof.output")
 local raw = require("jit.prof.raw")
 
 local M = {}
@@ -29,18 +36,21 @@ options:
                    .svg flame graph, .speedscope.json, .pb.gz (pprof),
                    .folded, .ljprof (raw profile), .txt or anything else:
                    text report. Default: <app>.svg
-  -f, --format F   format of the outputs without a known extension
-                   (text, folded, speedscope, pprof, svg, raw)
+  -f, --format F   format (text, folded, speedscope, pprof, svg, raw): with
+                   one output, its format whatever the name; with several,
+                   that of the names without a known ending (.txt is text)
   -r, --rate HZ    samples per second (default 100)
   -c, --clock C    cpu (default), wall, itimer or thread
   -d, --duration S sample only the first S seconds
-  -v, --view V     -jp view letters for text reports (default f)
+  -v, --view V     -jp view letters for text reports and the frame labels
+                   of folded stacks (default f)
   -z, --zones      zones as root frames ("[zone AI]") in the stack formats
   -n, --no-native  Lua frames only (no C frames above the Lua caller)
       --calls      also count every call exactly (JIT off while counting);
                    text outputs end with calls, self/total time and time
                    per call per function and an annotated source listing;
                    without -o that report goes to standard output
+  -V, --version    print "ljprof <version>"
   -h, --help       this text
 ]]
 end
@@ -54,37 +64,17 @@ local function shell_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
--- Render p into each output; returns the list of "file" names written.
-local function write_outputs(p, meta, outputs, forced, view, zones)
-  local pz = zones and model.with_zones(p) or p
+-- Render p into each output (jit.prof.output); a failure ends the command
+-- with one line.
+local function write_outputs(p, meta, outputs, o)
+  local opts = {view = o.view or "f", zones = o.zones}
   for _, path in ipairs(outputs) do
-    local fmt = model.format_for(path)
-    if fmt == "text" and forced then fmt = forced end
-    local data
-    if fmt == "text" then
-      data = M.text(p, view or "f", meta)
-    else
-      local mod, err = model.renderer(fmt)
-      if not mod then fail(err) end
-      data = mod.render(fmt == "raw" and p or pz, meta)
-    end
-    local ok, err = model.write_file(path, data)
-    if not ok then fail("cannot write " .. path .. ": " .. tostring(err)) end
+    local fmt = output.format(path, o.format, #outputs)
+    local data, err = output.render(p, meta, fmt, opts)
+    if not data then fail((path == "-" and "" or (path .. ": ")) .. err) end
+    local ok, werr = output.write(path, data)
+    if not ok then fail("cannot write " .. path .. ": " .. tostring(werr)) end
   end
-end
-
--- The -jp text report of p for view letters (jit.prof.text); with call
--- counts (p.calls), followed by the calls report (jit.prof.calls), which
--- takes the place of -jp's annotation for a/A.
-function M.text(p, view, meta)
-  local text = require("jit.prof.text")
-  local ok, v = pcall(text.parse, view)
-  if not ok then fail(tostring(v)) end
-  if p.calls then
-    local s = v.ann and "" or (text.render(p, v) .. "\n")
-    return s .. require("jit.prof.calls").render(p, meta, v)
-  end
-  return text.render(p, v)
 end
 
 -- Options start at argv[first]. For the command they end at the script
@@ -110,6 +100,13 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-n" or a == "--no-native" then o.native = "off"
     elseif a == "--calls" then o.calls = true
     elseif a == "-h" or a == "--help" then io.stdout:write(usage()); os.exit(0)
+    elseif a == "-V" or a == "--version" then
+      local version = os.getenv("LJPROF_VERSION")
+      if not version or version == "" then
+        fail("version unknown (it comes from the ljprof launcher, build/ljprof or the installed ljprof)")
+      end
+      io.stdout:write("ljprof ", version, "\n")
+      os.exit(0)
     elseif a == "--" then i = i + 1; break
     elseif a:sub(1, 1) == "-" and a ~= "-" then
       fail("unknown option '" .. a .. "' (ljprof --help lists the options)")
@@ -124,6 +121,10 @@ local function parse_args(argv, first, anywhere)
     if not known then
       fail("bad format '" .. o.format .. "' (accepted: " .. table.concat(model.FORMATS, ", ") .. ")")
     end
+  end
+  if o.view then
+    local ok, err = output.view(o.view)
+    if not ok then fail((err:gsub("^jit%.prof: ", ""))) end
   end
   if o.rate and not (tonumber(o.rate) and tonumber(o.rate) > 0) then
     fail("bad rate '" .. o.rate .. "' (accepted: a positive number of samples per second)")
@@ -143,12 +144,11 @@ local function report(argv)
   if not src then fail("report needs a raw profile file (ljprof report FILE.ljprof)") end
   local p, meta = raw.read(src)
   if not p then fail(meta) end
-  if #o.outputs == 0 then
-    io.stdout:write((o.format and o.format ~= "text") and
-      assert(model.renderer(o.format)).render(p, meta) or M.text(p, o.view or "f", meta))
+  if #o.outputs == 0 then  -- to standard output, no Samples line
+    write_outputs(p, meta, {"-"}, o)
     return 0
   end
-  write_outputs(p, meta, o.outputs, o.format, o.view, o.zones)
+  write_outputs(p, meta, o.outputs, o)
   io.stderr:write(string.format("Samples: %d (dropped %d) -> %s\n", p.total,
     tonumber(meta.dropped) or 0, table.concat(o.outputs, ", ")))
   return 0
@@ -164,9 +164,8 @@ local function run(argv, luajit)
       model.extension(o.format or "svg")
   end
   for _, path in ipairs(o.outputs) do  -- unwritable outputs: say so first
-    local f, err = io.open(path, "a")
-    if not f then fail("cannot write output " .. tostring(err)) end
-    f:close()
+    local ok, err = output.check(path)
+    if not ok then fail(err) end
   end
   local tmp = os.tmpname()
   local opts = "f"
@@ -190,13 +189,12 @@ local function run(argv, luajit)
     return code ~= 0 and code or 1
   end
   if to_stdout then
-    io.stdout:write(M.text(p, o.view or "f", meta))
-    io.stdout:flush()
+    write_outputs(p, meta, {"-"}, o)
     io.stderr:write(string.format("Samples: %d (dropped %d) -> standard output\n", p.total,
       tonumber(meta.dropped) or 0))
     return code
   end
-  write_outputs(p, meta, o.outputs, o.format, o.view, o.zones)
+  write_outputs(p, meta, o.outputs, o)
   io.stderr:write(string.format("Samples: %d (dropped %d) -> %s\n", p.total,
     tonumber(meta.dropped) or 0, table.concat(o.outputs, ", ")))
   return code

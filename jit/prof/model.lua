@@ -178,25 +178,4 @@ function M.renderer(fmt)
   return mod
 end
 
--- Write data to path atomically: a temporary file next to it, renamed.
-function M.write_file(path, data)
-  -- unique per process and call: a fresh table's address, and the time
-  local tmp = path .. ".tmp." .. tostring({}):match("%x+$") .. "." ..
-              tostring(os.time()) .. "." .. string.format("%.0f", os.clock() * 1e6)
-  local f, err = io.open(tmp, "wb")
-  if not f then return nil, err end
-  local ok, werr = f:write(data)
-  local cok, cerr = f:close()
-  if not ok or not cok then
-    os.remove(tmp)
-    return nil, tostring(werr or cerr)
-  end
-  local rok, rerr = os.rename(tmp, path)
-  if not rok then
-    os.remove(tmp)
-    return nil, rerr
-  end
-  return true
-end
-
 return M

@@ -3,12 +3,15 @@
 -- can be rendered again later (`ljprof report`), so a long workload never
 -- has to run twice.
 --
--- Format, version 2 (version 1 without call counts): UTF-8/byte text,
--- one record per line, fields separated by TAB; in text fields TAB, LF,
--- CR and backslash are written as \t \n \r \\.
+-- Format, version 3 (version 2 without the functions and aborts of the
+-- "Hot but interpreted" section, version 1 also without call counts):
+-- UTF-8/byte text, one record per line, fields separated by TAB; in text
+-- fields TAB, LF, CR and backslash are written as \t \n \r \\.
 --
---   LJPROF-RAW 2                     magic and version (first line); 1
---                                    when the run did not count calls
+--   LJPROF-RAW 3                     magic and version (first line); the
+--                                    writer writes the lowest version that
+--                                    holds the profile: 3 with functions or
+--                                    aborts, else 2 with call counts, else 1
 --   meta <key> <value>               clock, interval_us, program, samples,
 --                                    dropped, created (any number; unknown
 --                                    keys are kept and ignored)
@@ -20,11 +23,21 @@
 --                                    version 2: one per counted function
 --                                    (ljprof.calls(); what is Lua, main
 --                                    or C; "-" for no name)
---   end <frames> <samples> [<calls>] last line: the counts written (the
---                                    third in version 2)
+--   function <func> <total> <N> <I> <C> <G> <J>
+--                                    version 3: samples per function and VM
+--                                    state (ljprof.functions(); func as it
+--                                    names it)
+--   abort <count> <func> <line> <at> <code> <reason> <info>
+--                                    version 3: a trace abort LuaJIT
+--                                    reported (ljprof.aborts()), in order
+--   end <frames> <samples> [<calls> [<functions> <aborts>]]
+--                                    last line: the counts written (calls
+--                                    in version 2; in version 3 calls is
+--                                    "-" when the run did not count calls)
 --
 -- Readers load every version up to theirs: a version 1 file is a profile
--- without call counts (p.calls nil).
+-- without call counts (p.calls nil), a version 1 or 2 file one without
+-- p.functions and p.aborts (no "Hot but interpreted" section).
 -- A file that does not start with the magic line is not a raw profile; a
 -- file without the end line, or whose counts differ, is truncated. Both are
 -- reported in one line naming the file.
@@ -33,7 +46,7 @@
 local M = {}
 
 M.MAGIC = "LJPROF-RAW"
-M.VERSION = 2
+M.VERSION = 3
 
 local function esc(s)
   return (tostring(s):gsub("[\\\t\n\r]", {["\\"] = "\\\\", ["\t"] = "\\t",
@@ -44,8 +57,11 @@ local function unesc(s)
   return (s:gsub("\\(.)", {["\\"] = "\\", t = "\t", n = "\n", r = "\r"}))
 end
 
+local STATES = {"N", "I", "C", "G", "J"}
+
 function M.render(p, meta)
-  local out = {M.MAGIC .. " " .. (p.calls and 2 or 1)}
+  local hot = p.functions ~= nil or p.aborts ~= nil
+  local out = {M.MAGIC .. " " .. (hot and 3 or p.calls and 2 or 1)}
   local keys = {}
   for k in pairs(meta or {}) do keys[#keys + 1] = k end
   table.sort(keys)
@@ -65,12 +81,26 @@ function M.render(p, meta)
     out[#out + 1] = string.format("sample\t%.0f\t%s\t%s\t%s", s.count, esc(s.vmstate),
                                   esc(s.zone or ""), table.concat(s.stack, ","))
   end
-  if p.calls then
-    for _, c in ipairs(p.calls) do
-      out[#out + 1] = string.format("call\t%.0f\t%s\t%s\t%s\t%s\t%d\t%d", c.calls,
-        esc(c.what or "Lua"), esc(c.func), c.name and esc(c.name) or "-",
-        esc(c.source or "=[C]"), c.linedefined or -1, c.lastlinedefined or -1)
+  for _, c in ipairs(p.calls or {}) do
+    out[#out + 1] = string.format("call\t%.0f\t%s\t%s\t%s\t%s\t%d\t%d", c.calls,
+      esc(c.what or "Lua"), esc(c.func), c.name and esc(c.name) or "-",
+      esc(c.source or "=[C]"), c.linedefined or -1, c.lastlinedefined or -1)
+  end
+  if hot then
+    local funcs, aborts = p.functions or {}, p.aborts or {}
+    for _, f in ipairs(funcs) do
+      local t = {"function", esc(f.func), string.format("%.0f", f.total or 0)}
+      for _, st in ipairs(STATES) do t[#t + 1] = string.format("%.0f", f[st] or 0) end
+      out[#out + 1] = table.concat(t, "\t")
     end
+    for _, a in ipairs(aborts) do
+      out[#out + 1] = string.format("abort\t%.0f\t%s\t%d\t%s\t%d\t%s\t%s", a.count or 0,
+        esc(a.func), a.line or -1, esc(a.at or "?"), a.code or -1, esc(a.reason or "?"),
+        esc(a.info or ""))
+    end
+    out[#out + 1] = string.format("end\t%d\t%d\t%s\t%d\t%d", #p.frames, #p.samples,
+      p.calls and tostring(#p.calls) or "-", #funcs, #aborts)
+  elseif p.calls then
     out[#out + 1] = string.format("end\t%d\t%d\t%d", #p.frames, #p.samples, #p.calls)
   else
     out[#out + 1] = string.format("end\t%d\t%d", #p.frames, #p.samples)
@@ -101,8 +131,10 @@ function M.parse(data, name)
     return nil, string.format("%s: raw profile version %s is newer than this ljprof " ..
       "reads (up to %d)", name, ver, M.VERSION)
   end
+  ver = tonumber(ver)
   local p, meta = {frames = {}, samples = {}, total = 0}, {}
-  if tonumber(ver) >= 2 then p.calls = {} end
+  local calls = ver >= 2 and {} or nil
+  if ver >= 3 then p.functions, p.aborts = {}, {} end
   local ended
   for i = 2, n do
     local f = fields(lines[i])
@@ -127,24 +159,46 @@ function M.parse(data, name)
       p.samples[#p.samples + 1] = {stack = stack, count = count, vmstate = unesc(f[3]),
                                    zone = unesc(f[4])}
       p.total = p.total + count
-    elseif kind == "call" and p.calls and #f >= 8 then
+    elseif kind == "call" and calls and #f >= 8 then
       local n = tonumber(f[2])
       if not n then
         return nil, string.format("%s: line %d: bad call count '%s'", name, i, f[2])
       end
-      p.calls[#p.calls + 1] = {calls = n, what = unesc(f[3]), func = unesc(f[4]),
+      calls[#calls + 1] = {calls = n, what = unesc(f[3]), func = unesc(f[4]),
         name = f[5] ~= "-" and unesc(f[5]) or nil, source = unesc(f[6]),
         linedefined = tonumber(f[7]), lastlinedefined = tonumber(f[8])}
+    elseif kind == "function" and p.functions and #f >= 8 then
+      local fn = {func = unesc(f[2]), total = tonumber(f[3])}
+      for k, st in ipairs(STATES) do
+        local n = tonumber(f[3 + k])
+        if not n or not fn.total then
+          return nil, string.format("%s: line %d: bad function record", name, i)
+        end
+        if n ~= 0 then fn[st] = n end  -- as ljprof.functions(): states seen
+      end
+      p.functions[#p.functions + 1] = fn
+    elseif kind == "abort" and p.aborts and #f >= 8 then
+      local count, line, code = tonumber(f[2]), tonumber(f[4]), tonumber(f[6])
+      if not (count and line and code) then
+        return nil, string.format("%s: line %d: bad abort record", name, i)
+      end
+      p.aborts[#p.aborts + 1] = {count = count, func = unesc(f[3]), line = line,
+        at = unesc(f[5]), code = code, reason = unesc(f[7]), info = unesc(f[8])}
     elseif kind == "end" then
-      ended = {tonumber(f[2]), tonumber(f[3]), tonumber(f[4])}
+      ended = {tonumber(f[2]), tonumber(f[3]), tonumber(f[4]), tonumber(f[5]),
+               tonumber(f[6]), calls = f[4]}
       break
     else
       return nil, string.format("%s: line %d: not a raw profile record: '%s'", name, i,
                                 lines[i]:sub(1, 60))
     end
   end
+  -- call counts: always in version 2; in version 3 unless the end record
+  -- says "-" (then there must be no call records)
+  if calls and not (ver >= 3 and ended and ended.calls == "-") then p.calls = calls end
   if not ended or ended[1] ~= #p.frames or ended[2] ~= #p.samples or
-     (p.calls and ended[3] ~= #p.calls) then
+     (p.calls and ended[3] ~= #p.calls) or (not p.calls and calls and #calls > 0) or
+     (p.functions and (ended[4] ~= #p.functions or ended[5] ~= #p.aborts)) then
     return nil, name .. ": truncated raw profile (the end record is missing or its " ..
       "counts differ from what was read)"
   end

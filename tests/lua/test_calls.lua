@@ -387,7 +387,7 @@ t.case("raw profiles carry the counts; version 1 files still load", function()
   t.ok(p, "raw profile read: " .. tostring(meta) .. out)
   if p then
     local f = io.open(rawf)
-    t.eq(f:read("*l"), "LJPROF-RAW 2", "version 2 with counts")
+    t.eq(f:read("*l"), "LJPROF-RAW 3", "version 3: counts, functions, aborts")
     f:close()
     t.ok(p.calls and #p.calls > 0, "counts in the file")
     local rounds = tonumber(out:match("rounds (%d+)"))

@@ -1,8 +1,9 @@
 -- The ljprof command (build/ljprof, jit/prof/cli.lua) and the raw profile:
 -- outputs by file name, the closing "Samples:" line, the script's exit
 -- status kept, profiles written on os.exit and on errors, --duration,
--- `ljprof report` re-rendering a saved raw profile, and one-line errors for
--- bad options and foreign or truncated files.
+-- `ljprof report` re-rendering a saved raw profile, the text report's "Hot
+-- but interpreted" section (also through a raw profile), --version, and
+-- one-line errors for bad options and foreign or truncated files.
 local t = require("t")
 
 local BUILD = os.getenv("LJPROF_BUILD") or "build"
@@ -91,12 +92,82 @@ t.case("report re-renders a raw profile; bad files give one line", function()
   t.ok(e3:find("not an ljprof raw profile", 1, true) ~= nil, "foreign: " .. e3)
 end)
 
+-- The section's heading at the start of a line.
+local function has_section(s) return ("\n" .. s):find("\nHot but interpreted %(") ~= nil end
+
+t.case("text report: Hot but interpreted, also from a raw profile", function()
+  local txt, rawf = dir .. "/h.txt", dir .. "/h.ljprof"
+  local code, _, err = sh(string.format("%s -c wall -r 1000 -o %s -o %s %s ok 0.4",
+                                        LJPROF, txt, rawf, script))
+  t.eq(code, 0, "exit status: " .. err)
+  local s = read(txt) or ""
+  t.ok(has_section(s), "the command's text report has the section:\n" .. s)
+  t.ok(s:find("\n%s?%d+%%  app%.lua:1  no trace aborts reported") ~= nil,
+       "busy (jit.off) is listed:\n" .. s)
+  t.eq((read(rawf) or ""):match("^[^\n]*"), "LJPROF-RAW 3", "raw profile version")
+  local c2, rep = sh(string.format("%s report %s", LJPROF, rawf))
+  t.eq(c2, 0, "report exit status")
+  t.eq(rep, s, "ljprof report: the same text report, section included")
+  local _, rr = sh(string.format("%s report %s -v r", LJPROF, rawf))
+  t.ok(rr:find("busy", 1, true) and not has_section(rr), "not with r:\n" .. rr)
+  -- "-" is standard output
+  local c3, out = sh(string.format("%s report %s -o -", LJPROF, rawf))
+  t.eq(c3, 0, "-o -: exit status")
+  t.eq(out, s, "-o -: the text report on standard output")
+end)
+
+t.case("raw profile: functions and aborts round-trip; older versions load", function()
+  local raw, output = require("jit.prof.raw"), require("jit.prof.output")
+  local p = {frames = {{id = 1, lua = true, file = "/x/a.lua", line = 3, linedefined = 1}},
+             samples = {{stack = {1}, vmstate = "I", zone = "", count = 90},
+                        {stack = {1}, vmstate = "N", zone = "", count = 10}}, total = 100,
+             functions = {{func = "a.lua:1", total = 100, I = 90, N = 10}},
+             aborts = {{func = "a.lua:1", line = 2, at = "a.lua:3", code = 7, count = 4,
+                        reason = "NYI: FastFunc\tstring.dump", info = "string.dump"}}}
+  local data = raw.render(p, {clock = "wall"})
+  t.eq(data:match("^[^\n]*"), "LJPROF-RAW 3", "written as version 3")
+  local q, err = raw.parse(data, "x")
+  t.ok(q, "parsed: " .. tostring(err))
+  if not q then return end
+  t.ok(q.calls == nil, "no call counts")
+  t.same_keys(q.functions[1], p.functions[1], "function record")
+  t.same_keys(q.aborts[1], p.aborts[1], "abort record")
+  local s = output.text(q, {}, "f")
+  t.ok(s:find("\nHot but interpreted %(") and
+       s:find("\n90%%  a%.lua:1  4x NYI: FastFunc\tstring%.dump %(trace at line 2, aborted at a%.lua:3%)\n"),
+       "the section from the parsed profile:\n" .. s)
+  t.eq(s, output.text(p, {}, "f"), "the same text as before the round trip")
+  local cut = data:gsub("abort\t[^\n]*\n", "")
+  local c, cerr = raw.parse(cut, "cut")
+  t.ok(not c and cerr:find("truncated", 1, true), "a missing abort record: " .. tostring(cerr))
+  -- versions 1 and 2: no section, still a report
+  local v2 = "LJPROF-RAW 2\nmeta\tclock\twall\nframe\t1\tL\t/x.lua\t3\t1\t-\nsample\t5\tI\t\t1\nend\t1\t1\t0\n"
+  local p2, err2 = raw.parse(v2, "v2")
+  t.ok(p2 and p2.calls and #p2.calls == 0 and p2.functions == nil, "version 2 loads: " .. tostring(err2))
+  if p2 then
+    local s2 = output.text(p2, {}, "f")
+    t.ok(s2:find("x.lua:1", 1, true) and not has_section(s2), "no section from version 2:\n" .. s2)
+  end
+end)
+
+t.case("--version and -V print meson's project version", function()
+  local mb = read((os.getenv("LJPROF_SRC") or ".") .. "/meson.build") or ""
+  local version = mb:match("project%b()"):match("version%s*:%s*'([^']+)'")
+  t.ok(version, "meson.build names a version")
+  for _, opt in ipairs({"--version", "-V"}) do
+    local code, out, err = sh(LJPROF .. " " .. opt)
+    t.eq(code, 0, opt .. ": exit status " .. err)
+    t.eq(out, "ljprof " .. tostring(version) .. "\n", opt)
+  end
+end)
+
 t.case("bad options: one line naming the input and what is accepted", function()
   local cases = {
     {"-r zero", "bad rate 'zero'"},
     {"-c sundial", "bad clock 'sundial' (accepted: cpu, wall, itimer, thread)"},
     {"-f png", "bad format 'png'"},
     {"--frobnicate", "unknown option '--frobnicate'"},
+    {"-v q", "bad option 'q' in 'q'"},
   }
   for _, c in ipairs(cases) do
     local code, _, err = sh(LJPROF .. " " .. c[1] .. " " .. script)

@@ -497,7 +497,8 @@ t.case("formats from other modules, or one line naming a missing one", function(
   local tree = path("tree")
   sh("mkdir -p tree/jit/prof && cp " .. q(src .. "/jit/prof.lua") .. " tree/jit/ && cp " ..
      q(src .. "/jit/prof/model.lua") .. " " .. q(src .. "/jit/prof/text.lua") .. " " ..
-     q(src .. "/jit/prof/folded.lua") .. " tree/jit/prof/")
+     q(src .. "/jit/prof/output.lua") .. " " .. q(src .. "/jit/prof/folded.lua") ..
+     " tree/jit/prof/")
   local s, code = sh("LUA_PATH=" .. q(tree .. "/?.lua;;") .. " luajit -jprof=f/format=svg,x.svg " .. workload)
   t.ok(s:find("jit.prof: format svg is not available (module 'jit.prof.svg' not found)",
     1, true), s)

@@ -1,0 +1,203 @@
+----------------------------------------------------------------------------
+-- jit.prof.output: ljprof's one output path. Both front ends, -jprof
+-- (jit/prof.lua) and the `ljprof` command (jit/prof/cli.lua), turn a
+-- recorded profile into files only through this module:
+--
+--   local fmt = output.format(path, forced, n)   -- which format
+--   local ok, err = output.check(path)           -- writable? (before a run)
+--   local data, err = output.render(p, meta, fmt, {view = v, zones = z})
+--   local ok, err = output.write(path, data)     -- "-" is standard output
+--
+-- Rules:
+-- - An output's format comes from its name (model.format_for); a forced
+--   format (/format=, -f) wins over the name when it is the only output,
+--   and otherwise applies to the names without a known ending (.txt stays
+--   text).
+-- - Every format is rendered from one jit.prof.model profile (one
+--   recording, many views). The text view is -jp's report (jit.prof.text)
+--   followed by ljprof's "Hot but interpreted" section (not with the r or
+--   G letters or annotation); with call counts (p.calls) it is -jp's report
+--   followed by the calls report (jit.prof.calls) instead, which takes the
+--   place of -jp's annotation for a/A. The folded format labels frames
+--   with the view's f/F/l/p letters. zones = true puts each sample's zone
+--   at the root of the stack formats (not raw, not text). The other
+--   formats come from the module jit.prof.<format>.
+-- - The section needs p.functions (ljprof.functions()) and p.aborts
+--   (ljprof.aborts()); a profile without them (an older raw profile) has
+--   no section.
+-- - Files are written atomically: a temporary file next to the output,
+--   renamed over it. Special files (/dev/..., /proc/...) are written in
+--   place, and so is a file where no temporary file can be created.
+-- - Nothing here prints or exits: failures return nil and one line, and
+--   the caller says it in its own voice.
+----------------------------------------------------------------------------
+
+local model = require("jit.prof.model")
+local text = require("jit.prof.text")
+
+local M = {}
+
+-- The format of output path: forced (or nil) is /format= or -f, n the
+-- number of outputs.
+function M.format(path, forced, n)
+  if forced and n == 1 then return forced end
+  local fmt = model.format_for(path)
+  if forced and fmt == "text" and not path:find("%.txt$") then fmt = forced end
+  return fmt
+end
+
+-- -jp view letters -> a view (jit.prof.text.parse), or nil and one line.
+function M.view(letters)
+  local ok, v = pcall(text.parse, letters or "f")
+  if not ok then return nil, tostring(v):match("^[^\n]*") end
+  return v
+end
+
+-- Special files are written in place, never replaced by a rename.
+local function special(path)
+  return path:sub(1, 5) == "/dev/" or path:sub(1, 6) == "/proc/"
+end
+
+-- Can path be written now? A file created to find out is removed. Returns
+-- true, or nil and "cannot write output <why>".
+function M.check(path)
+  if path == "-" then return true end
+  local existed = special(path) or io.open(path, "rb")
+  if type(existed) == "userdata" then existed:close() end
+  local f, err = io.open(path, "ab")
+  if not f then return nil, "cannot write output " .. tostring(err) end
+  f:close()
+  if not existed then os.remove(path) end
+  return true
+end
+
+-- "Hot but interpreted": functions where at least min percent of all
+-- samples were spent in the interpreter, with the trace aborts LuaJIT
+-- reported for traces starting in them (why the hot code did not compile).
+-- From p.functions and p.aborts; returns the section (from its leading
+-- blank line), or "".
+function M.hot_interpreted(p, min)
+  local total = p.total
+  local aborts = {}
+  for _, a in ipairs(p.aborts or {}) do
+    local t = aborts[a.func] or {}
+    aborts[a.func] = t
+    t[#t + 1] = a
+  end
+  local lines = {}
+  local funcs = {}
+  for i, f in ipairs(p.functions or {}) do funcs[i] = f end
+  table.sort(funcs, function(a, b)  -- by time in the interpreter
+    if (a.I or 0) ~= (b.I or 0) then return (a.I or 0) > (b.I or 0) end
+    return a.func < b.func
+  end)
+  for _, f in ipairs(funcs) do
+    local i = f.I or 0
+    local pct = math.floor(i * 100 / total + 0.5)
+    if i > 0 and pct >= math.max(min, 1) and #lines < 10 then
+      local head = string.format("%2d%%  %s", pct, f.func)
+      local list = aborts[f.func]
+      if not list then
+        lines[#lines + 1] = head .. "  no trace aborts reported (JIT off for it, or not hot enough to compile)"
+      else
+        for k, a in ipairs(list) do
+          if k > 5 then
+            lines[#lines + 1] = string.rep(" ", #head) .. "  ... " .. (#list - 5) .. " more"
+            break
+          end
+          lines[#lines + 1] = (k == 1 and head or string.rep(" ", #head))
+            .. string.format("  %dx %s (trace at line %d, aborted at %s)", a.count, a.reason, a.line, a.at)
+        end
+      end
+    end
+  end
+  if #lines == 0 then return "" end
+  return "\nHot but interpreted (percent of all samples in the interpreter; trace aborts):\n"
+    .. table.concat(lines, "\n") .. "\n"
+end
+
+-- The text view of p for view v (a view table or letters).
+function M.text(p, meta, v)
+  if type(v) ~= "table" then v = assert(M.view(v)) end
+  if p.calls then  -- -jp's report, then the calls
+    local calls = require("jit.prof.calls")
+    local s = v.ann and "" or (text.render(p, v) .. "\n")
+    return s .. calls.render(p, meta, v)
+  end
+  local s = text.render(p, v)
+  if p.total > 0 and not (v.letters.r or v.letters.G or v.ann) then
+    s = s .. M.hot_interpreted(p, v.min)
+  end
+  return s
+end
+
+-- The content of one output of format fmt, or nil and one line. opts:
+-- view (a view table or letters; default "f"), zones (zones at the root).
+function M.render(p, meta, fmt, opts)
+  opts = opts or {}
+  local v = opts.view or "f"
+  if type(v) ~= "table" then
+    local err
+    v, err = M.view(v)
+    if not v then return nil, err end
+  end
+  if fmt == "text" then return M.text(p, meta, v) end
+  local mod, err = model.renderer(fmt)
+  if not mod then return nil, err end
+  if opts.zones and fmt ~= "raw" then p = model.with_zones(p) end
+  if fmt == "folded" then  -- frame labels from the f/F/l/p letters
+    local m = {}
+    for k, x in pairs(meta or {}) do m[k] = x end
+    m.scope, m.fullpath = v.scope ~= "" and v.scope or "f", v.fullpath
+    meta = m
+  end
+  local ok, data = pcall(mod.render, p, meta)
+  if not ok then return nil, "format " .. fmt .. " failed: " .. tostring(data) end
+  if type(data) ~= "string" then
+    return nil, "format " .. fmt .. " failed: render returned no data"
+  end
+  return data
+end
+
+-- Write data to path atomically: a temporary file next to it, renamed.
+local function write_atomic(path, data)
+  -- unique per process and call: a fresh table's address, and the time
+  local tmp = path .. ".tmp." .. tostring({}):match("%x+$") .. "." ..
+              tostring(os.time()) .. "." .. string.format("%.0f", os.clock() * 1e6)
+  local f, err = io.open(tmp, "wb")
+  if not f then return nil, err end
+  local ok, werr = f:write(data)
+  local cok, cerr = f:close()
+  if not ok or not cok then
+    os.remove(tmp)
+    return nil, tostring(werr or cerr)
+  end
+  local rok, rerr = os.rename(tmp, path)
+  if not rok then
+    os.remove(tmp)
+    return nil, rerr
+  end
+  return true
+end
+
+-- Write one output: "-" is standard output; files atomically (see the
+-- rules above). Returns true, or nil and why.
+function M.write(path, data)
+  if path == "-" then
+    io.stdout:write(data)
+    io.stdout:flush()
+    return true
+  end
+  local ok, err
+  if not special(path) then ok, err = write_atomic(path, data) end
+  if not ok then  -- a special file, or no temporary file next to it
+    local f, ferr = io.open(path, "wb")
+    if not f then return nil, ferr or err end
+    local wok, werr = f:write(data)
+    local cok, cerr = f:close()
+    if not wok or not cok then return nil, tostring(werr or cerr) end
+  end
+  return true
+end
+
+return M

@@ -34,6 +34,7 @@ static void ctx_free(ljp_ctx *ctx)
   ljp_codemap_free(&ctx->map);
   ljp_traces_reset(ctx);
   ljp_store_free(&ctx->store);
+  ljp_fnames_free(&ctx->fnames, NULL);
   ljp_native_names_reset(ctx);
   ljp_buf_free(&ctx->dump);
   ljp_buf_free(&ctx->scratch);
@@ -76,6 +77,7 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
   ctx->L = lua_newthread(L);
   ctx->anchor_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   ljp_hook_init(&ctx->hook, ctx->L, &ctx->ring);
+  ljp_fnames_init(&ctx->fnames);
   lua_pushlightuserdata(L, (void *)&ctx_key);
   ud = lua_newuserdata(L, sizeof(ljp_ctx *));
   *ud = ctx;
@@ -355,6 +357,10 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->jit_state = ctx->vm_g && ljp_vml.jstate_ok;
   ri->expired = ctx->tmr.expired;
   ri->aborts_lost = ctx->tr.aborts_lost;
+  ri->exact = ctx->exact_on;
+  ri->lua_captures = atomic_load(&ctx->n_lua_captures);
+  ri->stack_checks = ctx->stack_checks;
+  ri->stack_mismatches = ctx->stack_mismatches;
   ri->error = ctx->error;
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ljp.h"
+#include "luastack.h"
 
 /* -- Completing samples ------------------------------------------------------ */
 
@@ -35,8 +36,9 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
     /* A C function with no name yet: package.loaded is looked through
     ** once for it (a module loaded after the start). */
     ljp_name_cfunc(&ctx->cnames, L, (lua_CFunction)r->cfunc, &ctx->scratch);
-    lf->kind = LJP_LEAF_C;
-    lf->cfunc = (lua_CFunction)r->cfunc;
+    lf->nsyn = 1;
+    lf->syn[0].kind = LJP_LEAF_C;
+    lf->syn[0].cfunc = (lua_CFunction)r->cfunc;
   } else if (r->vmstate == 'N' && (ti = ljp_trace_info(ctx, r->trace))) {
     lua_Debug ar;
     int level;
@@ -59,11 +61,114 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
       lf->line = 0;
       return;
     }
-    lf->kind = LJP_LEAF_LUA;
-    lf->source = ti->source;
-    lf->name = ti->name;
-    lf->linedefined = ti->linedefined;
+    lf->nsyn = 1;
+    lf->syn[0].kind = LJP_LEAF_LUA;
+    lf->syn[0].source = ti->source;
+    lf->syn[0].name = ti->name;
+    lf->syn[0].linedefined = ti->linedefined;
+    lf->syn[0].line = lf->line;
+    lf->line = 0;
   }
+}
+
+/* -- Frames captured at the signal ------------------------------------------ */
+
+#define LIVE_MAX 512   /* live frames compared with a capture */
+#define LEARN_TOP 8    /* live frames whose names are remembered */
+
+static int same_frame(const ljp_lframe *a, const ljp_lframe *b)
+{
+  return a->fn == b->fn && a->slot == b->slot;
+}
+
+/* Remember the names of the innermost live Lua frames, for samples that
+** will capture them after they have returned. */
+static void learn_live(ljp_ctx *ctx, lua_State *L, const ljp_lframe *live,
+                       int m)
+{
+  int j;
+  for (j = 0; j < m && j < LEARN_TOP; j++) {
+    lua_Debug ar;
+    if (live[j].kind != 0 || ljp_fnames_has(&ctx->fnames, live[j].fn))
+      continue;
+    if (!lua_getstack(L, j, &ar) || !lua_getinfo(L, "Snf", &ar)) break;
+    if ((uintptr_t)lua_topointer(L, -1) == live[j].fn)
+      ljp_fnames_learn(&ctx->fnames, L, -1, ar.source, ar.name,
+                       ar.linedefined);
+    lua_pop(L, 1);
+  }
+}
+
+/* The leaf of a record whose Lua frames were captured at the signal: the
+** frames still live at this safe point (same function at the same slot of
+** the same stack, from the outermost captured one up) are shown as real
+** levels, the captured frames above them as synthetic frames named from
+** what live frames showed before. A captured frame that cannot be named
+** ends the stack there (an honest shorter stack, never another path).
+** Returns -1 when the safe point cannot compare (use the old way). */
+static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
+                      ljp_leaf *lf)
+{
+  ljp_lframe live[LIVE_MAX];
+  int m, lbottom, n = r->nlua, i, j = -1, top, k;
+  uintptr_t lstack;
+  const ljp_trinfo *ti = r->vmstate == 'N' ? ljp_trace_info(ctx, r->trace)
+                                           : NULL;
+  memset(lf, 0, sizeof(*lf));
+  m = ljp_luastack_live(L, live, LIVE_MAX, &lbottom, &lstack);
+  if (m < 0) return -1;
+  learn_live(ctx, L, live, m);
+  /* The outermost captured frame among the live ones. */
+  if (lstack == r->lstack) {
+    for (j = m - 1; j >= 0; j--)
+      if (same_frame(&r->lua[n - 1], &live[j])) break;
+    if (j >= 0 && (r->lflags & LJP_LUA_BOTTOM) && lbottom && j != m - 1)
+      j = -1;                       /* both whole stacks: bottoms align */
+  }
+  i = n - 1;
+  if (j >= 0) {                     /* walk up while the frames agree */
+    while (i > 0 && j > 0 && same_frame(&r->lua[i - 1], &live[j - 1])) {
+      i--;
+      j--;
+    }
+    lf->skip = j;                   /* live levels above are hidden */
+    top = i;                        /* captured frames above: synthetic */
+  } else {
+    if (!lbottom) return -1;        /* cannot hide what was not counted */
+    lf->skip = m;                   /* nothing in common */
+    top = n;
+  }
+  /* Synthetic frames, outermost first into syn[top-1 .. 0]; stop at the
+  ** first one that cannot be named (drop it and everything above). */
+  for (k = top - 1; k >= 0; k--) {
+    const ljp_lframe *f = &r->lua[k];
+    ljp_synframe *s = &lf->syn[k];
+    if (f->kind != 0) {
+      if (!f->cf) break;
+      s->kind = LJP_LEAF_C;
+      s->cfunc = (lua_CFunction)f->cf;
+      ljp_name_cfunc(&ctx->cnames, L, s->cfunc, &ctx->scratch);
+    } else {
+      const ljp_fname *e = ljp_fnames_get(&ctx->fnames, L, f->fn);
+      if (!e) break;
+      s->kind = LJP_LEAF_LUA;
+      s->source = e->source;
+      s->name = e->name;
+      s->linedefined = e->linedefined;
+      /* In a trace, the innermost frame runs the trace's own code. */
+      s->line = k == 0 && ti && ti->fn == f->fn ? ti->line : 0;
+    }
+  }
+  if (k >= 0) {                     /* syn[k] unnamed: keep those below it */
+    int keep = top - 1 - k;
+    memmove(&lf->syn[0], &lf->syn[k + 1], (size_t)keep * sizeof(lf->syn[0]));
+    lf->nsyn = keep;
+  } else {
+    lf->nsyn = top;
+  }
+  if (lf->nsyn == 0 && top == 0 && ti && ti->fn == r->lua[0].fn)
+    lf->line = ti->line;            /* the trace's start line */
+  return 0;
 }
 
 /* The leaf function of a dump with leaf lf: "chunk:firstline" for Lua,
@@ -73,10 +178,11 @@ static uint32_t leaf_func(ljp_ctx *ctx, lua_State *L, const ljp_leaf *lf)
   ljp_buf *b = &ctx->scratch;
   lua_Debug ar;
   b->n = 0;
-  if (lf->kind == LJP_LEAF_C) {
-    ljp_put_cfunc(b, lf->cfunc);
-  } else if (lf->kind == LJP_LEAF_LUA) {
-    ljp_put_location(b, lf->source, lf->linedefined, lf->linedefined);
+  if (lf->nsyn && lf->syn[0].kind == LJP_LEAF_C) {
+    ljp_put_cfunc(b, lf->syn[0].cfunc);
+  } else if (lf->nsyn) {
+    ljp_put_location(b, lf->syn[0].source, lf->syn[0].linedefined,
+                     lf->syn[0].linedefined);
   } else if (lua_getstack(L, lf->skip, &ar)) {
     lua_getinfo(L, "Sf", &ar);  /* pushes the function */
     if (ar.what[0] != 'C')
@@ -107,6 +213,9 @@ typedef struct variant {
   uint32_t stack, func, tloc;
   int nn;                          /* native frames on top, by name */
   uint32_t nat[LJP_NATIVE_MAX];
+  int nlua;                        /* Lua frames captured at the signal */
+  uintptr_t lstack;
+  ljp_lframe lua[LJP_LUA_MAX];
 } variant;
 
 static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
@@ -119,10 +228,12 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   int nn = ljp_native_names(ctx, r, nat);
   ljp_leaf lf;
   variant *e;
-  int i;
+  int i, exact = -1;
   for (i = 0; i < *nv; i++)
     if (v[i].cfunc == cf && v[i].trace == tr && v[i].nn == nn &&
-        !memcmp(v[i].nat, nat, (size_t)nn * sizeof(uint32_t)))
+        !memcmp(v[i].nat, nat, (size_t)nn * sizeof(uint32_t)) &&
+        v[i].nlua == r->nlua && v[i].lstack == r->lstack &&
+        !memcmp(v[i].lua, r->lua, (size_t)r->nlua * sizeof(r->lua[0])))
       return &v[i];
   e = &v[*nv < NVARIANT ? (*nv)++ : NVARIANT - 1];
   e->cfunc = cf;
@@ -131,10 +242,15 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   e->nn = nn;
   memcpy(e->nat, nat, (size_t)nn * sizeof(uint32_t));
   e->tloc = tr ? trace_loc(ctx, tr) : 0;
-  leaf_for(ctx, L, r, &lf);
+  e->nlua = r->nlua;
+  e->lstack = r->lstack;
+  memcpy(e->lua, r->lua, (size_t)r->nlua * sizeof(r->lua[0]));
+  if (!r->nlua || (exact = leaf_exact(ctx, L, r, &lf)) != 0)
+    leaf_for(ctx, L, r, &lf);
   for (i = 0; i < nn; i++) lf.native[i] = ljp_strtab_get(&ctx->store.strs, nat[i])->s;
   lf.nnative = nn;
-  if (ti && lf.kind == LJP_LEAF_LUA && ti->have_key && !nn) {
+  if (exact != 0 && ti && lf.nsyn && lf.syn[0].kind == LJP_LEAF_LUA &&
+      ti->have_key && !nn) {
     e->stack = ti->stack;  /* start function not on the stack */
     e->func = ti->func;
     return e;
@@ -151,7 +267,7 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
     }
   }
   e->func = leaf_func(ctx, L, &lf);
-  if (ti && lf.kind == LJP_LEAF_NONE && !nn) {
+  if (exact != 0 && ti && !lf.nsyn && !nn) {
     ti->have_key = 1;
     ti->stack = e->stack;
     ti->func = e->func;
@@ -167,6 +283,13 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
   int nv = 0, first_vm = 0;
   ljp_ring_claim(&ctx->ring, &from, &to);
   if (from == to) return;
+  if (ctx->exact_on && ljp_luastack_checking()) {
+    int ok = ljp_luastack_check(L);
+    if (ok >= 0) {
+      ctx->stack_checks++;
+      if (!ok) ctx->stack_mismatches++;
+    }
+  }
   if (ctx->native_on) ljp_native_refresh();  /* libraries (un)loaded? */
   for (pos = from; pos < to; pos++) {
     ljp_record *r = ljp_ring_at(&ctx->ring, pos);

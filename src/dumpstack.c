@@ -86,7 +86,7 @@ static int count_levels(lua_State *L, int above)
 /* One frame of a dump: a real stack level (ar valid), or the synthetic
 ** leaf frame of lf. */
 static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
-                      const char *fmt, lua_Debug *ar, const ljp_leaf *syn,
+                      const char *fmt, lua_Debug *ar, const ljp_synframe *syn,
                       const char *nat, int line, int *pathstrip,
                       size_t *lastlen)
 {
@@ -114,7 +114,8 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
           ljp_buf_put(sb, syn->name, strlen(syn->name));
         } else if (put_chunkname(sb, &sar, *pathstrip)) {
           ljp_buf_putc(sb, ':');
-          ljp_buf_int(sb, c == 'l' ? syn->line : syn->linedefined);
+          ljp_buf_int(sb, c == 'l' && syn->line > 0 ? syn->line
+                                                   : syn->linedefined);
         }
       }
       continue;
@@ -166,10 +167,10 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
 int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
                        const char *fmt, int depth, const ljp_leaf *lf)
 {
-  /* Virtual levels: first the native frames, then the synthetic frame if
-  ** there is one, then the real levels from lf->skip on. */
+  /* Virtual levels: first the native frames, then the synthetic frames,
+  ** then the real levels from lf->skip on. */
   int nn = lf ? lf->nnative : 0;
-  int leaf = lf && lf->kind != LJP_LEAF_NONE;
+  int leaf = lf ? lf->nsyn : 0;
   int syn = nn + leaf;
   int skip = lf ? lf->skip : 0;
   int level = 0, dir = 1, pathstrip = 1;
@@ -186,9 +187,10 @@ int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
       put_frame(L, helper, sb, fmt, &ar, NULL, lf->native[level], 0,
                 &pathstrip, &lastlen);
     } else if (level < syn) {
-      put_frame(L, helper, sb, fmt, &ar, lf, NULL, 0, &pathstrip, &lastlen);
+      put_frame(L, helper, sb, fmt, &ar, &lf->syn[level - nn], NULL, 0,
+                &pathstrip, &lastlen);
     } else if (lua_getstack(L, level - syn + skip, &ar)) {
-      int line = lf && !leaf && level == syn ? lf->line : 0;
+      int line = lf && level == syn ? lf->line : 0;
       put_frame(L, helper, sb, fmt, &ar, NULL, NULL, line, &pathstrip,
                 &lastlen);
     } else if (dir == 1) {

@@ -20,19 +20,26 @@ int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
 
 /* What ljprof's own reports show at the leaf end of a stack, where the
 ** time was really spent: the real levels above 'skip' are cut, the first
-** real level shown may get another current line, and a synthetic frame
-** may sit on top (the C function running, or the function a compiled
-** trace started in when it is not on the stack). */
+** real level shown may get another current line, and synthetic frames
+** may sit on top (frames captured at the signal that have returned since,
+** the C function running, or the function a compiled trace started in),
+** and native frames above everything. */
 typedef enum { LJP_LEAF_NONE, LJP_LEAF_C, LJP_LEAF_LUA } ljp_leaf_kind;
+typedef struct ljp_synframe {
+  ljp_leaf_kind kind;        /* LJP_LEAF_C or LJP_LEAF_LUA */
+  lua_CFunction cfunc;       /* C */
+  const char *source;        /* Lua: chunk name as in lua_Debug */
+  const char *name;          /* Lua: its name, or NULL */
+  int linedefined;           /* Lua */
+  int line;                  /* Lua: current line (0: linedefined) */
+} ljp_synframe;
+#define LJP_SYN_MAX 24
 typedef struct ljp_leaf {
-  ljp_leaf_kind kind;        /* synthetic frame on top, or none */
+  int nsyn;                  /* synthetic frames, innermost first */
+  ljp_synframe syn[LJP_SYN_MAX];
   int skip;                  /* real levels hidden */
   int line;                  /* > 0: current line of the first real level
-                                shown (only without a synthetic frame) */
-  lua_CFunction cfunc;       /* LJP_LEAF_C */
-  const char *source;        /* LJP_LEAF_LUA: chunk name as in lua_Debug */
-  const char *name;          /* LJP_LEAF_LUA: its name, or NULL */
-  int linedefined;           /* LJP_LEAF_LUA */
+                                shown */
   int nnative;               /* native frames above everything, */
   const char *native[LJP_NATIVE_MAX]; /* innermost first (their names) */
 } ljp_leaf;

@@ -131,6 +131,10 @@ struct ljp_ctx {
   ljp_buf scratch;
   struct ljp_natcache *natcache; /* native address -> name (symbols.c) */
   ljp_cname_memo cnames;    /* unnamed C functions already looked up */
+  ljp_fnames fnames;        /* Lua functions seen live (names.c) */
+  int exact_on;             /* the handler captures Lua frames (luastack.c) */
+  _Atomic uint64_t n_lua_captures; /* records with Lua frames (handler) */
+  uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   uint64_t completed, safepoints, hook_ns, vm[5];
   uint64_t complete_ns;
   _Atomic uint64_t handler_ns;  /* signal context, relaxed adds */

@@ -373,6 +373,12 @@ static int l_stats(lua_State *L)
     lua_pushboolean(L, ri.cfunc_names);
     lua_setfield(L, -2, "cfunc_names");
     setnum(L, "aborts_lost", ri.aborts_lost);
+    /* Lua frames captured at the signal (exact stacks under traces). */
+    lua_pushboolean(L, ri.exact);
+    lua_setfield(L, -2, "exact_stacks");
+    setnum(L, "lua_captures", ri.lua_captures);
+    setnum(L, "stack_checks", ri.stack_checks);
+    setnum(L, "stack_mismatches", ri.stack_mismatches);
     lua_pushboolean(L, ri.expired);
     lua_setfield(L, -2, "expired");    /* the duration option ran out */
     lua_pushboolean(L, ri.jit_state);

@@ -468,3 +468,107 @@ int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, lua_CFunction cf,
   sb->n = 0;
   return ljp_put_cfunc(sb, cf);
 }
+
+/* -- Lua functions seen live ------------------------------------------------ */
+
+void ljp_fnames_init(ljp_fnames *t)
+{
+  memset(t, 0, sizeof(*t));
+  t->ref = LUA_NOREF;
+}
+
+static uint32_t fn_hash(uintptr_t fn)
+{
+  uint64_t h = (uint64_t)fn * 0x9e3779b97f4a7c15ull;
+  return (uint32_t)(h >> 32);
+}
+
+static ljp_fname *fn_slot(const ljp_fnames *t, uintptr_t fn)
+{
+  uint32_t i = fn_hash(fn) & (t->cap - 1);
+  while (t->e[i].fn && t->e[i].fn != fn) i = (i + 1) & (t->cap - 1);
+  return &t->e[i];
+}
+
+static int fn_grow(ljp_fnames *t)
+{
+  ljp_fnames old = *t;
+  uint32_t i, cap = t->cap ? t->cap * 2 : 256;
+  ljp_fname *e = calloc(cap, sizeof(*e));
+  if (!e) return -1;
+  t->e = e;
+  t->cap = cap;
+  for (i = 0; i < old.cap; i++)
+    if (old.e[i].fn) *fn_slot(t, old.e[i].fn) = old.e[i];
+  free(old.e);
+  return 0;
+}
+
+static char *dup_or_null(const char *s)
+{
+  return s ? strdup(s) : NULL;
+}
+
+void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,
+                      const char *source, const char *name, int linedefined)
+{
+  uintptr_t fn = (uintptr_t)lua_topointer(L, fidx);
+  ljp_fname *e;
+  if (!fn || !source) return;
+  if (fidx < 0 && fidx > LUA_REGISTRYINDEX) fidx = lua_gettop(L) + fidx + 1;
+  if (t->ref == LUA_NOREF) {
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    t->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  if ((t->n + 1) * 4 >= t->cap * 3 && fn_grow(t) != 0) return;
+  e = fn_slot(t, fn);
+  if (!e->fn) t->n++;
+  free(e->source);
+  free(e->name);
+  e->fn = fn;
+  e->source = dup_or_null(source);
+  e->name = dup_or_null(name);
+  e->linedefined = linedefined;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);
+  lua_pushlightuserdata(L, (void *)fn);
+  lua_pushvalue(L, fidx);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
+int ljp_fnames_has(const ljp_fnames *t, uintptr_t fn)
+{
+  return t->cap && fn_slot(t, fn)->fn == fn;
+}
+
+const ljp_fname *ljp_fnames_get(const ljp_fnames *t, lua_State *L,
+                                uintptr_t fn)
+{
+  const ljp_fname *e;
+  int alive;
+  if (!t->cap || t->ref == LUA_NOREF) return NULL;
+  e = fn_slot(t, fn);
+  if (e->fn != fn || !e->source) return NULL;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);
+  lua_pushlightuserdata(L, (void *)fn);
+  lua_rawget(L, -2);
+  alive = lua_isfunction(L, -1) && (uintptr_t)lua_topointer(L, -1) == fn;
+  lua_pop(L, 2);
+  return alive ? e : NULL;
+}
+
+void ljp_fnames_free(ljp_fnames *t, lua_State *L)
+{
+  uint32_t i;
+  for (i = 0; i < t->cap; i++) {
+    free(t->e[i].source);
+    free(t->e[i].name);
+  }
+  free(t->e);
+  if (L && t->ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, t->ref);
+  ljp_fnames_init(t);
+}

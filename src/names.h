@@ -68,4 +68,34 @@ void ljp_cname_memo_reset(ljp_cname_memo *m);
 int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, lua_CFunction cf,
                    ljp_buf *sb);
 
+/* -- Lua functions seen live, for frames captured at a signal -------------- */
+
+/* A Lua function's names as a live frame showed them: chunk name,
+** its name where it was called (NULL: none), first line. Keyed by the
+** function object's address, which is valid only while the function
+** lives: a weak-valued registry table (lightuserdata address ->
+** function) proves it at each lookup, so an address reused by a new
+** function never gets the old one's names. Normal context. */
+typedef struct ljp_fname {
+  uintptr_t fn;
+  char *source, *name;
+  int linedefined;
+} ljp_fname;
+
+typedef struct ljp_fnames {
+  ljp_fname *e;
+  uint32_t cap, n;
+  int ref;                  /* registry: address -> function, weak values */
+} ljp_fnames;
+
+void ljp_fnames_init(ljp_fnames *t);
+/* Remember the function at stack index fidx of L. */
+void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,
+                      const char *source, const char *name, int linedefined);
+/* The function at address fn, if it was seen and is still alive. */
+const ljp_fname *ljp_fnames_get(const ljp_fnames *t, lua_State *L,
+                                uintptr_t fn);
+int ljp_fnames_has(const ljp_fnames *t, uintptr_t fn);
+void ljp_fnames_free(ljp_fnames *t, lua_State *L);
+
 #endif

@@ -22,6 +22,9 @@ typedef struct ljp_q_run {
   int jit_state;             /* the trace compiler's state was learnt */
   int expired;               /* the duration option ran out */
   uint64_t aborts_lost;      /* abort records beyond the table */
+  int exact;                 /* Lua frames are captured at the signal */
+  uint64_t lua_captures;     /* records with frames captured at the signal */
+  uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   const char *error;         /* why the last run failed, or NULL */
 } ljp_q_run;
 

@@ -26,6 +26,21 @@
 #define LJP_NATIVE_SKIPPED 2   /* no walk: it was not safe at that moment */
 #define LJP_NATIVE_FROM_INTERP 4 /* the outermost frame was called by the
                                    interpreter (the running lua_CFunction) */
+#define LJP_NATIVE_VM 8        /* a frame lies in LuaJIT's own code (a lua_*
+                                   call: the Lua stack may be changing) */
+
+#define LJP_LUA_MAX 20   /* Lua frames captured at signal time per record */
+#define LJP_LUA_BOTTOM 1 /* the capture reached the bottom of the stack */
+
+/* A Lua frame live at the signal (luastack.c): its function object, the C
+** entry of a C function (0 for Lua), its base as a slot index in its
+** stack, and the function kind (0 Lua, 1 C, > 1 fast function id). */
+typedef struct ljp_lframe {
+  uintptr_t fn;
+  uintptr_t cf;
+  uint32_t slot;
+  uint8_t kind;
+} ljp_lframe;
 
 typedef struct ljp_record {
   uint64_t seq;          /* handler sequence number */
@@ -44,6 +59,11 @@ typedef struct ljp_record {
   uint8_t nnative;       /* valid entries in native[] */
   uint8_t nflags;        /* LJP_NATIVE_* */
   uintptr_t native[LJP_NATIVE_MAX]; /* native return addresses, leaf first */
+  uint8_t nlua;          /* Lua frames captured at signal time (0: none,
+                            the safe point's stack is used) */
+  uint8_t lflags;        /* LJP_LUA_* */
+  uintptr_t lstack;      /* the captured thread's stack (L->stack) */
+  ljp_lframe lua[LJP_LUA_MAX]; /* innermost first */
 } ljp_record;
 
 typedef struct ljp_ring {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "ljp.h"
+#include "luastack.h"
 #include "objects.h"
 
 static char *dup_or_null(const char *s)
@@ -74,6 +75,8 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   atomic_store(&ctx->n_native_frames, 0);
   atomic_store(&ctx->n_native_truncated, 0);
   atomic_store(&ctx->n_native_skipped, 0);
+  atomic_store(&ctx->n_lua_captures, 0);
+  ctx->stack_checks = ctx->stack_mismatches = 0;
   ctx->pid = getpid();
   ctx->tid = ljp_gettid();
   ctx->thread = pthread_self();
@@ -120,6 +123,11 @@ static int vm_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ljp_ffid_learn(L);
   ljp_vmprobe(L);
   ctx->vm_g = ljp_vm_global(ctx->L);
+  /* Lua frames captured at the signal (not for callbacks: they keep
+  ** jit.profile's stacks). */
+  ctx->exact_on = 0;
+  if (ctx->vm_g && !ctx->opt.cb && ljp_luastack_probe(L))
+    ctx->exact_on = 1;
   return 0;
 }
 

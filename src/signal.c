@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "ljp.h"
+#include "luastack.h"
 
 _Atomic uint64_t ljp_stale_signals;
 
@@ -95,6 +96,21 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
                                                   rec->native, &rec->nflags);
       if (vm == 'C' && !(rec->nflags & LJP_NATIVE_FROM_INTERP))
         rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
+    }
+    rec->nlua = 0;
+    if (ctx->exact_on) {
+      /* The Lua frames running now. A C function's stack is stable
+      ** unless it is inside LuaJIT's own code (a lua_* call may resize
+      ** it): the native walk must show it is not. */
+      int c_stable = vm == 'C' && ctx->native_on &&
+                     (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
+                     !(rec->nflags & LJP_NATIVE_VM);
+      if (ljp_luastack_capture(ctx->vm_g, c_stable, rec) > 0) {
+        atomic_fetch_add_explicit(&ctx->n_lua_captures, 1,
+                                  memory_order_relaxed);
+        if (vm == 'C' && !rec->cfunc && rec->lua[0].kind == 1)
+          rec->cfunc = rec->lua[0].cf;
+      }
     }
     rec->stack = 0;
     atomic_store_explicit(&rec->weight, w, memory_order_relaxed);

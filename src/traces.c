@@ -188,6 +188,10 @@ static void trace_started(ljp_ctx *ctx, lua_State *L)
         break;
       }
     }
+    ctx->tr.pending.fn = (uintptr_t)lua_topointer(L, 3);
+    /* Frames of it captured at a signal are named from this. */
+    ljp_fnames_learn(&ctx->fnames, L, 3, ar.source, ctx->tr.pending.name,
+                     ar.linedefined);
   }
 }
 

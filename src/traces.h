@@ -21,6 +21,8 @@ typedef struct ljp_trinfo {
   int side;                 /* a side trace (starts at another's exit) */
   int have_key;             /* a sample found the start function on the */
   uint32_t stack, func;     /* stack: its keys, for samples that do not */
+  uintptr_t fn;             /* start function object (compared with frames
+                               captured at a signal; 0: unknown) */
   uintptr_t mc_addr;        /* machine code, to tell a trace that is still */
   size_t mc_size;           /* there from a reused trace number */
 } ljp_trinfo;

@@ -166,7 +166,7 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   const ljp_span *e;
   unw_cursor_t cur;
   unw_word_t ip;
-  int n = 0;
+  int n = 0, vm;
   if (!m) return 0;
   if (!(e = ljp_objects_find(m, pc))) {
     if (ljp_codemap_classify(&ctx->map, pc, &(int32_t){0}) == 'C') {
@@ -197,6 +197,7 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   ctx->native_inside = 1;
   atomic_signal_fence(memory_order_seq_cst);
   atomic_fetch_add_explicit(&ctx->n_native_unwinds, 1, memory_order_relaxed);
+  vm = is_vm(e);
   out[n++] = pc;
   if (unw_init_local2(&cur, (unw_context_t *)ucv, UNW_INIT_SIGNAL_FRAME) < 0) {
     *flags = LJP_NATIVE_TRUNCATED;
@@ -221,9 +222,11 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
         *flags = LJP_NATIVE_FROM_INTERP;
         break;
       }
+      vm |= is_vm(e);
       out[n++] = (uintptr_t)ip;
     }
   }
+  if (vm) *flags |= LJP_NATIVE_VM;
   if (*flags & LJP_NATIVE_TRUNCATED)
     atomic_fetch_add_explicit(&ctx->n_native_truncated, 1,
                               memory_order_relaxed);

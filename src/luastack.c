@@ -1,0 +1,379 @@
+/*
+** Lua frames live at the signal (luastack.h).
+**
+** The frame chain (LuaJIT 2.1, 64-bit GC references, two slots per frame
+** header): the slot at base-2 holds the frame's function (a tagged
+** function reference), base-1 its link. A link whose low two bits are 0
+** is a Lua frame's return PC into its caller's bytecode; the caller's
+** frame lies 2 + A slots below, A being the call instruction's register
+** (the 32-bit word before the return PC, bits 8..15). Any other link
+** holds a type in its low three bits and the byte distance to the
+** previous frame (C, continuation, vararg, pcall). A vararg frame's
+** original header below it is the same call, and a frame whose function
+** is the thread itself is a dummy frame: neither counts, as in
+** lua_getstack. The walk ends at the stack's first frame slot.
+**
+** Which base is live at a signal (read from LuaJIT's own fields):
+**   a trace runs (vmstate >= 0)         g->jit_base (0: not in a trace)
+**   the GC runs under a trace           g->jit_base
+**   a lua_CFunction runs                L->base, stored before the call
+**   the interpreter, the compiler,      nothing reliable in memory, and
+**   a trace exit                        the safe point comes at once
+**
+** Why the handler's reads cannot fault: a trace never resizes the Lua
+** stack while it runs, nor does the GC resize a stack under a running
+** trace; a C function resizes it only through LuaJIT's own code, and a C
+** capture is taken only when the native walk showed no frame of LuaJIT's
+** code above the function (c_stable). So every slot read lies in the
+** thread's live stack, bounded by L->stack and by the base, and every
+** return PC points into the bytecode of a function on that stack. Each
+** link is also checked (the previous frame strictly below, within the
+** stack; a function tag in every header) and at most LJP_LUA_MAX frames
+** are recorded, at most 4096 headers visited. The layout itself is learnt
+** with fault-safe reads (ljp_peek) and proven against lua_getstack.
+**
+** Signal context: ljp_luastack_capture (no calls but memory reads).
+** Normal context: the probe, ljp_luastack_live.
+*/
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "luastack.h"
+#include "vmprobe.h"
+
+ljp_lslayout ljp_lsl;
+
+#define TAG_FUNC 0x1fff7u    /* top 17 bits of a function reference */
+#define TAG_THREAD 0x1fff9u  /* ... of a thread (a dummy frame) */
+#define MAX_HEADERS 4096
+
+typedef int (*readfn)(void *dst, uintptr_t src, size_t n);
+
+static int read_direct(void *dst, uintptr_t src, size_t n)
+{
+  memcpy(dst, (const void *)src, n);
+  return 0;
+}
+
+/* Walk from base down to stack: the frames innermost first, up to max.
+** Returns the count, or -1 when a check fails. */
+static int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
+                int max, int *bottom)
+{
+  const ljp_vmlayout *v = &ljp_vml;
+  uintptr_t frame = base - 8, bot = stack + 8;
+  int n = 0, headers = 0, skipnext = 0;
+  *bottom = 0;
+  if (!stack || base < stack + 16 || (base & 7) || (stack & 7)) return -1;
+  while (frame > bot) {
+    uint64_t tv, link;
+    uintptr_t prev;
+    if (++headers > MAX_HEADERS) return n;
+    if (rd(&tv, frame - 8, 8) || rd(&link, frame, 8)) return -1;
+    if ((uint32_t)(tv >> 47) == TAG_FUNC) {
+      if (!skipnext) {
+        uintptr_t fn = (uintptr_t)(tv & (((uint64_t)1 << 47) - 1));
+        unsigned char kind;
+        if (n == max) return n;
+        if (rd(&kind, fn + (uintptr_t)v->fn_ffid, 1)) return -1;
+        out[n].fn = fn;
+        out[n].kind = kind;
+        out[n].cf = 0;
+        out[n].slot = (uint32_t)((frame + 8 - stack) / 8);
+        if (kind != 0 && rd(&out[n].cf, fn + (uintptr_t)v->fn_f, 8))
+          return -1;
+        n++;
+      }
+      skipnext = (link & 3) != 0 && (link & 7) == 3;  /* vararg header */
+    } else if ((uint32_t)(tv >> 47) != TAG_THREAD) {
+      return -1;                /* not a frame header */
+    }
+    if ((link & 3) == 0) {      /* Lua frame: return PC into the caller */
+      uint32_t ins;
+      if (link < 4096 || rd(&ins, (uintptr_t)link - 4, 4)) return -1;
+      prev = frame - 8 * (2 + ((ins >> 8) & 0xff));
+    } else {
+      uintptr_t d = (uintptr_t)(link & ~(uint64_t)7);
+      if (!d || d > frame - stack) return -1;
+      prev = frame - d;
+    }
+    if (prev >= frame || prev < stack) return -1;
+    frame = prev;
+  }
+  *bottom = 1;
+  return n;
+}
+
+static inline uintptr_t read_curl(uintptr_t g)
+{
+  const ljp_vmlayout *v = &ljp_vml;
+  return v->curl_size == 8 ? *(volatile uintptr_t *)(g + v->g_curl)
+                           : *(volatile uint32_t *)(g + v->g_curl);
+}
+
+/* -- Signal context -------------------------------------------------------- */
+
+int ljp_luastack_capture(uintptr_t g, int c_stable, ljp_record *rec)
+{
+  const ljp_vmlayout *v = &ljp_vml;
+  uintptr_t L, base, stack;
+  int32_t st;
+  int n, bottom;
+  rec->nlua = 0;
+  if (!ljp_lsl.ok || !g || !v->vmstate_ok) return 0;
+  st = *(volatile int32_t *)(g + v->g_vmstate);
+  if (st >= 0 || st == -3) {        /* a trace, or the GC under one */
+    if (!ljp_lsl.jit_ok) return 0;
+    base = *(volatile uintptr_t *)(g + ljp_lsl.g_jit_base);
+  } else if (st == -2 && c_stable) {
+    if (!(L = read_curl(g))) return 0;
+    base = *(volatile uintptr_t *)(L + v->l_base);
+  } else {
+    return 0;
+  }
+  if (!base || !(L = read_curl(g))) return 0;
+  stack = *(volatile uintptr_t *)(L + ljp_lsl.l_stack);
+  if (base <= stack || base - stack > (uintptr_t)8 << 20) return 0;
+  n = walk(read_direct, stack, base, rec->lua, LJP_LUA_MAX, &bottom);
+  if (n <= 0) return 0;
+  rec->lstack = stack;
+  rec->lflags = bottom ? LJP_LUA_BOTTOM : 0;
+  rec->nlua = (uint8_t)n;
+  return n;
+}
+
+/* -- Normal context -------------------------------------------------------- */
+
+int ljp_luastack_live(lua_State *L, ljp_lframe *out, int max, int *bottom,
+                      uintptr_t *stack)
+{
+  const ljp_vmlayout *v = &ljp_vml;
+  uintptr_t base;
+  *bottom = 0;
+  *stack = 0;
+  if (!ljp_lsl.ok) return -1;
+  base = *(uintptr_t *)((uintptr_t)L + v->l_base);
+  *stack = *(uintptr_t *)((uintptr_t)L + ljp_lsl.l_stack);
+  return walk(read_direct, *stack, base, out, max, bottom);
+}
+
+static int checking = -1;
+
+int ljp_luastack_checking(void)
+{
+  if (checking < 0) {
+    const char *env = getenv("LJPROF_STACKS");
+    checking = env && !strcmp(env, "check");
+  }
+  return checking;
+}
+
+static int getstack_fns(lua_State *L, uintptr_t *fns, int max);
+
+int ljp_luastack_check(lua_State *L)
+{
+  ljp_lframe fr[256];
+  uintptr_t fns[256], stack;
+  int n, m, bottom, k;
+  if (!ljp_lsl.ok) return -1;
+  n = ljp_luastack_live(L, fr, 256, &bottom, &stack);
+  if (n < 0 || !bottom) return n < 0 ? 0 : -1;
+  m = getstack_fns(L, fns, 256);
+  if (m != n) return 0;
+  for (k = 0; k < n; k++)
+    if (fr[k].fn != fns[k]) return 0;
+  return 1;
+}
+
+/* -- Learning the layout ---------------------------------------------------- */
+
+#define LSNAP 160
+#define GSNAP 2048
+
+static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static int probe_done, jit_tries;
+
+static struct {
+  int calls, ok_calls;          /* the stack bound, per call */
+  ptrdiff_t l_stack;
+  int cand[LSNAP / 8];          /* still-possible offsets of L->stack */
+  /* The trace base. */
+  uintptr_t g, loopfn, L;
+  int jcand[GSNAP / 8];
+  int jcalls;
+} pb;
+
+/* The frames lua_getstack sees, as function pointers, innermost first. */
+static int getstack_fns(lua_State *L, uintptr_t *fns, int max)
+{
+  lua_Debug ar;
+  int n = 0;
+  while (n < max && lua_getstack(L, n, &ar)) {
+    lua_getinfo(L, "f", &ar);
+    fns[n++] = (uintptr_t)lua_topointer(L, -1);
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+/* Called from Lua at known depths (plain calls, pcall, a vararg function,
+** an __index metamethod, a coroutine): which word of L bounds a walk that
+** reproduces lua_getstack exactly? */
+static int probe_frames(lua_State *L)
+{
+  const ljp_vmlayout *v = &ljp_vml;
+  uintptr_t words[LSNAP / 8], fns[64], base;
+  ljp_lframe fr[64];
+  int want, o, k;
+  pb.calls++;
+  if (ljp_peek(words, (uintptr_t)L, sizeof(words)) != 0) return 0;
+  base = words[v->l_base / 8];
+  want = getstack_fns(L, fns, 64);
+  for (o = 0; o < LSNAP / 8; o++) {
+    int n, bottom, same = 1;
+    if (!pb.cand[o]) continue;
+    n = walk(ljp_peek, words[o], base, fr, 64, &bottom);
+    if (n != want || !bottom) same = 0;
+    for (k = 0; same && k < n; k++) same = fr[k].fn == fns[k];
+    if (!same) pb.cand[o] = 0;
+  }
+  return 0;
+}
+
+static const char frames_chunk[] =
+  "local probe = ...\n"
+  "local function a() probe() return 1 end\n"
+  "local function b(...) probe() local r = a() return r end\n"
+  "local t = setmetatable({}, {__index = function(t, k) "
+  "  probe() return b(1, 2, 3) end})\n"
+  "local function c() local x = t.k probe() return x end\n"
+  "c()\n"
+  "pcall(c)\n"
+  "coroutine.wrap(function() pcall(c) end)()\n";
+
+/* Called through the FFI from a compiled loop (vmstate is a trace
+** number): which word of G points at the loop function's frame base? */
+static int probe_jit(int i)
+{
+  const ljp_vmlayout *v = &ljp_vml;
+  uintptr_t gw[GSNAP / 8], stack;
+  int32_t st;
+  int o;
+  if (i < 200) return 0;   /* long compiled by now */
+  if (ljp_peek(&st, pb.g + (uintptr_t)v->g_vmstate, 4) != 0 || st < 0)
+    return 0;
+  if (ljp_peek(gw, pb.g, sizeof(gw)) != 0 ||
+      ljp_peek(&stack, pb.L + (uintptr_t)ljp_lsl.l_stack, 8) != 0)
+    return 0;
+  pb.jcalls++;
+  for (o = 0; o < GSNAP / 8; o++) {
+    uint64_t tv;
+    uintptr_t w = gw[o];
+    if (!pb.jcand[o]) continue;
+    if (w < stack + 16 || w - stack > ((uintptr_t)8 << 20) || (w & 7) ||
+        ljp_peek(&tv, w - 16, 8) != 0 ||
+        (uint32_t)(tv >> 47) != TAG_FUNC ||
+        (uintptr_t)(tv & (((uint64_t)1 << 47) - 1)) != pb.loopfn)
+      pb.jcand[o] = 0;
+  }
+  return 0;
+}
+
+static const char jit_chunk[] =
+  "local p = ...\n"
+  "if not (jit and jit.status and jit.status()) then return nil end\n"
+  "local ok, ffi = pcall(require, 'ffi')\n"
+  "if not ok then return nil end\n"
+  "local f = ffi.cast('int (*)(int)', p)\n"
+  "local function loop(n) local s = 0 for i = 1, n do s = s + f(i) end "
+  "return s end\n"
+  "return loop\n";
+
+static void learn_jit(lua_State *L)
+{
+  lua_State *th = lua_newthread(L);
+  int o, n = 0;
+  if (luaL_loadbuffer(th, jit_chunk, sizeof(jit_chunk) - 1,
+                      "=ljprof-probe") != 0)
+    return;
+  lua_pushlightuserdata(th, (void *)probe_jit);
+  if (lua_pcall(th, 1, 1, 0) != 0 || !lua_isfunction(th, -1)) {
+    snprintf(ljp_lsl.why, sizeof(ljp_lsl.why), "no JIT or no FFI");
+    return;
+  }
+  pb.loopfn = (uintptr_t)lua_topointer(th, -1);
+  pb.L = (uintptr_t)th;
+  pb.g = ljp_vm_global(th);
+  pb.jcalls = 0;
+  for (o = 0; o < GSNAP / 8; o++) pb.jcand[o] = 1;
+  lua_pushinteger(th, 1000);
+  if (lua_pcall(th, 1, 0, 0) != 0 || pb.jcalls < 100) {
+    snprintf(ljp_lsl.why, sizeof(ljp_lsl.why), "the probe loop was not "
+             "compiled (%d calls in a trace)", pb.jcalls);
+    return;
+  }
+  for (o = 0; o < GSNAP / 8; o++) {
+    if (pb.jcand[o]) {
+      n++;
+      ljp_lsl.g_jit_base = (ptrdiff_t)(o * 8);
+    }
+  }
+  if (n == 1) ljp_lsl.jit_ok = 1;
+  else snprintf(ljp_lsl.why, sizeof(ljp_lsl.why), "%d candidates for the "
+                "trace base", n);
+}
+
+static void learn_frames(lua_State *L)
+{
+  lua_State *th = lua_newthread(L);
+  int o, n = 0;
+  memset(&pb, 0, sizeof(pb));
+  for (o = 0; o < LSNAP / 8; o++) pb.cand[o] = 1;
+  if (luaL_loadbuffer(th, frames_chunk, sizeof(frames_chunk) - 1,
+                      "=ljprof-probe") != 0)
+    return;
+  lua_pushcfunction(th, probe_frames);
+  if (lua_pcall(th, 1, 0, 0) != 0 || pb.calls != 12) {
+    snprintf(ljp_lsl.why, sizeof(ljp_lsl.why), "the frame probe did not "
+             "run (%d calls)", pb.calls);
+    return;
+  }
+  for (o = 0; o < LSNAP / 8; o++) {
+    if (pb.cand[o]) {
+      n++;
+      ljp_lsl.l_stack = (ptrdiff_t)(o * 8);
+    }
+  }
+  if (n == 1) ljp_lsl.ok = 1;
+  else snprintf(ljp_lsl.why, sizeof(ljp_lsl.why), "%d candidates for the "
+                "stack bound", n);
+}
+
+int ljp_luastack_probe(lua_State *L)
+{
+  const char *env = getenv("LJPROF_STACKS");
+  int top = lua_gettop(L);
+  pthread_mutex_lock(&probe_mu);
+  if (!probe_done) {
+    probe_done = 1;
+    if (env && !strcmp(env, "safepoint"))
+      snprintf(ljp_lsl.why, sizeof(ljp_lsl.why), "LJPROF_STACKS=safepoint");
+    else if (!ljp_vml.frame_ok || !ljp_vml.gc64 || ljp_vml.func_slot != 2)
+      snprintf(ljp_lsl.why, sizeof(ljp_lsl.why), "frame layout unknown or "
+               "not 64-bit GC references");
+    else
+      learn_frames(L);
+  }
+  if (ljp_lsl.ok && !ljp_lsl.jit_ok && jit_tries < 3) {
+    jit_tries++;
+    learn_jit(L);
+  }
+  pthread_mutex_unlock(&probe_mu);
+  lua_settop(L, top);
+  return ljp_lsl.ok;
+}

@@ -1,0 +1,57 @@
+/*
+** Lua frames live at the signal (luastack.c): a bounded walk of LuaJIT's
+** frame chain, in the signal handler where the stack is known to be
+** stable, so that a sample taken in compiled code, in a C function called
+** from a trace, or in the GC under a trace shows the frames that were
+** running then, not those of the next safe point.
+**
+** Layout facts are learnt once per process and proven against
+** lua_getstack (ljp_luastack_probe); anything unproven leaves capture off
+** and the safe point's stack is used, as before.
+*/
+#ifndef LJP_LUASTACK_H
+#define LJP_LUASTACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+#include "ring.h"
+
+typedef struct ljp_lslayout {
+  int ok;               /* the walk is proven: frames, stack bound */
+  int jit_ok;           /* g->jit_base located: captures under traces */
+  ptrdiff_t l_stack;    /* lua_State: lowest slot of its stack */
+  ptrdiff_t g_jit_base; /* global_State: base of the running trace, or 0 */
+  char why[96];         /* why something is off */
+} ljp_lslayout;
+
+extern ljp_lslayout ljp_lsl;
+
+/* Normal context: learn and prove the layout (once per process; the JIT
+** part again at later starts until it succeeds). Needs ljp_vmprobe's
+** frame layout. Returns ljp_lsl.ok. */
+int ljp_luastack_probe(lua_State *L);
+
+/* Signal context. The frames of the running thread when its stack is
+** stable: in a trace (from g->jit_base), in the GC under a trace, and in
+** a C function when c_stable says the function is not inside LuaJIT (no
+** native frame of LuaJIT's code above it: it cannot be resizing the
+** stack). Fills rec->lua, nlua, lflags and lstack; 0 frames when it does
+** not apply (the interpreter, the compiler, a trace exit: the safe point
+** follows at once there) or a check fails. */
+int ljp_luastack_capture(uintptr_t g, int c_stable, ljp_record *rec);
+
+/* Normal context, in a hook of thread L (L->base is stored there): the
+** live frames, innermost first, up to max; *bottom when all were read. */
+int ljp_luastack_live(lua_State *L, ljp_lframe *out, int max, int *bottom,
+                      uintptr_t *stack);
+
+/* Self-check (LJPROF_STACKS=check, used by the tests): at a safe point,
+** the raw walk of thread L against lua_getstack, function by function.
+** 1 when they agree, 0 when they differ, -1 when not checked. */
+int ljp_luastack_check(lua_State *L);
+int ljp_luastack_checking(void);
+
+#endif

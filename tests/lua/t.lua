@@ -91,6 +91,16 @@ function t.write(path, s)
   f:close()
 end
 
+-- A fresh temporary file name ending in ext: os.tmpname() creates its
+-- file, which is removed here, so that only the name with ext is used
+-- (and removed by the test) and nothing is left behind in the temporary
+-- directory.
+function t.tmpname(ext)
+  local n = os.tmpname()
+  os.remove(n)
+  return n .. (ext or "")
+end
+
 function t.done()
   print(string.format("%d cases passed, %d failed", t.passed, t.failed))
   os.exit(t.failed == 0 and 0 or 1)

@@ -353,7 +353,7 @@ local function report_checks(out, what)
 end
 
 t.case("the calls report through -jprof: table and annotated listing", function()
-  local tmp = os.tmpname() .. ".lua"
+  local tmp = t.tmpname(".lua")
   write(tmp, SCRIPT)
   local out = run(ENV .. LUAJIT .. " -jprof=/calls=on/clock=wall/rate=1000 " .. tmp)
   report_checks(out, "excerpts")
@@ -371,7 +371,7 @@ t.case("the calls report through -jprof: table and annotated listing", function(
   local bad = run(ENV .. LUAJIT .. " -jprof=/calls=maybe " .. tmp)
   t.ok(bad:find("bad calls 'maybe' (accepted: on, off)", 1, true), "one line: " .. bad)
   -- an unreadable file is reported, the rest still annotated
-  local gone = os.tmpname() .. ".lua"
+  local gone = t.tmpname(".lua")
   write(gone, "local function g() return 1 end\nfor i = 1, 10 do g() end\nos.remove(arg[0])\n")
   local outG = run(ENV .. LUAJIT .. " -jprof=/calls=on " .. gone)
   t.ok(outG:find("====== ERROR: " .. gone, 1, true), "missing file:\n" .. outG)
@@ -379,8 +379,8 @@ t.case("the calls report through -jprof: table and annotated listing", function(
 end)
 
 t.case("raw profiles carry the counts; version 1 files still load", function()
-  local tmp = os.tmpname() .. ".lua"
-  local rawf = os.tmpname() .. ".ljprof"
+  local tmp = t.tmpname(".lua")
+  local rawf = t.tmpname(".ljprof")
   write(tmp, SCRIPT)
   local out = run(ENV .. LUAJIT .. " -jprof=/calls=on/clock=wall/rate=1000," .. rawf .. " " .. tmp)
   local p, meta = raw.read(rawf)
@@ -447,7 +447,7 @@ os.exit(3)
 end)
 
 t.case("ljprof --calls prints the report", function()
-  local tmp = os.tmpname() .. ".lua"
+  local tmp = t.tmpname(".lua")
   write(tmp, SCRIPT)
   local out = run(BUILD .. "/ljprof --calls -r 1000 -c wall " .. tmp)
   report_checks(out, "ljprof --calls")

@@ -221,7 +221,7 @@ t.case("synthetic profile: well-formed, escaped, widths add up", function()
   t.ok(text:find("&lt;b&amp;&quot;q&#39;&gt;", 1, true) ~= nil, "escaped name in the text")
   t.ok(not text:find("%s(xlink:)?href=") and not text:find("@import", 1, true),
     "no external resources")
-  local path = os.tmpname() .. ".svg"
+  local path = t.tmpname(".svg")
   write(path, text)
   local doc = parse_svg(path)
   os.remove(path)
@@ -281,7 +281,7 @@ end)
 
 t.case("empty profile", function()
   local text = svg.render(model.collect({}), {clock = "wall", interval_us = 1000, program = "x"})
-  local path = os.tmpname() .. ".svg"
+  local path = t.tmpname(".svg")
   write(path, text)
   local doc = parse_svg(path)
   os.remove(path)
@@ -406,7 +406,7 @@ t.case("real run (wall clock, 1 ms): XML, names, widths, Chromium", function()
   t.ok(p.total >= 100, "enough samples: " .. p.total)
   local text = svg.render(p, meta)
   t.eq(svg.render(p, meta), text, "same profile, same bytes")
-  local path = os.tmpname() .. ".svg"
+  local path = t.tmpname(".svg")
   write(path, text)
   local doc = parse_svg(path)
   if not doc then os.remove(path); return end
@@ -463,7 +463,7 @@ t.case("real run (wall clock, 1 ms): XML, names, widths, Chromium", function()
   t.ok(zoomed, "zoomed frame at full width, full label")
   t.ok(hidden.light and hidden.cwork, "its siblings hidden")
 
-  local png = os.tmpname() .. ".png"
+  local png = t.tmpname(".png")
   local sok, out = run_chromium(string.format("--screenshot='%s' --window-size=1200,800 'file://%s'", png, path))
   local data = read(png)
   if t.ok(sok and data, "chromium wrote a screenshot:\n" .. out) then

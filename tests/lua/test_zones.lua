@@ -80,7 +80,7 @@ end
 end)
 
 t.case("zones as root frames in stack formats (/zones=root)", function()
-  local tmp, out = os.tmpname(), os.tmpname() .. ".folded"
+  local tmp, out = os.tmpname(), t.tmpname(".folded")
   local f = assert(io.open(tmp, "w"))
   f:write([[
 local zone = require("jit.zone")

@@ -15,6 +15,11 @@
 **   any other byte is copied.
 ** Non-Lua frames print [builtin#<ffid>] (fast functions) or @<C pointer>;
 ** bytecode builtins [builtin:<name>]; loadstring chunks [string].
+** Native frames (ljp_dumpstack_leaf's lf->native, never in a callback's
+** dump) print their name for f and F and nothing for l: native code has
+** no Lua line, and an empty l is how a reader of the key (jit/prof/
+** model.lua) tells a native frame from a C function Lua called, which
+** always prints something there.
 **
 ** A pure formatter: names of C and fast functions come from names.h.
 ** Normal context only (the safe point, hooks, Lua); Lua is called only
@@ -98,8 +103,8 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
       continue;
     }
     if (virt && c != 'p' && c != 'Z') {
-      if (nat) {  /* a native frame: its name for f, F and l alike */
-        ljp_buf_put(sb, nat, strlen(nat));
+      if (nat) {  /* a native frame: its name for f and F, nothing for l */
+        if (c != 'l') ljp_buf_put(sb, nat, strlen(nat));
       } else if (syn->kind == LJP_LEAF_C) {
         ljp_put_cfunc(sb, syn->cfunc);
       } else {

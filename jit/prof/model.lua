@@ -15,8 +15,8 @@
 --
 -- Native frames (the C code running above the Lua frame that called it,
 -- from the native unwinder: "libm.so.6+0x702c0", "fpconv_g_fmt") print
--- their name as <f> and nothing as <l> (src/dumpstack.c); every other
--- frame has a non-empty <l>. They are always the innermost frames. A C
+-- their name once, at the frame's first f/F/l (src/dumpstack.c): <f> is
+-- the name, <l> is empty; every other frame has a non-empty <l>. They are always the innermost frames. A C
 -- function as Lua names it ("math.sin", "cjson.encode", "[builtin#N]")
 -- is not native. Stack formats keep native frames; -jp text views show
 -- the Lua frames only (lua_stack), unless asked to show them.

@@ -33,8 +33,13 @@
 --   /format=text|folded|speedscope|pprof|svg|raw
 --   /duration=<seconds>   sample only the first N seconds
 --   /rate=<Hz>            samples per second (instead of i<n>)
---   /native=on|off        native (C) frames above the Lua frame that called
---                         them (default on)
+--   /native=on|off|show   native (C) frames above the Lua frame that called
+--                         them (default on): on records them for the stack
+--                         formats (folded, speedscope, pprof, svg, raw and
+--                         the G letter) while the other text views show Lua
+--                         frames only (the Lua function, not
+--                         "libm.so.6+0x702c0", tops the report); show keeps
+--                         them in the text views too; off records none
 --   /zones=root           zones as the outermost frame ("[zone AI]") in the
 --                         folded, speedscope, pprof and svg outputs
 --   /calls=on|off         count every call of every function exactly (a call
@@ -79,7 +84,7 @@ local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 
 local CLOCKS = {"cpu", "wall", "itimer", "thread"}
 local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
-  table.concat(model.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off /zones=root|off" ..
+  table.concat(model.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off|show /zones=root|off" ..
   " /calls=on|off"
 
 local function fail(msg) error("jit.prof: " .. msg, 0) end
@@ -120,8 +125,8 @@ local function parse_keys(s)
       elseif k == "rate" then
         kv.rate = positive("rate", val, "samples per second")
       elseif k == "native" then
-        if val ~= "on" and val ~= "off" then
-          fail("bad native '" .. val .. "' (accepted: on, off)")
+        if val ~= "on" and val ~= "off" and val ~= "show" then
+          fail("bad native '" .. val .. "' (accepted: on, off, show)")
         end
         kv.native = val
       elseif k == "zones" then
@@ -160,8 +165,9 @@ local function parse(opts, outputs)
     r.outputs[#r.outputs + 1] = {path = path, format = fmt}
     if fmt ~= "text" then stacks = true end
   end
+  r.view.native = kv.native == "show" or nil  -- native frames in text views
   r.record_depth = (stacks or kv.calls == "on") and -model.MAX_DEPTH or
-                   text.record_depth(r.view)
+                   text.record_depth(r.view, kv.native ~= "off")
   return r
 end
 

@@ -15,6 +15,12 @@
 **   any other byte is copied.
 ** Non-Lua frames print [builtin#<ffid>] (fast functions) or @<C pointer>;
 ** bytecode builtins [builtin:<name>]; loadstring chunks [string].
+** Native frames (ljp_dumpstack_leaf's lf->native, never in a callback's
+** dump) print their name once, at the frame's first f, F or l; the
+** frame's later f/F/l print nothing (native code has one name, no Lua
+** line). So "fZ;" and "lZ;" show the name, and in jit/prof/model.lua's
+** "f\31l" an empty l is how a native frame is told from a C function
+** Lua called, which prints something for both.
 **
 ** A pure formatter: names of C and fast functions come from names.h.
 ** Normal context only (the safe point, hooks, Lua); Lua is called only
@@ -91,15 +97,16 @@ static void put_frame(lua_State *L, lua_State *helper, ljp_buf *sb,
                       size_t *lastlen)
 {
   const char *p = fmt;
-  int have_sl = 0, have_n = 0, c, virt = syn || nat;
+  int have_sl = 0, have_n = 0, nat_done = 0, c, virt = syn || nat;
   while ((c = (unsigned char)*p++)) {
     if (virt && c != 'p' && c != 'Z' && c != 'f' && c != 'F' && c != 'l') {
       ljp_buf_putc(sb, (char)c);
       continue;
     }
     if (virt && c != 'p' && c != 'Z') {
-      if (nat) {  /* a native frame: its name for f, F and l alike */
-        ljp_buf_put(sb, nat, strlen(nat));
+      if (nat) {  /* a native frame: its name once, at its first f/F/l */
+        if (!nat_done) ljp_buf_put(sb, nat, strlen(nat));
+        nat_done = 1;
       } else if (syn->kind == LJP_LEAF_C) {
         ljp_put_cfunc(sb, syn->cfunc);
       } else {

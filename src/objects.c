@@ -18,7 +18,9 @@
 ** object carries its copied name, load bias, segments, its .eh_frame_hdr
 ** search table registered with libunwind (_U_dyn_register, only once
 ** native capture was set up, see unwind.c) and, loaded on first use,
-** its function symbols (.symtab, else .dynsym; the vDSO from memory).
+** its function symbols (.symtab, else .dynsym; the vDSO from memory),
+** plus the IFUNC implementations the program calls, named by their public
+** names ("sin", "memcpy"; see add_ifunc_impls).
 ** Objects still loaded are shared by consecutive snapshots; an object
 ** that is gone has its unwind info cancelled and is retired.
 **
@@ -144,6 +146,7 @@ void ljp_epoch_collect(void)
 typedef struct sym {
   uintptr_t lo, hi;
   uint32_t name;      /* offset in the object's name arena */
+  uint32_t ifunc;     /* an STT_GNU_IFUNC symbol (lo: its resolver) */
 } sym;
 
 #define OBJ_SEGS 8
@@ -642,12 +645,110 @@ static void parse_symbols(ljp_object *ob, const void *map, uint64_t size)
         e->lo = ob->base + sy[i].st_value;
         e->hi = e->lo + (sy[i].st_size ? sy[i].st_size : 1);
         e->name = (uint32_t)used;
+        e->ifunc = ELF64_ST_TYPE(sy[i].st_info) == STT_GNU_IFUNC;
         memcpy(ob->names + used, nm, len);
         ob->names[used + len] = '\0';
         used += len + 1;
       }
     qsort(ob->s, ob->ns, sizeof(sym), sym_cmp);
   }
+}
+
+/* -- IFUNC implementations --------------------------------------------------
+** An STT_GNU_IFUNC symbol ("sin", "memcpy") names the resolver that picks
+** an implementation at load time (__sin_fma, __memmove_avx_unaligned_erms);
+** in a stripped library the implementation has no symbol of its own, and
+** its samples would show as "libm.so.6+0x702c0". dlsym on the object's
+** own handle (dlopen RTLD_NOLOAD: never loads anything) returns exactly
+** the implementation the program calls, so each one gets a symbol named
+** by its public name. Its end is that of its unwind entry (FDE) when the
+** object's unwind info is registered, else the next symbol's start (at
+** most 64 KB on). Several public names of one implementation (memcpy and
+** memmove): the shortest name, then the first alphabetically ("memcpy").
+** An implementation that already has a symbol keeps it. Normal context
+** only (dlopen, dlsym and the resolvers take the loader's lock), reg_mu
+** held. */
+
+static const sym *find_sym(const ljp_object *ob, uintptr_t a);
+
+typedef struct impl {
+  uintptr_t a;
+  uint32_t name;
+  uint32_t len;
+} impl;
+
+static int impl_cmp(const void *x, const void *y)
+{
+  const impl *a = x, *b = y;
+  if (a->a != b->a) return a->a < b->a ? -1 : 1;
+  if (a->len != b->len) return a->len < b->len ? -1 : 1;
+  return 0;  /* names compared by the caller's second pass */
+}
+
+static int in_object(const ljp_object *ob, uintptr_t a)
+{
+  int i;
+  for (i = 0; i < ob->nseg; i++)
+    if (a >= ob->lo[i] && a < ob->hi[i]) return 1;
+  return 0;
+}
+
+static void add_ifunc_impls(ljp_object *ob)
+{
+  uint32_t i, n = 0, k, nadd = 0, ns = ob->ns;
+  impl *im;
+  sym *grown;
+  void *h;
+  for (i = 0; i < ns; i++) n += ob->s[i].ifunc;
+  if (!n) return;
+  if (!(h = dlopen(ob->name[0] ? ob->name : NULL, RTLD_NOLOAD | RTLD_LAZY))) return;
+  if (!(im = malloc(n * sizeof(impl)))) {
+    dlclose(h);
+    return;
+  }
+  for (i = 0, n = 0; i < ns; i++) {
+    const char *nm = ob->names + ob->s[i].name;
+    uintptr_t a;
+    const sym *have;
+    if (!ob->s[i].ifunc) continue;
+    a = (uintptr_t)dlsym(h, nm);
+    if (!a || a == ob->s[i].lo || !in_object(ob, a)) continue;
+    have = find_sym(ob, a);
+    if (have && !have->ifunc) continue;  /* named already */
+    im[n].a = a;
+    im[n].name = ob->s[i].name;
+    im[n].len = (uint32_t)strlen(nm);
+    n++;
+  }
+  dlclose(h);
+  qsort(im, n, sizeof(impl), impl_cmp);
+  /* One per address: the shortest name, then the first alphabetically. */
+  for (i = 0; i < n; i = k) {
+    uint32_t best = i;
+    for (k = i + 1; k < n && im[k].a == im[i].a; k++)
+      if (im[k].len == im[best].len &&
+          strcmp(ob->names + im[k].name, ob->names + im[best].name) < 0)
+        best = k;
+    im[nadd++] = im[best];
+  }
+  if (nadd && (grown = realloc(ob->s, (ns + nadd) * sizeof(sym)))) {
+    ob->s = grown;
+    for (i = 0; i < nadd; i++) {
+      uintptr_t a = im[i].a, lo, hi, next = a + 65536;
+      uint32_t j;
+      sym *e = &ob->s[ob->ns++];
+      if (i + 1 < nadd && im[i + 1].a < next) next = im[i + 1].a;
+      for (j = 0; j < ns; j++)  /* the next symbol of the object */
+        if (ob->s[j].lo > a && ob->s[j].lo < next) next = ob->s[j].lo;
+      if (ljp_objects_proc(a, &lo, &hi) && lo <= a && a < hi) next = hi;
+      e->lo = a;
+      e->hi = next;
+      e->name = im[i].name;
+      e->ifunc = 0;
+    }
+    qsort(ob->s, ob->ns, sizeof(sym), sym_cmp);
+  }
+  free(im);
 }
 
 /* Read the function symbols of ob, from its file (by the copied path), or
@@ -677,6 +778,7 @@ static void load_symbols(ljp_object *ob)
   if (map == MAP_FAILED) return;
   parse_symbols(ob, map, (uint64_t)st.st_size);
   munmap(map, (size_t)st.st_size);
+  add_ifunc_impls(ob);
 }
 
 static const sym *find_sym(const ljp_object *ob, uintptr_t a)

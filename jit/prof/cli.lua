@@ -46,6 +46,8 @@ options:
                    of folded stacks (default f)
   -z, --zones      zones as root frames ("[zone AI]") in the stack formats
   -n, --no-native  Lua frames only (no C frames above the Lua caller)
+  -N, --show-native  text reports show the C frames above the Lua caller
+                   too (by default only the stack formats do)
       --calls      also count every call exactly (JIT off while counting);
                    text outputs end with calls, self/total time and time
                    per call per function and an annotated source listing;
@@ -67,7 +69,7 @@ end
 -- Render p into each output (jit.prof.output); a failure ends the command
 -- with one line.
 local function write_outputs(p, meta, outputs, o)
-  local opts = {view = o.view or "f", zones = o.zones}
+  local opts = {view = o.view or "f", zones = o.zones, native = o.show_native}
   for _, path in ipairs(outputs) do
     local fmt = output.format(path, o.format, #outputs)
     local data, err = output.render(p, meta, fmt, opts)
@@ -98,6 +100,7 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-v" or a == "--view" then o.view = val()
     elseif a == "-z" or a == "--zones" then o.zones = true
     elseif a == "-n" or a == "--no-native" then o.native = "off"
+    elseif a == "-N" or a == "--show-native" then o.show_native = true
     elseif a == "--calls" then o.calls = true
     elseif a == "-h" or a == "--help" then io.stdout:write(usage()); os.exit(0)
     elseif a == "-V" or a == "--version" then

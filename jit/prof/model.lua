@@ -12,6 +12,14 @@
 -- chunk:firstline when it has none), <l> its chunk:currentline; C and
 -- builtin frames print the same text in both. Control bytes cannot occur
 -- in chunk or function names, so the key splits unambiguously.
+--
+-- Native frames (the C code running above the Lua frame that called it,
+-- from the native unwinder: "libm.so.6+0x702c0", "fpconv_g_fmt") print
+-- their name once, at the frame's first f/F/l (src/dumpstack.c): <f> is
+-- the name, <l> is empty; every other frame has a non-empty <l>. They are always the innermost frames. A C
+-- function as Lua names it ("math.sin", "cjson.encode", "[builtin#N]")
+-- is not native. Stack formats keep native frames; -jp text views show
+-- the Lua frames only (lua_stack), unless asked to show them.
 ----------------------------------------------------------------------------
 
 local M = {}
@@ -19,6 +27,7 @@ local M = {}
 M.FIELD, M.FRAME = "\31", "\30"
 M.KEY_FMT = "pf\31lZ\30"
 M.MAX_DEPTH = 200             -- frames kept per sample for stack formats
+M.NATIVE_MAX = 32             -- native frames per sample (src/ring.h)
 
 local vmdef_ok, vmdef = pcall(require, "jit.vmdef")
 local ffnames = vmdef_ok and vmdef.ffnames or {}
@@ -36,8 +45,10 @@ function M.builtin_name(s)
 end
 
 -- One frame from its two fields: {lua = true, file=, line=, name= or
--- linedefined=} for Lua code, {lua = false, name=} for C and builtins.
+-- linedefined=} for Lua code, {lua = false, name=} for C and builtins,
+-- {lua = false, native = true, name=} for native frames (empty <l>).
 function M.parse_frame(f, l)
+  if l == "" and f ~= "" then return {lua = false, native = true, name = f} end
   local file, line = l:match("^(.*):(%-?%d+)$")
   if file and l:sub(1, 1) ~= "@" and l:sub(1, 9) ~= "[builtin#" then
     local fr = {lua = true, file = file, line = tonumber(line)}
@@ -79,6 +90,18 @@ function M.collect(entries)
     p.total = p.total + e.count
   end
   return p
+end
+
+-- stack without the native frames on top (they are always innermost):
+-- the Lua side of a sample, for -jp text views. stack itself when it has
+-- none.
+function M.lua_stack(p, stack)
+  local n = #stack
+  while n > 0 and p.frames[stack[n]].native do n = n - 1 end
+  if n == #stack then return stack end
+  local t = {}
+  for i = 1, n do t[i] = stack[i] end
+  return t
 end
 
 -- A chunk name as dumpstack prints it: up to the last / or \ removed,

@@ -22,6 +22,9 @@
 --   with the view's f/F/l/p letters. zones = true puts each sample's zone
 --   at the root of the stack formats (not raw, not text). The other
 --   formats come from the module jit.prof.<format>.
+-- - Text views other than G show Lua frames only: native frames are
+--   stripped from the top of each stack unless the view asks for them
+--   (view.native, opts.native). The stack formats keep them.
 -- - The section needs p.functions (ljprof.functions()) and p.aborts
 --   (ljprof.aborts()); a profile without them (an older raw profile) has
 --   no section.
@@ -132,7 +135,9 @@ function M.text(p, meta, v)
 end
 
 -- The content of one output of format fmt, or nil and one line. opts:
--- view (a view table or letters; default "f"), zones (zones at the root).
+-- view (a view table or letters; default "f"), zones (zones at the root),
+-- native (true: text views show native frames too, as view.native does;
+-- by default they show Lua frames only, see jit/prof/text.lua).
 function M.render(p, meta, fmt, opts)
   opts = opts or {}
   local v = opts.view or "f"
@@ -140,6 +145,12 @@ function M.render(p, meta, fmt, opts)
     local err
     v, err = M.view(v)
     if not v then return nil, err end
+  end
+  if opts.native ~= nil then
+    local c = {}
+    for k, x in pairs(v) do c[k] = x end
+    c.native = opts.native or nil
+    v = c
   end
   if fmt == "text" then return M.text(p, meta, v) end
   local mod, err = model.renderer(fmt)

@@ -18,6 +18,10 @@
 --   frame <id> L <file> <line> <linedefined> <name>
 --   frame <id> C <name>              ids count up from 1; "-" for a missing
 --                                    linedefined or name
+--   frame <id> C <name> native       a native frame (C code from the native
+--                                    unwinder, shown in stack formats only);
+--                                    readers that do not know the 5th field
+--                                    read it as a C frame
 --   sample <count> <vmstate> <zone> <id,id,...>   frames outermost first
 --   call <count> <what> <func> <name> <source> <linedefined> <lastlinedefined>
 --                                    version 2: one per counted function
@@ -74,7 +78,8 @@ function M.render(p, meta)
         fr.line or -1, fr.linedefined and tostring(fr.linedefined) or "-",
         fr.name and esc(fr.name) or "-")
     else
-      out[#out + 1] = string.format("frame\t%d\tC\t%s", id, esc(fr.name or "?"))
+      out[#out + 1] = string.format("frame\t%d\tC\t%s%s", id, esc(fr.name or "?"),
+                                    fr.native and "\tnative" or "")
     end
   end
   for _, s in ipairs(p.samples) do
@@ -148,7 +153,8 @@ function M.parse(data, name)
                       linedefined = tonumber(f[6]), name = f[7] ~= "-" and unesc(f[7]) or nil}
     elseif kind == "frame" and f[3] == "C" and #f >= 4 then
       local id = tonumber(f[2])
-      p.frames[id] = {id = id, lua = false, name = unesc(f[4])}
+      p.frames[id] = {id = id, lua = false, name = unesc(f[4]),
+                      native = f[5] == "native" or nil}
     elseif kind == "sample" and #f >= 4 then
       local stack = {}
       for id in (f[5] or ""):gmatch("%d+") do stack[#stack + 1] = tonumber(id) end

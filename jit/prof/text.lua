@@ -21,6 +21,13 @@
 --   C leaf: its samples arrive when the interpreter resumes there).
 -- - Zones (z) come from each sample's zone field; samples without one
 --   show as "(none)", as -jp shows an empty zone stack.
+-- - Native frames (C code from the native unwinder, model.lua) are not
+--   Lua's: f, F, l, v, z, s and annotation use the Lua frames only, so a
+--   report is topped by the Lua function, not by "libm.so.6+0x702c0"
+--   (math.sin, cjson.encode, the C functions Lua itself names, stay). A
+--   sample with native frames only is named by its VM state in brackets
+--   ("[JIT Compiler]"). G keeps them, as the stack formats do; v.native
+--   = true (/native=show, ljprof --show-native) keeps them everywhere.
 ----------------------------------------------------------------------------
 
 local model = require("jit.prof.model")
@@ -89,26 +96,38 @@ end
 
 -- Stack depth a recording needs for this view (model.collect stacks are
 -- the innermost frames): a C leaf needs its Lua caller for annotation.
-function M.record_depth(v)
-  if v.fmt == "ann" then return -16 end
-  return -math.max(1, math.abs(v.depth))
+-- natives: native frames are recorded and hidden from this view, so up
+-- to model.NATIVE_MAX of them may sit above the frames it shows.
+function M.record_depth(v, natives)
+  local d = v.fmt == "ann" and 16 or math.max(1, math.abs(v.depth))
+  if natives and v.fmt ~= "G" and not v.native then d = d + model.NATIVE_MAX end
+  return -d
+end
+
+-- A sample whose frames are all native: its VM state, in brackets.
+local function state_label(s)
+  return "[" .. (model.VMNAMES[s.vmstate] or s.vmstate) .. "]"
 end
 
 -- The innermost Lua frame's "file:line" (full path), for annotation.
-local function ann_key(p, stack)
+local function ann_key(p, stack, s)
   for i = #stack, 1, -1 do
     local fr = p.frames[stack[i]]
     if fr.lua then return model.label(fr, "l", true), true end
   end
   local n = #stack
+  if n == 0 and #s.stack > 0 then return state_label(s), false end
   return n > 0 and model.label(p.frames[stack[n]], "l", true) or "", false
 end
 
 -- Aggregate samples into -jp's one or two levels of keys.
 local function aggregate(p, v)
   local count1, count2, nonfile = {}, {}, {}
+  local keep = v.native or v.fmt == "G"  -- native frames shown
   for _, s in ipairs(p.samples) do
     local key_stack, key_stack2, key_state
+    local stack = keep and s.stack or model.lua_stack(p, s.stack)
+    local all_native = #stack == 0 and #s.stack > 0
     if v.states == "v" then
       key_state = model.VMNAMES[s.vmstate] or s.vmstate
     elseif v.states == "z" then
@@ -116,18 +135,20 @@ local function aggregate(p, v)
     end
     if v.fmt == "ann" then
       local lua
-      key_stack, lua = ann_key(p, s.stack)
+      key_stack, lua = ann_key(p, stack, s)
       if not lua then nonfile[key_stack] = true end
     elseif v.fmt == "G" then
       key_stack = model.view(p, s.stack, v.label, v.fullpath, v.depth, ";")
     elseif v.fmt then
-      key_stack = model.view(p, s.stack, v.label, v.fullpath, v.depth)
+      key_stack = all_native and state_label(s) or
+                  model.view(p, stack, v.label, v.fullpath, v.depth)
       if v.split == 2 then
         local k1, k2 = key_stack:match("(.-) [<>] (.*)")
         if k2 then key_stack, key_stack2 = k1, k2 end
       elseif v.split == 3 then
-        local n = #s.stack
-        key_stack2 = n > 0 and model.label(p.frames[s.stack[n]], "l", false) or ""
+        local n = #stack
+        key_stack2 = all_native and state_label(s) or
+                     n > 0 and model.label(p.frames[stack[n]], "l", false) or ""
       end
     end
     local k1, k2

@@ -206,4 +206,145 @@ t.case("folded, speedscope and pprof writers carry native frames", function()
   t.ok(ss:find('"name":"ljpt_inner"', 1, true) ~= nil, "speedscope frame for ljpt_inner")
 end)
 
+-- Text views speak Lua: a compiled loop calling libm (math.sin, math.cos)
+-- and an FFI library. The -jp text views name the Lua function; G and
+-- the stack formats keep the native frames.
+local model = require("jit.prof.model")
+local output = require("jit.prof.output")
+
+local function hot_sin(n)
+  local s = 0
+  for i = 1, n do s = s + math.sin(i) * math.cos(i) end
+  return s
+end
+local function hot_ffi() return fflib.ljpf_outer(2e5) end
+
+local function record_model(secs, fn)
+  ljprof.record({clock = "wall", rate = 1000, fmt = model.KEY_FMT, depth = -model.MAX_DEPTH})
+  local t0 = os.clock()
+  while os.clock() - t0 < secs do fn() end
+  ljprof.stop()
+  return model.collect(ljprof.summary())
+end
+
+local function native_names(p)
+  local set = {}
+  for _, fr in ipairs(p.frames) do
+    if fr.native then set[fr.name] = true end
+  end
+  return set
+end
+
+-- The keys of a -jp text report ("%2d%%  key" lines, and "  -- " second
+-- levels), in order.
+local function report_keys(s)
+  local keys = {}
+  for line in s:gmatch("[^\n]+") do
+    if line:match("^Hot but") then break end
+    local k = line:match("^%s*%d+%%%s%s(.+)$") or line:match("^  %-%- %s*%d+%%%s%s(.+)$")
+    if k then keys[#keys + 1] = k end
+  end
+  return keys
+end
+
+t.case("text views speak Lua: f, l, vf, s, annotation name Lua frames; G keeps native ones", function()
+  jit.on(hot_sin)
+  local p = record_model(1.0, function() hot_sin(1e5); hot_ffi() end)
+  local nat = native_names(p)
+  t.ok(next(nat) ~= nil, "native frames were recorded")
+  t.ok(not nat["math.sin"] and not nat["math.cos"], "math.sin is not a native frame")
+  for _, letters in ipairs({"f", "F", "l", "vf", "fv", "zf", "fs", "2f", "-3f", "fl"}) do
+    local s = assert(output.render(p, {}, "text", {view = letters}))
+    local keys = report_keys(s)
+    t.ok(#keys > 0, letters .. ": a report:\n" .. s)
+    for _, k in ipairs(keys) do
+      for part in (k .. " < "):gmatch("(.-) [<>] ") do
+        t.ok(not nat[part], letters .. ": no native frame in the text view: " .. k .. "\n" .. s)
+      end
+    end
+    if letters == "f" then
+      t.ok(keys[1] == "hot_sin" or keys[1] == "hot_ffi" or keys[1] == "fn",
+        "f: a Lua function tops the report:\n" .. s)
+    end
+  end
+  local ann = assert(output.render(p, {}, "text", {view = "a"}))
+  for file in ann:gmatch("====== (.-) ======") do
+    t.ok(not nat[file], "annotation: no native frame as a file: " .. file)
+  end
+  t.ok(ann:find("test_native.lua ======", 1, true), "annotation of the Lua source:\n" .. ann:sub(1, 300))
+  local f = assert(output.render(p, {}, "text", {view = "f"}))
+  local g = assert(output.render(p, {}, "text", {view = "G"}))
+  t.ok(g:find(";ljpf_outer;ljpf_middle;ljpf_inner %d+") ~= nil, "G keeps the FFI chain:\n" .. g)
+  t.ok(g:find(";hot_sin;sin %d+") or g:find(";hot_sin;cos %d+") or g:find(";sin %d+"),
+    "G keeps libm's frames:\n" .. g)
+  local folded = assert(output.render(p, {}, "folded", {view = "f"}))
+  t.ok(folded:find(";ljpf_middle;ljpf_inner %d+") ~= nil, "folded keeps native frames")
+  local show = assert(output.render(p, {}, "text", {view = "f", native = true}))
+  local shown = false
+  for _, k in ipairs(report_keys(show)) do if nat[k] then shown = true end end
+  t.ok(shown, "native=show: native frames in the text view:\n" .. show)
+  print("  " .. f:gsub("\n", "\n  "))
+  -- the raw profile keeps the mark
+  local raw = require("jit.prof.raw")
+  local tmp = os.tmpname()
+  local fh = assert(io.open(tmp, "w")); fh:write(raw.render(p, {})); fh:close()
+  local q = raw.read(tmp)
+  os.remove(tmp)
+  t.eq(q and output.render(q, {}, "text", {view = "f"}), f, "raw round trip: same text view")
+end)
+
+t.case("-jprof=f in a child: the Lua function tops the report; /native=show and bad values", function()
+  local script = os.tmpname()
+  local fh = assert(io.open(script, "w"))
+  fh:write([[
+    local function ai(n)
+      local s = 0
+      for i = 1, n do s = s + math.sin(i) * math.cos(i) end
+      return s
+    end
+    local t0 = os.clock()
+    while os.clock() - t0 < 0.8 do ai(1e5) end
+  ]])
+  fh:close()
+  local function run(opts)
+    local p = io.popen((arg[-1] or "luajit") .. " -jprof=" .. opts .. " " .. script .. " 2>&1")
+    local out = p:read("*a")
+    p:close()
+    return out
+  end
+  local f = run("f/clock=wall")
+  t.ok(f:match("^%s*%d+%%%s+ai\n"), "-jprof=f: ai first:\n" .. f)
+  t.ok(not f:find("libm", 1, true) and not f:find("%d%%%s+sin\n") and not f:find("%d%%%s+cos\n"),
+    "-jprof=f: no native frame:\n" .. f)
+  local vf = run("vf/clock=wall")
+  t.ok(not vf:find("mprotect", 1, true) and not vf:find("libm", 1, true), "-jprof=vf: no native frame:\n" .. vf)
+  local g = run("G/clock=wall")
+  t.ok(g:find(";ai;sin %d+") or g:find(";ai;cos %d+"), "-jprof=G keeps libm's frames, named:\n" .. g)
+  local show = run("f/clock=wall/native=show")
+  t.ok(show:find("%d%%%s+sin\n") or show:find("%d%%%s+cos\n"), "/native=show shows them:\n" .. show)
+  local bad = run("f/native=maybe")
+  t.ok(bad:find("bad native 'maybe' (accepted: on, off, show)", 1, true) and
+       select(2, bad:gsub("\n", "")) == 1, "one error line:\n" .. bad)
+  os.remove(script)
+end)
+
+t.case("IFUNC implementations are named: sin, cos, memcpy, memset", function()
+  ffi.cdef([[void *memcpy(void *d, const void *s, size_t n);
+             void *memset(void *d, int c, size_t n);
+             double sin(double); double cos(double);]])
+  local N = 2 ^ 20
+  local a, b = ffi.new("char[?]", N), ffi.new("char[?]", N)
+  local function trig() local s = 0 for i = 1, 2e5 do s = s + ffi.C.sin(i) + math.cos(i) end return s end
+  local function copy() for _ = 1, 20 do ffi.C.memcpy(a, b, N) end end
+  local function fill() for _ = 1, 20 do ffi.C.memset(a, 1, N) end end
+  local p = record_model(1.5, function() trig(); copy(); fill() end)
+  local folded = require("jit.prof.folded").render(p, {scope = "f"})
+  local function has(name) return folded:find(";" .. name .. " %d+") ~= nil end
+  t.ok(has("sin"), "sin named:\n" .. folded)
+  t.ok(has("cos"), "cos named:\n" .. folded)
+  t.ok(has("memcpy") or has("memmove"), "memcpy named:\n" .. folded)
+  t.ok(has("memset"), "memset named:\n" .. folded)
+  t.ok(not folded:find("libm.so.6+0x", 1, true), "no libm offsets:\n" .. folded)
+end)
+
 t.done()

@@ -483,6 +483,13 @@ local function run_child(w, mode, clock, native)
       if k then truth[k] = tonumber(v) else io.stderr:write("  child: ", line, "\n") end
     end
   end
+  if os.getenv("DUMP") then
+    table.sort(entries, function(a, b) return a.count > b.count end)
+    print(string.format("    %s %s %s %s: most frequent stacks", w.name, mode, clock or "", native or ""))
+    for i = 1, math.min(8, #entries) do
+      print(string.format("      %6d  %s", entries[i].count, entries[i].stack))
+    end
+  end
   return entries, truth
 end
 
@@ -501,7 +508,7 @@ local function top_edges(r)
   return table.concat(out, " ")
 end
 
-local RUNS = {{"cpu", "on"}, {"cpu", "off"}, {"wall", "on"}, {"wall", "off"},
+local RUNS = os.getenv("DUMP") and {{"wall", "on"}} or {{"cpu", "on"}, {"cpu", "off"}, {"wall", "on"}, {"wall", "off"},
               {"itimer", "on"}, {"itimer", "off"}}
 
 local results = {}
@@ -513,7 +520,12 @@ local ONLY = os.getenv("ONLY")  -- one workload by name (development)
 for _, w in ipairs(W) do
   if ONLY and w.name ~= ONLY then goto next end
   local g = graph(w.edges)
-  local jp = measure(g, (run_child(w, "jitp")))
+  local jp_entries, jp_truth = run_child(w, "jitp")
+  local jp = measure(g, jp_entries)
+  if w.name == "game" then
+    results[#results + 1] = {w = w, clock = "jit.p", native = "-", r = jp,
+                             entries = jp_entries, truth = jp_truth, jitp = true}
+  end
   if VERBOSE and jp.wrong > 0 then
     print(string.format("    jit.p %s: %d of %d wrong", w.name, jp.wrong, jp.total))
     show_worst(jp, 5)
@@ -544,7 +556,18 @@ end
 print(string.format("\n%-6s %-6s %6s | %-20s | %-20s | %-20s | %s", "clock", "native", "frames",
   "ai meas/truth", "phys meas/truth", "render meas/truth", "top self"))
 for _, res in ipairs(results) do
-  if res.w.name == "game" then
+  if res.w.name == "game" and res.jitp then
+    -- jit.p on the same workload, for comparison (not asserted)
+    local tr, all = res.truth, inclusive("main", res.entries)
+    local cells = {}
+    for _, sub in ipairs({"ai", "phys", "render"}) do
+      cells[#cells + 1] = string.format("%6.1f%% / %6.1f%%",
+        all > 0 and 100 * inclusive(sub, res.entries) / all or 0,
+        tr.main and 100 * tr[sub] / tr.main or 0)
+    end
+    print(string.format("%-6s %-6s %6d | %-20s | %-20s | %-20s | (not asserted)", "jit.p", "-",
+      tr.frames or 0, cells[1], cells[2], cells[3]))
+  elseif res.w.name == "game" then
     t.case(string.format("game %s native=%s: ai hottest, shares near truth", res.clock, res.native),
       function()
         local lua = {}

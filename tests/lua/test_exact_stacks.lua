@@ -16,7 +16,11 @@
 --
 -- Asserted: ljprof's wrong share <= 0.5% in every run, >= 300 samples per
 -- run, and for the game frame loop: ai holds the most self samples and
--- each subsystem's share is within 3 points of its os.clock truth.
+-- each subsystem's inclusive share of main's samples is within 3 points
+-- of its os.clock share of main's time (or 4 standard errors, if larger:
+-- the itimer runs have ~1000 samples, the others ~4000, where 3 points
+-- are over 4 standard errors). Clocks: cpu, wall, itimer; 1 ms; native
+-- frames on and off. jit.p numbers are printed, never asserted.
 -- Everything measured is printed (one line per workload/clock/native).
 -- VERBOSE=1 prints the most frequent wrong paths of each run.
 local t = require("t")
@@ -205,7 +209,7 @@ W[#W + 1] = {
   edges = {{"main", "ai"}, {"main", "phys"}, {"main", "render"},
            {"ai", "math.sin"}, {"ai", "math.cos"},
            {"render", "string.format"}, {"render", "table.concat"}},
-  dur = 1.5,
+  dur = 4,
   src = [[
 local sin, cos, fmt, concat = math.sin, math.cos, string.format, table.concat
 local function ai(n)
@@ -462,12 +466,15 @@ NAMES = {main = main, driver = driver, thrower = thrower, after = after}
 ]]}
 
 -- Run workload w in a child: mode "ljprof" (clock, native) or "jitp".
+-- The itimer clock (process CPU time, SIGPROF) and jit.p tick on kernel
+-- ticks (250 Hz here, not 1 kHz): those runs are longer.
 local function run_child(w, mode, clock, native)
+  local dur = (clock == "itimer" or mode == "jitp") and math.max(w.dur, 2.5) or w.dur
   local base = os.tmpname()
   local script = base .. ".lua"
   t.write(script, HEAD .. w.src .. TAIL)
   local cmd = string.format("%s %s %s %s %s %s %s 2>&1", LUAJIT, script, mode,
-    clock or "-", native or "-", tostring(w.dur), CTEST)
+    clock or "-", native or "-", tostring(dur), CTEST)
   local p = io.popen(cmd)
   local out = p:read("*a")
   p:close()
@@ -588,9 +595,13 @@ for _, res in ipairs(results) do
         t.ok((tr.frames or 0) >= 1500, "frames: " .. tostring(tr.frames))
         t.eq(top, "ai", "hottest function by self samples")
         for _, c in ipairs(checks) do
-          t.ok(math.abs(c[2] - c[3]) <= SHARE_TOL, string.format(
-            "%s %s native=%s: %s share %.1f%% vs truth %.1f%% (tolerance %d points)",
-            "game", res.clock, res.native, c[1], c[2], c[3], SHARE_TOL))
+          -- 3 points, or 4 standard errors of a share of `all` samples
+          -- when there are too few for 3 points to be 4 of them (itimer)
+          local p = c[3] / 100
+          local tol = math.max(SHARE_TOL, 400 * math.sqrt(p * (1 - p) / math.max(all, 1)))
+          t.ok(math.abs(c[2] - c[3]) <= tol, string.format(
+            "%s %s native=%s: %s share %.1f%% vs truth %.1f%% (tolerance %.1f points, %d samples)",
+            "game", res.clock, res.native, c[1], c[2], c[3], tol, all))
         end
       end)
   end

@@ -22,7 +22,10 @@
 -- are over 4 standard errors). Clocks: cpu, wall, itimer; 1 ms; native
 -- frames on and off. jit.p numbers are printed, never asserted.
 -- Everything measured is printed (one line per workload/clock/native).
--- VERBOSE=1 prints the most frequent wrong paths of each run.
+-- VERBOSE=1 prints the most frequent wrong paths of each run; ONLY=name
+-- runs one workload; DUMP=1 prints each child's most frequent stacks (and
+-- runs wall/native=on only). Stand-alone: LUA_PATH, LUA_CPATH and
+-- LJPROF_CTEST as tests/meson.build sets them.
 local t = require("t")
 
 local LUAJIT = arg and arg[-1] or "luajit"
@@ -358,7 +361,10 @@ NAMES = {main = main, rec = rec, shallow = shallow}
 W[#W + 1] = {
   name = "coroutine",
   lua = {"main", "consumer", "cwork", "producer", "pwork"},
-  edges = {{"main", "consumer"}, {"consumer", "cwork"}, {"producer", "pwork"}},
+  -- (a sample shows the running thread's stack; consumer;producer is
+  -- allowed too, for a profiler that shows the resumer's frames below)
+  edges = {{"main", "consumer"}, {"consumer", "cwork"}, {"producer", "pwork"},
+           {"consumer", "producer"}},
   dur = 1.5,
   src = [[
 local function pwork(n)

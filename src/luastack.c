@@ -41,6 +41,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <lauxlib.h>
 
 #include "luastack.h"
@@ -118,7 +121,19 @@ static inline uintptr_t read_curl(uintptr_t g)
 
 /* -- Signal context -------------------------------------------------------- */
 
-int ljp_luastack_capture(uintptr_t g, int c_stable, ljp_record *rec)
+/* Are both ends of [lo, hi] readable now? One process_vm_readv. */
+static int mapped(uintptr_t lo, uintptr_t hi)
+{
+  struct iovec l[2], r[2];
+  uint64_t a, b;
+  l[0].iov_base = &a; l[0].iov_len = 8;
+  l[1].iov_base = &b; l[1].iov_len = 8;
+  r[0].iov_base = (void *)lo; r[0].iov_len = 8;
+  r[1].iov_base = (void *)hi; r[1].iov_len = 8;
+  return process_vm_readv(getpid(), l, 2, r, 2, 0) == 16;
+}
+
+int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
 {
   const ljp_vmlayout *v = &ljp_vml;
   uintptr_t L, base, stack;
@@ -130,7 +145,7 @@ int ljp_luastack_capture(uintptr_t g, int c_stable, ljp_record *rec)
   if (st >= 0 || st == -3) {        /* a trace, or the GC under one */
     if (!ljp_lsl.jit_ok) return 0;
     base = *(volatile uintptr_t *)(g + ljp_lsl.g_jit_base);
-  } else if (st == -2 && c_stable) {
+  } else if (st == -2 && c_mode) {
     if (!(L = read_curl(g))) return 0;
     base = *(volatile uintptr_t *)(L + v->l_base);
   } else {
@@ -139,6 +154,17 @@ int ljp_luastack_capture(uintptr_t g, int c_stable, ljp_record *rec)
   if (!base || !(L = read_curl(g))) return 0;
   stack = *(volatile uintptr_t *)(L + ljp_lsl.l_stack);
   if (base <= stack || base - stack > (uintptr_t)8 << 20) return 0;
+  if (st == -2 && c_mode != 1) {
+    /* The stack may be in the middle of a resize: only a base inside the
+    ** block L->stack..L->maxstack as they are now, and a block mapped now
+    ** (its old copy may already be freed: LuaJIT frees it before it
+    ** updates these fields, and a freed block's first slots are the
+    ** allocator's, which the walk's checks reject). */
+    uintptr_t maxstack;
+    if (ljp_lsl.l_maxstack < 0) return 0;
+    maxstack = *(volatile uintptr_t *)(L + ljp_lsl.l_maxstack);
+    if (base > maxstack || !mapped(stack, maxstack)) return 0;
+  }
   n = walk(read_direct, stack, base, rec->lua, LJP_LUA_MAX, &bottom);
   if (n <= 0) return 0;
   rec->lstack = stack;
@@ -202,6 +228,8 @@ static struct {
   int calls, ok_calls;          /* the stack bound, per call */
   ptrdiff_t l_stack;
   int cand[LSNAP / 8];          /* still-possible offsets of L->stack */
+  int mcand[LSNAP / 8];         /* ... of L->maxstack */
+  uintptr_t words0[LSNAP / 8];  /* L's words at the first call */
   /* The trace base. */
   uintptr_t g, loopfn, L;
   int jcand[GSNAP / 8];
@@ -234,6 +262,16 @@ static int probe_frames(lua_State *L)
   if (ljp_peek(words, (uintptr_t)L, sizeof(words)) != 0) return 0;
   base = words[v->l_base / 8];
   want = getstack_fns(L, fns, 64);
+  /* L->maxstack: above the top, the same word at every call of one
+  ** thread (the stack is not resized here), in the first megabytes. */
+  if (pb.calls == 1) memcpy(pb.words0, words, sizeof(words));
+  for (o = 0; o < LSNAP / 8; o++) {
+    uintptr_t top = base + 8 * (uintptr_t)lua_gettop(L);
+    if (pb.mcand[o] && (words[o] <= top || words[o] - base > ((uintptr_t)8 << 20) ||
+                        (words[o] & 7) ||
+                        (pb.calls <= 8 && words[o] != pb.words0[o])))
+      pb.mcand[o] = 0;
+  }
   for (o = 0; o < LSNAP / 8; o++) {
     int n, bottom, same = 1;
     if (!pb.cand[o]) continue;
@@ -333,7 +371,7 @@ static void learn_frames(lua_State *L)
   lua_State *th = lua_newthread(L);
   int o, n = 0;
   memset(&pb, 0, sizeof(pb));
-  for (o = 0; o < LSNAP / 8; o++) pb.cand[o] = 1;
+  for (o = 0; o < LSNAP / 8; o++) pb.cand[o] = pb.mcand[o] = 1;
   if (luaL_loadbuffer(th, frames_chunk, sizeof(frames_chunk) - 1,
                       "=ljprof-probe") != 0)
     return;
@@ -352,6 +390,15 @@ static void learn_frames(lua_State *L)
   if (n == 1) ljp_lsl.ok = 1;
   else snprintf(ljp_lsl.why, sizeof(ljp_lsl.why), "%d candidates for the "
                 "stack bound", n);
+  /* L->maxstack must also bound the stack from above: one candidate. */
+  ljp_lsl.l_maxstack = -1;
+  for (n = 0, o = 0; o < LSNAP / 8; o++) {
+    if (pb.mcand[o] && (ptrdiff_t)(o * 8) != ljp_lsl.l_stack) {
+      n++;
+      ljp_lsl.l_maxstack = (ptrdiff_t)(o * 8);
+    }
+  }
+  if (n != 1) ljp_lsl.l_maxstack = -1;
 }
 
 int ljp_luastack_probe(lua_State *L)

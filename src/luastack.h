@@ -23,6 +23,7 @@ typedef struct ljp_lslayout {
   int ok;               /* the walk is proven: frames, stack bound */
   int jit_ok;           /* g->jit_base located: captures under traces */
   ptrdiff_t l_stack;    /* lua_State: lowest slot of its stack */
+  ptrdiff_t l_maxstack; /* lua_State: its last usable slot (-1: unknown) */
   ptrdiff_t g_jit_base; /* global_State: base of the running trace, or 0 */
   char why[96];         /* why something is off */
 } ljp_lslayout;
@@ -36,12 +37,14 @@ int ljp_luastack_probe(lua_State *L);
 
 /* Signal context. The frames of the running thread when its stack is
 ** stable: in a trace (from g->jit_base), in the GC under a trace, and in
-** a C function when c_stable says the function is not inside LuaJIT (no
-** native frame of LuaJIT's code above it: it cannot be resizing the
-** stack). Fills rec->lua, nlua, lflags and lstack; 0 frames when it does
+** a C function: c_mode 1 when the native walk showed no frame of
+** LuaJIT's code above it (it cannot be resizing the stack), 2 when that
+** is not known: then the stack's whole block, L->stack to L->maxstack,
+** must hold the base and be mapped right now (one fault-safe read of its
+** two ends), 0 for no C capture. Fills rec->lua, nlua, lflags and lstack; 0 frames when it does
 ** not apply (the interpreter, the compiler, a trace exit: the safe point
 ** follows at once there) or a check fails. */
-int ljp_luastack_capture(uintptr_t g, int c_stable, ljp_record *rec);
+int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec);
 
 /* Normal context, in a hook of thread L (L->base is stored there): the
 ** live frames, innermost first, up to max; *bottom when all were read. */

@@ -101,11 +101,12 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     if (ctx->exact_on) {
       /* The Lua frames running now. A C function's stack is stable
       ** unless it is inside LuaJIT's own code (a lua_* call may resize
-      ** it): the native walk must show it is not. */
-      int c_stable = vm == 'C' && ctx->native_on &&
-                     (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
-                     !(rec->nflags & LJP_NATIVE_VM);
-      if (ljp_luastack_capture(ctx->vm_g, c_stable, rec) > 0) {
+      ** it): when the native walk does not show that it is outside, the
+      ** capture checks the stack's block first. */
+      int c_mode = vm != 'C' ? 0
+                   : ctx->native_on && (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
+                     !(rec->nflags & LJP_NATIVE_VM) ? 1 : 2;
+      if (ljp_luastack_capture(ctx->vm_g, c_mode, rec) > 0) {
         atomic_fetch_add_explicit(&ctx->n_lua_captures, 1,
                                   memory_order_relaxed);
         if (vm == 'C' && !rec->cfunc && rec->lua[0].kind == 1)

@@ -98,7 +98,11 @@ static int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
     }
     if ((link & 3) == 0) {      /* Lua frame: return PC into the caller */
       uint32_t ins;
-      if (link < 4096 || rd(&ins, (uintptr_t)link - 4, 4)) return -1;
+      /* A user-space code address, never a value that only looks like
+      ** a link (a number's bits). */
+      if (link < 4096 || link >= ((uint64_t)1 << 47) ||
+          rd(&ins, (uintptr_t)link - 4, 4))
+        return -1;
       prev = frame - 8 * (2 + ((ins >> 8) & 0xff));
     } else {
       uintptr_t d = (uintptr_t)(link & ~(uint64_t)7);
@@ -164,6 +168,18 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
     if (ljp_lsl.l_maxstack < 0) return 0;
     maxstack = *(volatile uintptr_t *)(L + ljp_lsl.l_maxstack);
     if (base > maxstack || !mapped(stack, maxstack)) return 0;
+  }
+  if (st == -2) {
+    /* The base must be the C function's own frame: LuaJIT sets the state
+    ** to C a little before a Lua function returning to C is gone, and
+    ** during that window the base is the Lua function's. */
+    uint64_t tv;
+    unsigned char kind;
+    tv = *(volatile uint64_t *)(base - 16);
+    if ((uint32_t)(tv >> 47) != TAG_FUNC) return 0;
+    kind = *(volatile unsigned char *)((uintptr_t)(tv & (((uint64_t)1 << 47) - 1)) +
+                                      (uintptr_t)v->fn_ffid);
+    if (kind == 0) return 0;
   }
   n = walk(read_direct, stack, base, rec->lua, LJP_LUA_MAX, &bottom);
   if (n <= 0) return 0;

@@ -188,8 +188,24 @@ int ljp_signal_install(int signo, char *err, size_t errlen)
   int rc = 0;
   if (signo <= 0 || signo >= _NSIG || signo == SIGKILL || signo == SIGSTOP) {
     snprintf(err, errlen, "ljprof: bad signal %d (accepted: 1-%d except "
-             "SIGKILL/SIGSTOP)", signo, _NSIG - 1);
+             "SIGKILL, SIGSTOP and the fault and child signals)", signo,
+             _NSIG - 1);
     return -1;
+  }
+  /* A fault (or abort, or child) signal is the kernel's or the C
+  ** library's to deliver: taken as the sampling signal, a real segfault
+  ** would reach the handler, find no token and return, and the fault
+  ** would repeat forever. */
+  switch (signo) {
+  case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGTRAP:
+  case SIGABRT: case SIGCHLD:
+    snprintf(err, errlen, "ljprof: signal %d (%s) cannot be the sampling "
+             "signal: it reports faults, aborts or children (accepted: a "
+             "free signal such as SIGRTMIN+4 (the default), SIGUSR1/2, or "
+             "SIGPROF with clock itimer)", signo, strsignal(signo));
+    return -1;
+  default:
+    break;
   }
   ljp_slots_lock();
   if (sigaction(signo, NULL, &old) != 0) {

@@ -456,6 +456,11 @@ t.case("option errors", function()
   both({ring = 1e9}, {"ring size 1000000000", "accepted"}, "ring too big")
   both({interval = 120000}, {"bad interval", "accepted"}, "interval too long")
   both({clock = "itimer", signal = 12}, {"SIGPROF"}, "itimer with another signal")
+  -- A fault signal would turn a real crash into an endless loop.
+  for _, sig in ipairs({4, 5, 6, 7, 8, 11, 17}) do  -- ILL TRAP ABRT BUS FPE SEGV CHLD
+    both({clock = "wall", signal = sig}, {"signal " .. sig, "cannot be the sampling signal", "accepted"},
+      "fault signal " .. sig)
+  end
   local bad = "/nonexistent/dir/x.folded"
   both({output = bad}, {bad, "cannot write"}, "unwritable output")
   -- A bad option after good ones does not leave a run behind.

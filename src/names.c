@@ -18,6 +18,7 @@
 #include <lauxlib.h>
 
 #include "names.h"
+#include "table.h"
 #include "ljp.h"
 
 /* -- Fast-function ids ------------------------------------------------------ */
@@ -477,15 +478,9 @@ void ljp_fnames_init(ljp_fnames *t)
   t->ref = LUA_NOREF;
 }
 
-static uint32_t fn_hash(uintptr_t fn)
-{
-  uint64_t h = (uint64_t)fn * 0x9e3779b97f4a7c15ull;
-  return (uint32_t)(h >> 32);
-}
-
 static ljp_fname *fn_slot(const ljp_fnames *t, uintptr_t fn)
 {
-  uint32_t i = fn_hash(fn) & (t->cap - 1);
+  uint32_t i = ljp_hash_addr(fn) & (t->cap - 1);
   while (t->e[i].fn && t->e[i].fn != fn) i = (i + 1) & (t->cap - 1);
   return &t->e[i];
 }

@@ -82,15 +82,9 @@ static void range_add(struct ljp_natcache *c, uintptr_t lo, uintptr_t hi,
   c->nr++;
 }
 
-static uint32_t nat_hash(uintptr_t a)
-{
-  uint64_t x = (uint64_t)a * 0x9e3779b97f4a7c15ull;
-  return (uint32_t)(x >> 32);
-}
-
 static natent *nat_slot(struct ljp_natcache *c, uintptr_t a)
 {
-  uint32_t i = nat_hash(a) & (c->cap - 1);
+  uint32_t i = ljp_hash_addr(a) & (c->cap - 1);
   while (c->e[i].addr && c->e[i].addr != a) i = (i + 1) & (c->cap - 1);
   return &c->e[i];
 }

@@ -14,6 +14,11 @@
 #include <stdint.h>
 
 uint64_t ljp_hash(const void *p, size_t len);
+/* A 32-bit hash of an address (open-addressing tables keyed by one). */
+static inline uint32_t ljp_hash_addr(uintptr_t a)
+{
+  return (uint32_t)(((uint64_t)a * 0x9e3779b97f4a7c15ull) >> 32);
+}
 
 typedef struct ljp_str {
   const char *s;

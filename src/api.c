@@ -18,6 +18,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "luastack.h"
 #include "objects.h"
 #include "query.h"
 
@@ -358,6 +359,7 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->expired = ctx->tmr.expired;
   ri->aborts_lost = ctx->tr.aborts_lost;
   ri->exact = ctx->exact_on;
+  ri->exact_lines = ctx->exact_on && ljp_lsl.lines_ok;
   ri->lua_captures = atomic_load(&ctx->n_lua_captures);
   ri->stack_checks = ctx->stack_checks;
   ri->stack_mismatches = ctx->stack_mismatches;

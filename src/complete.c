@@ -155,8 +155,11 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
       s->source = e->source;
       s->name = e->name;
       s->linedefined = e->linedefined;
-      /* In a trace, the innermost frame runs the trace's own code. */
-      s->line = k == 0 && ti && ti->fn == f->fn ? ti->line : 0;
+      /* Its line from its PC at the signal; in a trace, the innermost
+      ** frame runs the trace's own code: the trace's start line. */
+      s->line = f->pc ? ljp_luastack_line(f->fn, f->pc) : -1;
+      if (s->line <= 0)
+        s->line = k == 0 && ti && ti->fn == f->fn ? ti->line : 0;
     }
   }
   if (k >= 0) {                     /* syn[k] unnamed: keep those below it */
@@ -166,8 +169,14 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
   } else {
     lf->nsyn = top;
   }
-  if (lf->nsyn == 0 && top == 0 && ti && ti->fn == r->lua[0].fn)
+  if (lf->nsyn == 0 && top == 0 && ti && ti->fn == r->lua[0].fn) {
     lf->line = ti->line;            /* the trace's start line */
+  } else if (top < n && r->lua[top].kind == 0 && r->lua[top].pc) {
+    /* The innermost live frame shown: where it was at the signal (it
+    ** may have moved on since its callee returned). */
+    int line = ljp_luastack_line(r->lua[top].fn, r->lua[top].pc);
+    if (line > 0) lf->line = line;
+  }
   return 0;
 }
 

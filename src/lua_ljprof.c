@@ -376,6 +376,8 @@ static int l_stats(lua_State *L)
     /* Lua frames captured at the signal (exact stacks under traces). */
     lua_pushboolean(L, ri.exact);
     lua_setfield(L, -2, "exact_stacks");
+    lua_pushboolean(L, ri.exact_lines);
+    lua_setfield(L, -2, "exact_lines");
     setnum(L, "lua_captures", ri.lua_captures);
     setnum(L, "stack_checks", ri.stack_checks);
     setnum(L, "stack_mismatches", ri.stack_mismatches);

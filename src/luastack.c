@@ -70,6 +70,8 @@ static int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
 {
   const ljp_vmlayout *v = &ljp_vml;
   uintptr_t frame = base - 8, bot = stack + 8;
+  uint64_t calleelink = 1;      /* the link of the header above: a Lua
+                                   link is this frame's return PC */
   int n = 0, headers = 0, skipnext = 0;
   *bottom = 0;
   if (!stack || base < stack + 16 || (base & 7) || (stack & 7)) return -1;
@@ -88,6 +90,7 @@ static int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
         out[n].kind = kind;
         out[n].cf = 0;
         out[n].slot = (uint32_t)((frame + 8 - stack) / 8);
+        out[n].pc = (calleelink & 3) == 0 ? (uintptr_t)calleelink : 0;
         if (kind != 0 && rd(&out[n].cf, fn + (uintptr_t)v->fn_f, 8))
           return -1;
         n++;
@@ -110,6 +113,7 @@ static int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
       prev = frame - d;
     }
     if (prev >= frame || prev < stack) return -1;
+    calleelink = link;
     frame = prev;
   }
   *bottom = 1;
@@ -246,6 +250,9 @@ static struct {
   int cand[LSNAP / 8];          /* still-possible offsets of L->stack */
   int mcand[LSNAP / 8];         /* ... of L->maxstack */
   uintptr_t words0[LSNAP / 8];  /* L's words at the first call */
+  /* (function, PC, line) seen at probe calls, for the line layout. */
+  struct { uintptr_t fn, pc; int line, first, numline; } obs[96];
+  int nobs;
   /* The trace base. */
   uintptr_t g, loopfn, L;
   int jcand[GSNAP / 8];
@@ -294,21 +301,70 @@ static int probe_frames(lua_State *L)
     n = walk(ljp_peek, words[o], base, fr, 64, &bottom);
     if (n != want || !bottom) same = 0;
     for (k = 0; same && k < n; k++) same = fr[k].fn == fns[k];
+    if (!same) {
+      pb.cand[o] = 0;
+      continue;
+    }
+    /* The frames below the top know their PC: with lua_getinfo's line,
+    ** an observation for learning how a PC becomes a line. */
+    for (k = 1; k < n && pb.nobs < 96; k++) {
+      lua_Debug ar;
+      if (fr[k].kind != 0 || !fr[k].pc || !lua_getstack(L, k, &ar) ||
+          !lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0 ||
+          ar.linedefined <= 0)
+        continue;
+      pb.obs[pb.nobs].fn = fr[k].fn;
+      pb.obs[pb.nobs].pc = fr[k].pc;
+      pb.obs[pb.nobs].line = ar.currentline;
+      pb.obs[pb.nobs].first = ar.linedefined;
+      pb.obs[pb.nobs].numline = ar.lastlinedefined - ar.linedefined;
+      pb.nobs++;
+    }
+    break;  /* one passing candidate's frames are enough */
+  }
+  for (o++; o < LSNAP / 8; o++) {  /* the other candidates, checked only */
+    int n, bottom, same = 1;
+    if (!pb.cand[o]) continue;
+    n = walk(ljp_peek, words[o], base, fr, 64, &bottom);
+    if (n != want || !bottom) same = 0;
+    for (k = 0; same && k < n; k++) same = fr[k].fn == fns[k];
     if (!same) pb.cand[o] = 0;
   }
   return 0;
 }
 
+/* Calls spread over several lines, so that a PC's line differs from its
+** function's first line (the line layout is learnt from these too). */
 static const char frames_chunk[] =
   "local probe = ...\n"
-  "local function a() probe() return 1 end\n"
-  "local function b(...) probe() local r = a() return r end\n"
-  "local t = setmetatable({}, {__index = function(t, k) "
-  "  probe() return b(1, 2, 3) end})\n"
-  "local function c() local x = t.k probe() return x end\n"
+  "local function a()\n"
+  "  local x = 1\n"
+  "  probe()\n"
+  "  return x\n"
+  "end\n"
+  "local function b(...)\n"
+  "  local y = 2\n"
+  "  probe()\n"
+  "\n"
+  "  local r = a()\n"
+  "  return r + y\n"
+  "end\n"
+  "local t = setmetatable({}, {__index = function(t, k)\n"
+  "  probe()\n"
+  "  local v = b(1, 2, 3)\n"
+  "  return v\n"
+  "end})\n"
+  "local function c()\n"
+  "  local x = t.k\n"
+  "\n"
+  "  probe()\n"
+  "  return x\n"
+  "end\n"
   "c()\n"
   "pcall(c)\n"
-  "coroutine.wrap(function() pcall(c) end)()\n";
+  "coroutine.wrap(function()\n"
+  "  pcall(c)\n"
+  "end)()\n";
 
 /* Called through the FFI from a compiled loop (vmstate is a trace
 ** number): which word of G points at the loop function's frame base? */
@@ -382,6 +438,82 @@ static void learn_jit(lua_State *L)
                 "trace base", n);
 }
 
+/* The line of fn at pc with layout (o_pc, d1, d2), as lj_debug_line
+** computes it: position = instructions after the first, minus one; 0 is
+** the first line, else first + the line table's entry before it (8, 16
+** or 32 bits by the number of lines). -1 if unreadable. */
+static int line_with(readfn rd, uintptr_t fn, uintptr_t pc, ptrdiff_t o_pc,
+                     ptrdiff_t d1, ptrdiff_t d2)
+{
+  uintptr_t bc, li;
+  int32_t fl[2];
+  uintptr_t pos;
+  if (rd(&bc, fn + (uintptr_t)o_pc, 8) || pc <= bc || pc - bc > (4u << 24) ||
+      ((pc - bc) & 3))
+    return -1;
+  if (rd(fl, bc - (uintptr_t)d1, 8) || fl[1] < 0 ||
+      rd(&li, bc - (uintptr_t)d2, 8) || li < 4096)
+    return -1;
+  pos = (pc - bc) / 4 - 1;
+  if (pos == 0) return fl[0];
+  pos--;
+  if (fl[1] < 256) {
+    uint8_t v;
+    if (rd(&v, li + pos, 1)) return -1;
+    return fl[0] + v;
+  } else if (fl[1] < 65536) {
+    uint16_t v;
+    if (rd(&v, li + 2 * pos, 2)) return -1;
+    return fl[0] + v;
+  } else {
+    uint32_t v;
+    if (rd(&v, li + 4 * pos, 4)) return -1;
+    return fl[0] + (int)v;
+  }
+}
+
+int ljp_luastack_line(uintptr_t fn, uintptr_t pc)
+{
+  if (!ljp_lsl.lines_ok || !fn || !pc) return -1;
+  return line_with(read_direct, fn, pc, ljp_lsl.fn_pc, ljp_lsl.bc_first,
+                   ljp_lsl.bc_lineinfo);
+}
+
+/* Find the layout that turns every observed (function, PC) into the line
+** lua_getinfo gave, and the function's first line and line count: exactly
+** one must fit. */
+static void learn_lines(void)
+{
+  ptrdiff_t o_pc, d1, d2;
+  int found = 0, i, k;
+  if (pb.nobs < 6) return;
+  for (o_pc = 8; o_pc < 64; o_pc += 8) {
+    for (d1 = 8; d1 <= 256; d1 += 4) {
+      int ok = 1;
+      for (i = 0; ok && i < pb.nobs; i++) {
+        uintptr_t bc;
+        int32_t fl[2];
+        ok = ljp_peek(&bc, pb.obs[i].fn + (uintptr_t)o_pc, 8) == 0 &&
+             bc > 4096 && ljp_peek(fl, bc - (uintptr_t)d1, 8) == 0 &&
+             fl[0] == pb.obs[i].first && fl[1] == pb.obs[i].numline;
+      }
+      if (!ok) continue;
+      for (d2 = 8; d2 <= 256; d2 += 8) {
+        for (k = 0, i = 0; i < pb.nobs; i++)
+          k += line_with(ljp_peek, pb.obs[i].fn, pb.obs[i].pc, o_pc, d1,
+                         d2) == pb.obs[i].line;
+        if (k == pb.nobs) {
+          found++;
+          ljp_lsl.fn_pc = o_pc;
+          ljp_lsl.bc_first = d1;
+          ljp_lsl.bc_lineinfo = d2;
+        }
+      }
+    }
+  }
+  ljp_lsl.lines_ok = found == 1;
+}
+
 static void learn_frames(lua_State *L)
 {
   lua_State *th = lua_newthread(L);
@@ -415,6 +547,7 @@ static void learn_frames(lua_State *L)
     }
   }
   if (n != 1) ljp_lsl.l_maxstack = -1;
+  if (ljp_lsl.ok) learn_lines();
 }
 
 int ljp_luastack_probe(lua_State *L)

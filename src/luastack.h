@@ -25,6 +25,11 @@ typedef struct ljp_lslayout {
   ptrdiff_t l_stack;    /* lua_State: lowest slot of its stack */
   ptrdiff_t l_maxstack; /* lua_State: its last usable slot (-1: unknown) */
   ptrdiff_t g_jit_base; /* global_State: base of the running trace, or 0 */
+  int lines_ok;         /* a Lua frame's PC can be turned into a line */
+  ptrdiff_t fn_pc;      /* Lua function object: its first instruction */
+  ptrdiff_t bc_first;   /* first instruction - this: int32 first line,
+                           then int32 number of lines */
+  ptrdiff_t bc_lineinfo; /* first instruction - this: the line table */
   char why[96];         /* why something is off */
 } ljp_lslayout;
 
@@ -50,6 +55,10 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec);
 ** live frames, innermost first, up to max; *bottom when all were read. */
 int ljp_luastack_live(lua_State *L, ljp_lframe *out, int max, int *bottom,
                       uintptr_t *stack);
+
+/* Normal context: the line of Lua function fn (alive) at bytecode PC pc
+** (an instruction after a call, as a frame's link holds), or -1. */
+int ljp_luastack_line(uintptr_t fn, uintptr_t pc);
 
 /* Self-check (LJPROF_STACKS=check, used by the tests): at a safe point,
 ** the raw walk of thread L against lua_getstack, function by function.

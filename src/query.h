@@ -23,6 +23,7 @@ typedef struct ljp_q_run {
   int expired;               /* the duration option ran out */
   uint64_t aborts_lost;      /* abort records beyond the table */
   int exact;                 /* Lua frames are captured at the signal */
+  int exact_lines;           /* ... and their PCs turned into lines */
   uint64_t lua_captures;     /* records with frames captured at the signal */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   const char *error;         /* why the last run failed, or NULL */

@@ -33,11 +33,14 @@
 #define LJP_LUA_BOTTOM 1 /* the capture reached the bottom of the stack */
 
 /* A Lua frame live at the signal (luastack.c): its function object, the C
-** entry of a C function (0 for Lua), its base as a slot index in its
-** stack, and the function kind (0 Lua, 1 C, > 1 fast function id). */
+** entry of a C function (0 for Lua), the bytecode PC it is at when its
+** callee's link tells (0: unknown, and for the innermost frame), its base
+** as a slot index in its stack, and the function kind (0 Lua, 1 C, > 1
+** fast function id). */
 typedef struct ljp_lframe {
   uintptr_t fn;
   uintptr_t cf;
+  uintptr_t pc;
   uint32_t slot;
   uint8_t kind;
 } ljp_lframe;

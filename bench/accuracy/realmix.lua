@@ -351,7 +351,7 @@ local function attribute(entries, map, buckets)
     counts[b] = counts[b] + e.count
     total = total + e.count
   end
-  return {counts = counts, shares = normalise(counts, buckets), total = total}
+  return {counts = counts, shares = normalise(counts, buckets), total = total, bucket_of = cache}
 end
 
 -- -- Calibration ---------------------------------------------------------------
@@ -408,8 +408,10 @@ function M.run_pass(mix, cal, profilers, secs)
     -- Costs are not linear in n over a 10-100x scale-up (GC, buffer
     -- growth): rescale each part at its slice size (one call, twice,
     -- unprofiled) to its calibrated share of a slice.
+    local sum = 0
+    for k = 1, np do sum = sum + cal.cost[k] end
     for k, pt in ipairs(mix.parts) do
-      local want = cal.cost[k] / cal.unit * secs / mix.units
+      local want = cal.cost[k] / sum * secs / mix.units
       for _ = 1, 2 do
         local c0 = jnow_cpu()
         pt.fn(size[k])

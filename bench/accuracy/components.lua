@@ -93,6 +93,7 @@ else
     return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
   end
 end
+M.jnow_wall, M.jnow_cpu = jnow_wall, jnow_cpu   -- also used by realmix.lua
 
 -- -- (a) interpreted: an integer loop, never compiled ----------------------
 

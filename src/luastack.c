@@ -151,8 +151,18 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
   if (!ljp_lsl.ok || !g || !v->vmstate_ok) return 0;
   st = *(volatile int32_t *)(g + v->g_vmstate);
   if (st >= 0 || st == -3) {        /* a trace, or the GC under one */
-    if (!ljp_lsl.jit_ok) return 0;
-    base = *(volatile uintptr_t *)(g + ljp_lsl.g_jit_base);
+    base = ljp_lsl.jit_ok ? *(volatile uintptr_t *)(g + ljp_lsl.g_jit_base)
+                          : 0;
+    if (!base && st == -3 && c_mode) {
+      /* The GC outside a trace: a step started by a C function's lua_*
+      ** call has the C function's frame at L->base (checked below like a
+      ** C capture that is not proven stable: the GC may shrink the
+      ** stack). From the interpreter the safe point follows at once. */
+      if (!(L = read_curl(g))) return 0;
+      base = *(volatile uintptr_t *)(L + v->l_base);
+      st = -2;
+      c_mode = 2;
+    }
   } else if (st == -2 && c_mode) {
     if (!(L = read_curl(g))) return 0;
     base = *(volatile uintptr_t *)(L + v->l_base);
@@ -249,7 +259,6 @@ static struct {
   ptrdiff_t l_stack;
   int cand[LSNAP / 8];          /* still-possible offsets of L->stack */
   int mcand[LSNAP / 8];         /* ... of L->maxstack */
-  uintptr_t words0[LSNAP / 8];  /* L's words at the first call */
   /* (function, PC, line) seen at probe calls, for the line layout. */
   struct { uintptr_t fn, pc; int line, first, numline; } obs[96];
   int nobs;
@@ -285,14 +294,14 @@ static int probe_frames(lua_State *L)
   if (ljp_peek(words, (uintptr_t)L, sizeof(words)) != 0) return 0;
   base = words[v->l_base / 8];
   want = getstack_fns(L, fns, 64);
-  /* L->maxstack: above the top, the same word at every call of one
-  ** thread (the stack is not resized here), in the first megabytes. */
-  if (pb.calls == 1) memcpy(pb.words0, words, sizeof(words));
+  /* L->maxstack: above the top at every call, within megabytes of the
+  ** base; and at the first call, the word that follows the stack when
+  ** it grows: after lua_checkstack(2000) it moves with it, and the
+  ** distance from L->stack grows by at least those 2000 slots. */
   for (o = 0; o < LSNAP / 8; o++) {
     uintptr_t top = base + 8 * (uintptr_t)lua_gettop(L);
     if (pb.mcand[o] && (words[o] <= top || words[o] - base > ((uintptr_t)8 << 20) ||
-                        (words[o] & 7) ||
-                        (pb.calls <= 8 && words[o] != pb.words0[o])))
+                        (words[o] & 7)))
       pb.mcand[o] = 0;
   }
   for (o = 0; o < LSNAP / 8; o++) {
@@ -329,6 +338,27 @@ static int probe_frames(lua_State *L)
     if (n != want || !bottom) same = 0;
     for (k = 0; same && k < n; k++) same = fr[k].fn == fns[k];
     if (!same) pb.cand[o] = 0;
+  }
+  if (pb.calls == 1) {
+    uintptr_t grown[LSNAP / 8];
+    int s;
+    if (!lua_checkstack(L, 2000) ||
+        ljp_peek(grown, (uintptr_t)L, sizeof(grown)) != 0) {
+      memset(pb.mcand, 0, sizeof(pb.mcand));
+    } else {
+      for (o = 0; o < LSNAP / 8; o++) {
+        int moved = 0;
+        if (!pb.mcand[o]) continue;
+        for (s = 0; s < LSNAP / 8; s++) {  /* against each stack candidate */
+          uintptr_t d0 = words[o] - words[s], d1 = grown[o] - grown[s];
+          if (s != o && pb.cand[s] && grown[o] != words[o] &&
+              words[o] > words[s] && grown[o] > grown[s] &&
+              d1 >= d0 + 8 * 2000 - 64 && d1 < ((uintptr_t)8 << 20))
+            moved = 1;
+        }
+        if (!moved) pb.mcand[o] = 0;
+      }
+    }
   }
   return 0;
 }

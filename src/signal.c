@@ -103,8 +103,9 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
       ** unless it is inside LuaJIT's own code (a lua_* call may resize
       ** it): when the native walk does not show that it is outside, the
       ** capture checks the stack's block first. */
-      int c_mode = vm != 'C' ? 0
-                   : ctx->native_on && (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
+      int c_mode = vm != 'C' && vm != 'G' ? 0
+                   : vm == 'C' && ctx->native_on &&
+                     (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
                      !(rec->nflags & LJP_NATIVE_VM) ? 1 : 2;
       if (ljp_luastack_capture(ctx->vm_g, c_mode, rec) > 0) {
         atomic_fetch_add_explicit(&ctx->n_lua_captures, 1,

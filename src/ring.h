@@ -51,6 +51,7 @@ typedef struct ljp_record {
   uintptr_t pc;          /* interrupted program counter */
   _Atomic uint32_t weight; /* timer ticks (1 + overruns + merged) */
   uintptr_t cfunc;       /* C function running when vmstate == 'C', or 0 */
+  uintptr_t like_cfunc;  /* cfunc as it was at reserve time (merging) */
   int32_t trace;         /* trace number when vmstate == 'N', else 0 */
   uint32_t stack;        /* interned stack id, set at completion */
   uint32_t func;         /* interned leaf function ("chunk:firstline" or a
@@ -85,7 +86,10 @@ void ljp_ring_free(ljp_ring *r);
 /* What a full ring merges by: a tick joins the newest pending record with
 ** the same VM state, trace, C function and zone (so per-state, per-trace
 ** and per-zone totals stay right while no safe point comes, e.g. in a
-** program running entirely in compiled code), else the newest one. */
+** program running entirely in compiled code), else the newest with the
+** same VM state and zone, else the newest one. The C function compared
+** is the one known when the record was reserved (like_cfunc): the
+** handler may name it better afterwards. */
 typedef struct ljp_like {
   uintptr_t cfunc;
   int32_t trace;
@@ -107,15 +111,19 @@ static inline ljp_record *ljp_ring_reserve(ljp_ring *r, uint32_t weight,
   uint64_t d = atomic_load_explicit(&r->done, memory_order_acquire), p;
   if (h - t < r->cap) { *res = LJP_PUSHED; return &r->rec[h & r->mask]; }
   if (h > d) {
-    ljp_record *into = &r->rec[(h - 1) & r->mask];
+    ljp_record *into = &r->rec[(h - 1) & r->mask], *state = NULL;
     for (p = h; p > d && h - p < LJP_MERGE_SCAN; p--) {
       ljp_record *c = &r->rec[(p - 1) & r->mask];
-      if (like && c->vmstate == like->vmstate && c->trace == like->trace &&
-          c->zone == like->zone && c->cfunc == like->cfunc) {
-        into = c;
-        break;
+      if (like && c->vmstate == like->vmstate && c->zone == like->zone) {
+        if (c->trace == like->trace && c->like_cfunc == like->cfunc) {
+          into = c;
+          state = NULL;
+          break;
+        }
+        if (!state) state = c;  /* at least the same state and zone */
       }
     }
+    if (state) into = state;
     atomic_fetch_add_explicit(&into->weight, weight, memory_order_relaxed);
     *res = LJP_MERGED;
   } else {

@@ -87,6 +87,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     rec->pc = pc;
     rec->trace = like.trace;
     rec->cfunc = like.cfunc;
+    rec->like_cfunc = like.cfunc;
     rec->vmstate = like.vmstate;
     rec->zone = like.zone;
     rec->nflags = 0;

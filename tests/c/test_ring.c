@@ -22,6 +22,7 @@ static int push(ljp_ring *r, uint32_t w, ljp_push_result *res)
   rec->trace = 0;
   rec->zone = 0;
   rec->cfunc = 0;
+  rec->like_cfunc = 0;
   atomic_store(&rec->weight, w);
   ljp_ring_publish(r);
   return 1;
@@ -163,12 +164,14 @@ static void test_interleaved(void)
 }
 
 /* A full ring merges a tick into the newest pending record that is like
-** it (same state, trace, C function, zone), else into the newest. */
+** it (same state, trace, C function as reserved, zone), else into the
+** newest of the same state and zone, else into the newest. */
 static void test_merge_like(void)
 {
   ljp_ring r;
   ljp_push_result res;
-  ljp_like a = {0, 1, 0, 'N'}, b = {0, 2, 7, 'N'}, c = {0, 3, 0, 'N'};
+  ljp_like a = {0, 1, 0, 'N'}, b = {0, 2, 7, 'N'}, c = {0, 3, 0, 'N'},
+           d = {0, 0, 0, 'C'};
   uint32_t i;
   CHECK_EQ(ljp_ring_init(&r, 16), 0);
   for (i = 0; i < 16; i++) {          /* fill: trace 1 then 15 x trace 2 */
@@ -178,6 +181,7 @@ static void test_merge_like(void)
     rec->trace = i ? 2 : 1;
     rec->zone = i ? 7 : 0;
     rec->cfunc = 0;
+    rec->like_cfunc = 0;
     atomic_store(&rec->weight, 1);
     ljp_ring_publish(&r);
   }
@@ -186,9 +190,17 @@ static void test_merge_like(void)
   CHECK_EQ(res, LJP_MERGED);
   CHECK_EQ(atomic_load(&r.rec[0].weight), 6);
   CHECK_EQ(atomic_load(&r.rec[15].weight), 1);
-  /* nothing like trace 3: the newest record takes it */
+  /* nothing like trace 3: the newest record of its state and zone */
   CHECK(ljp_ring_reserve(&r, 2, &c, &res) == NULL);
-  CHECK_EQ(atomic_load(&r.rec[15].weight), 3);
+  CHECK_EQ(atomic_load(&r.rec[0].weight), 8);
+  CHECK_EQ(atomic_load(&r.rec[15].weight), 1);
+  /* a C tick where all is compiled: the newest record */
+  CHECK(ljp_ring_reserve(&r, 3, &d, &res) == NULL);
+  CHECK_EQ(atomic_load(&r.rec[15].weight), 4);
+  /* a C function named after the reserve still matches its tick */
+  r.rec[15].cfunc = 0x1234;
+  CHECK(ljp_ring_reserve(&r, 1, &b, &res) == NULL);
+  CHECK_EQ(atomic_load(&r.rec[15].weight), 5);
   ljp_ring_free(&r);
 }
 

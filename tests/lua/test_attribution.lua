@@ -77,8 +77,12 @@ t.case("VM states: N compiled, I interpreted, C in C, G in GC, J compiling", fun
     string.format("compiled loop mostly N: %s of %s", tostring(c.N), c.total))
   t.ok(i.total >= 100 and (i.I or 0) >= 0.9 * i.total,
     string.format("jit.off loop mostly I: %s of %s", tostring(i.I), i.total))
-  t.ok(rep.total >= 100 and (rep.C or 0) == rep.total,
-    string.format("string.rep is a C leaf: %s of %s", tostring(rep.C), rep.total))
+  -- string.rep is a C leaf; the GC its allocations start shows as G on
+  -- it (the frames are captured at the tick), never I, N or J.
+  t.ok(rep.total >= 100 and (rep.C or 0) + (rep.G or 0) == rep.total and
+       (rep.C or 0) >= 0.8 * rep.total,
+    string.format("string.rep is a C leaf: %s C and %s G of %s", tostring(rep.C),
+      tostring(rep.G), rep.total))
   t.ok((a.G or 0) >= 0.1 * a.total,
     string.format("allocation shows GC time: %s of %s", tostring(a.G), a.total))
   t.ok((st.vmstate.J or 0) >= 10, "trace compiler time seen: " .. tostring(st.vmstate.J))
@@ -161,7 +165,12 @@ jit.attach(function(what, _, _, _, code)
   if what == "abort" and code == 0 then c.hook = c.hook + 1 end
 end, "trace")
 local ljprof = require("ljprof")
-if profile then ljprof.record({clock = "wall", interval = 0.2}) end
+if profile then
+  ljprof.record({clock = "wall", interval = 0.2})
+  -- The program's traces only: the first start of a process compiles one
+  -- small loop of ljprof's own (learning the trace base, luastack.c).
+  c.start, c.stop, c.abort = 0, 0, 0
+end
 for k = 1, 60 do
   local f = loadstring([=[
     local n = ...

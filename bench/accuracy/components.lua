@@ -339,4 +339,21 @@ function M.function_ranges()
 end
 assert(#M.all == 7, "drive() and drive_jit() dispatch on exactly seven components")
 
+-- The bucket of a stack key ("a;b;c", outermost first): the innermost
+-- frame that map names, else "other"; cached per key in cache.
+function M.bucket_of(stack, map, cache)
+  local b = cache[stack]
+  if not b then
+    b = "other"
+    local frames = {}
+    for f in stack:gmatch("[^;]+") do frames[#frames + 1] = f end
+    for i = #frames, 1, -1 do
+      local id = map[frames[i]]
+      if id then b = id; break end
+    end
+    cache[stack] = b
+  end
+  return b
+end
+
 return M

@@ -251,17 +251,7 @@ function H.attribute(entries)
   for _, b in ipairs(H.buckets) do counts[b] = 0; vm_by[b] = {} end
   local cache = {}
   for _, e in ipairs(entries) do
-    local b = cache[e.stack]
-    if not b then
-      b = "other"
-      local frames = {}
-      for f in e.stack:gmatch("[^;]+") do frames[#frames + 1] = f end
-      for i = #frames, 1, -1 do
-        local id = NAMES[frames[i]]
-        if id then b = id; break end
-      end
-      cache[e.stack] = b
-    end
+    local b = comp.bucket_of(e.stack, NAMES, cache)
     counts[b] = counts[b] + e.count
     vm[e.vmstate] = (vm[e.vmstate] or 0) + e.count
     vm_by[b][e.vmstate] = (vm_by[b][e.vmstate] or 0) + e.count

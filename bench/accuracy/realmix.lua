@@ -337,17 +337,7 @@ local function attribute(entries, map, buckets)
   local counts, cache, total = {}, {}, 0
   for _, b in ipairs(buckets) do counts[b] = 0 end
   for _, e in ipairs(entries) do
-    local b = cache[e.stack]
-    if not b then
-      b = "other"
-      local frames = {}
-      for f in e.stack:gmatch("[^;]+") do frames[#frames + 1] = f end
-      for i = #frames, 1, -1 do
-        local id = map[frames[i]]
-        if id then b = id; break end
-      end
-      cache[e.stack] = b
-    end
+    local b = comp.bucket_of(e.stack, map, cache)
     counts[b] = counts[b] + e.count
     total = total + e.count
   end

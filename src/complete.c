@@ -106,18 +106,30 @@ static void learn_live(ljp_ctx *ctx, lua_State *L, const ljp_lframe *live,
 ** what live frames showed before. A captured frame that cannot be named
 ** ends the stack there (an honest shorter stack, never another path).
 ** Returns -1 when the safe point cannot compare (use the old way). */
+typedef struct livestack {   /* the live frames of one safe point */
+  int walked, m, bottom;
+  uintptr_t stack;
+  ljp_lframe f[LIVE_MAX];
+} livestack;
+
 static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
-                      ljp_leaf *lf)
+                      livestack *ls, ljp_leaf *lf)
 {
-  ljp_lframe live[LIVE_MAX];
+  const ljp_lframe *live = ls->f;
   int m, lbottom, n = r->nlua, i, j = -1, top, k;
   uintptr_t lstack;
   const ljp_trinfo *ti = r->vmstate == 'N' ? ljp_trace_info(ctx, r->trace)
                                            : NULL;
   memset(lf, 0, sizeof(*lf));
-  m = ljp_luastack_live(L, live, LIVE_MAX, &lbottom, &lstack);
+  if (!ls->walked) {  /* once per safe point, for every record */
+    ls->walked = 1;
+    ls->m = ljp_luastack_live(L, ls->f, LIVE_MAX, &ls->bottom, &ls->stack);
+    if (ls->m >= 0) learn_live(ctx, L, ls->f, ls->m);
+  }
+  m = ls->m;
+  lbottom = ls->bottom;
+  lstack = ls->stack;
   if (m < 0) return -1;
-  learn_live(ctx, L, live, m);
   /* The outermost captured frame among the live ones. */
   if (lstack == r->lstack) {
     for (j = m - 1; j >= 0; j--)
@@ -228,7 +240,8 @@ typedef struct variant {
 } variant;
 
 static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
-                                  const ljp_record *r, variant *v, int *nv)
+                                  const ljp_record *r, livestack *ls,
+                                  variant *v, int *nv)
 {
   uintptr_t cf = r->vmstate == 'C' ? r->cfunc : 0;
   int32_t tr = r->vmstate == 'N' ? r->trace : 0;
@@ -254,7 +267,7 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   e->nlua = r->nlua;
   e->lstack = r->lstack;
   memcpy(e->lua, r->lua, (size_t)r->nlua * sizeof(r->lua[0]));
-  if (!r->nlua || (exact = leaf_exact(ctx, L, r, &lf)) != 0)
+  if (!r->nlua || (exact = leaf_exact(ctx, L, r, ls, &lf)) != 0)
     leaf_for(ctx, L, r, &lf);
   for (i = 0; i < nn; i++) lf.native[i] = ljp_strtab_get(&ctx->store.strs, nat[i])->s;
   lf.nnative = nn;
@@ -289,9 +302,11 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
 {
   uint64_t from, to, pos, ticks = 0;
   variant v[NVARIANT];
+  livestack ls;
   int nv = 0, first_vm = 0;
   ljp_ring_claim(&ctx->ring, &from, &to);
   if (from == to) return;
+  ls.walked = 0;
   if (ctx->exact_on && ljp_luastack_checking()) {
     int ok = ljp_luastack_check(L);
     if (ok >= 0) {
@@ -309,7 +324,7 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
       r->cfunc = ljp_native_start(ctx, r, r->nnative - 1); /* the lua_CFunction */
     r->stack = r->func = r->tloc = 0;
     if (!ctx->opt.cb) {  /* aggregating: key by the stack dump */
-      const variant *e = variant_for(ctx, L, r, v, &nv);
+      const variant *e = variant_for(ctx, L, r, &ls, v, &nv);
       r->stack = e->stack;
       r->func = e->func;
       r->tloc = e->tloc;

@@ -148,7 +148,7 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
   int32_t st;
   int n, bottom;
   rec->nlua = 0;
-  if (!ljp_lsl.ok || !g || !v->vmstate_ok) return 0;
+  if (!ljp_lsl.ok || !g || !v->vmstate_ok || !(L = read_curl(g))) return 0;
   st = *(volatile int32_t *)(g + v->g_vmstate);
   if (st >= 0 || st == -3) {        /* a trace, or the GC under one */
     base = ljp_lsl.jit_ok ? *(volatile uintptr_t *)(g + ljp_lsl.g_jit_base)
@@ -158,18 +158,16 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
       ** call has the C function's frame at L->base (checked below like a
       ** C capture that is not proven stable: the GC may shrink the
       ** stack). From the interpreter the safe point follows at once. */
-      if (!(L = read_curl(g))) return 0;
       base = *(volatile uintptr_t *)(L + v->l_base);
       st = -2;
       c_mode = 2;
     }
   } else if (st == -2 && c_mode) {
-    if (!(L = read_curl(g))) return 0;
     base = *(volatile uintptr_t *)(L + v->l_base);
   } else {
     return 0;
   }
-  if (!base || !(L = read_curl(g))) return 0;
+  if (!base) return 0;
   stack = *(volatile uintptr_t *)(L + ljp_lsl.l_stack);
   if (base <= stack || base - stack > (uintptr_t)8 << 20) return 0;
   if (st == -2 && c_mode != 1) {
@@ -255,8 +253,7 @@ static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
 static int probe_done, jit_tries;
 
 static struct {
-  int calls, ok_calls;          /* the stack bound, per call */
-  ptrdiff_t l_stack;
+  int calls;                    /* probe calls so far */
   int cand[LSNAP / 8];          /* still-possible offsets of L->stack */
   int mcand[LSNAP / 8];         /* ... of L->maxstack */
   /* (function, PC, line) seen at probe calls, for the line layout. */

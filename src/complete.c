@@ -12,8 +12,7 @@
 
 static uint32_t intern(ljp_ctx *ctx, const ljp_buf *b)
 {
-  uint32_t id = ljp_strtab_intern(&ctx->store.strs, b->b ? b->b : "", b->n);
-  return id == UINT32_MAX ? 0 : id;
+  return ljp_store_intern(&ctx->store, b->b, b->n);
 }
 
 /* Where the time of record r was spent, beyond what the stack at the safe

@@ -513,18 +513,6 @@ int ljp_objects_have_vm(void)
   return vm;
 }
 
-int ljp_objects_in_vm(uintptr_t a)
-{
-  const ljp_span *e;
-  int vm;
-  pthread_mutex_lock(&reg_mu);
-  refresh_locked(0);
-  e = ljp_objects_find(atomic_load(&reg_cur), a);
-  vm = e && (e->kind == LJP_SPAN_VM || e->kind == LJP_SPAN_INTERP);
-  pthread_mutex_unlock(&reg_mu);
-  return vm;
-}
-
 int ljp_objects_set_interp(uintptr_t lo, uintptr_t hi)
 {
   const ljp_span *a, *b;

@@ -74,8 +74,6 @@ unsigned long long ljp_dl_generation(void);
 void ljp_objects_refresh(void);
 /* Was LuaJIT's object found (by the address of lua_gettop)? */
 int ljp_objects_have_vm(void);
-/* Is a inside LuaJIT's object? */
-int ljp_objects_in_vm(uintptr_t a);
 /* The interpreter's extent [lo, hi); must lie in LuaJIT's object.
 ** 0, or -1 (rejected). Rebuilds the snapshot. */
 int ljp_objects_set_interp(uintptr_t lo, uintptr_t hi);

@@ -77,13 +77,6 @@ ljp_ctx *ljp_slot_find(const void *registry)
   return NULL;
 }
 
-ljp_ctx *ljp_slot_ctx(uint32_t token)
-{
-  ljp_slot *s = &ljp_slots[token & 0xff];
-  if (token == 0 || atomic_load(&s->token) != token) return NULL;
-  return atomic_load(&s->ctx);
-}
-
 uint32_t ljp_slot_open(int slot)
 {
   uint32_t gen = atomic_fetch_add(&ljp_run_gen, 1) + 1;

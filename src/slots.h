@@ -18,7 +18,6 @@ void ljp_slot_leave(uint32_t token);          /* signal context */
 int ljp_slot_alloc(ljp_ctx *ctx, const void *registry);
 void ljp_slot_free(int slot);
 ljp_ctx *ljp_slot_find(const void *registry); /* by lua registry pointer */
-ljp_ctx *ljp_slot_ctx(uint32_t token);        /* normal context */
 uint32_t ljp_slot_open(int slot);    /* new run: returns its token */
 void ljp_slot_close(int slot);       /* invalidate token, wait for handlers */
 void ljp_itimer_bind(uint32_t token);         /* 0 unbinds */

@@ -10,7 +10,7 @@ broken:
   - no import cycle among src files;
   - lua_sethook/lua_gethook* only in the hook owner (hook.c) and the probe;
   - dl_iterate_phdr only in the object registry (objects.c);
-  - the context lookups (ljp_slot_find, ljp_slot_ctx, ljp_slot_enter,
+  - the context lookups (ljp_slot_find, ljp_slot_enter,
     ljp_ctx_get) only in the entry points.
 
 Usage: tests/structure.py BUILD_DIR [--report]
@@ -26,7 +26,7 @@ RULES = [
     ({"lua_sethook", "lua_gethook", "lua_gethookmask", "lua_gethookcount"},
      {"hook", "vmprobe"}),
     ({"dl_iterate_phdr"}, {"objects"}),
-    ({"ljp_slot_find", "ljp_slot_ctx", "ljp_slot_enter", "ljp_ctx_get"},
+    ({"ljp_slot_find", "ljp_slot_enter", "ljp_ctx_get"},
      ENTRY_POINTS | {"slots"}),
 ]
 

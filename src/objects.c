@@ -48,8 +48,10 @@
 #include <fcntl.h>
 #include <libunwind.h>
 #include <link.h>
+#include <sys/uio.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,14 +207,28 @@ const ljp_span *ljp_objects_find(const ljp_objsnap *s, uintptr_t pc)
 ** garbage, i.e. a mismatch, never as a fault: it is heap memory). */
 uint64_t ljp_objects_print(void)
 {
-  const struct link_map *l = _r_debug.r_map;
+  /* The loader's list is read without its lock (this runs in the signal
+  ** handler): another thread's dlclose may free a node under the walk.
+  ** So each node's first words (l_addr, l_name, l_ld, l_next) are read
+  ** with one process_vm_readv: a freed node reads as garbage or fails,
+  ** and a print that matches no snapshot only skips a native walk. */
+  _Static_assert(offsetof(struct link_map, l_addr) == 0 &&
+                 offsetof(struct link_map, l_ld) == 2 * sizeof(void *) &&
+                 offsetof(struct link_map, l_next) == 3 * sizeof(void *),
+                 "struct link_map's public layout");
+  uintptr_t l = (uintptr_t)_r_debug.r_map, w[4];
   uint64_t h = 1469598103934665603ull;
   int n = 0;
-  for (; l && n < 1024; l = l->l_next, n++) {
-    h = (h ^ (uint64_t)l->l_addr) * 1099511628211ull;
-    h = (h ^ (uint64_t)(uintptr_t)l->l_ld) * 1099511628211ull;
+  for (; l && n < 1024; l = w[3], n++) {
+    struct iovec li = {w, sizeof(w)}, ri = {(void *)l, sizeof(w)};
+    if (l < 4096 || process_vm_readv(getpid(), &li, 1, &ri, 1, 0) !=
+                        (ssize_t)sizeof(w))
+      return 0;  /* unreadable: never a snapshot's print */
+    h = (h ^ (uint64_t)w[0]) * 1099511628211ull;
+    h = (h ^ (uint64_t)w[2]) * 1099511628211ull;
   }
-  return h ^ (uint64_t)n;
+  h ^= (uint64_t)n;
+  return h ? h : 1;
 }
 
 static int dlgen_cb(struct dl_phdr_info *info, size_t size, void *data)

@@ -8,8 +8,9 @@
 ** program may set its own hook at any time. The program's hook keeps
 ** working: it is saved when we arm, our hook is armed with the program's
 ** mask plus LUA_MASKCOUNT, a program event that reaches our hook is
-** forwarded, and the rest state is put back before the hook returns. (A
-** program count hook's countdown restarts after each sample.)
+** forwarded, and the rest state is put back before the hook returns. A
+** program count hook keeps its countdown across a sample when the VM
+** probe located g->hookcount (else it restarts after each sample).
 **
 ** Signal context: ljp_hook_armed, ljp_hook_arm, ljp_hook_arm_safe and
 ** ljp_hook_rest only (lua_gethook*, lua_sethook). The rest runs in normal
@@ -25,6 +26,8 @@ void ljp_hook_init(ljp_hookst *h, lua_State *L, ljp_ring *ring)
 }
 
 void ljp_hook_bind(ljp_hookst *h, lua_Hook fn) { h->fn = fn; }
+
+void ljp_hook_set_global(ljp_hookst *h, uintptr_t g) { h->g = g; }
 
 int ljp_hook_is_ours(const ljp_hookst *h)
 {
@@ -52,6 +55,11 @@ void ljp_hook_arm(ljp_hookst *h)
     h->user_mask = h->user ? lua_gethookmask(L) : 0;
     h->user_count = lua_gethookcount(L);
   }
+  if (!h->user_left_saved) {  /* the rest state is still installed */
+    h->user_left = (h->user_mask & LUA_MASKCOUNT) ?
+                   ljp_vm_hookcount_get(h->g) : -1;
+    h->user_left_saved = 1;
+  }
   lua_sethook(L, h->fn, h->user_mask | LUA_MASKCOUNT |
               (h->counting ? LUA_MASKCALL : 0), 1);
 }
@@ -72,20 +80,43 @@ int ljp_hook_arm_safe(const ljp_hookst *h, uintptr_t pc)
   return !ret || pc + 256 <= ret || pc >= ret + 64;
 }
 
-void ljp_hook_rest(ljp_hookst *h)
+/* The rest state back. lua_sethook restarts the program's count hook
+** countdown; the one saved when we armed is put back instead, less the
+** instructions run since (ran: 1 at a count event, else 0). */
+static void rest(ljp_hookst *h, int ran)
 {
+  int32_t left = h->user_left;
   if (h->counting)
     lua_sethook(h->L, h->fn, h->user_mask | LUA_MASKCALL, h->user_count);
   else
     lua_sethook(h->L, h->user, h->user_mask, h->user_count);
+  if (!h->user_left_saved) return;
+  h->user_left_saved = 0;
+  if (left <= 0 || !(h->user_mask & LUA_MASKCOUNT) || h->user_count <= 0)
+    return;
+  left -= ran;
+  if (left <= 0) {  /* the program's count event is due now */
+    h->user_due = 1;
+    left = h->user_count;
+  }
+  ljp_vm_hookcount(h->g, left);
 }
+
+void ljp_hook_rest(ljp_hookst *h) { rest(h, 0); }
 
 /* -- Normal context -------------------------------------------------------- */
 
-void ljp_hook_safepoint(ljp_hookst *h, uintptr_t ret)
+void ljp_hook_safepoint(ljp_hookst *h, uintptr_t ret, int ev)
 {
   atomic_store_explicit(&h->callhook_ret, ret, memory_order_relaxed);
-  ljp_hook_rest(h);
+  rest(h, ev == LUA_HOOKCOUNT);
+}
+
+int ljp_hook_take_due(ljp_hookst *h)
+{
+  int due = h->user_due;
+  h->user_due = 0;
+  return due;
 }
 
 void ljp_hook_disarm(ljp_hookst *h)

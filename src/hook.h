@@ -34,6 +34,12 @@ typedef struct ljp_hookst {
   /* The program's own hook, saved while ours is installed. */
   lua_Hook user;
   int user_mask, user_count;
+  /* The program's count hook countdown when we armed (-1: none or not
+  ** known), carried over the sample so that its events keep their
+  ** spacing; user_due: that countdown ran out at the safe point. */
+  int32_t user_left;
+  int user_left_saved, user_due;
+  uintptr_t g;              /* global_State when learnt (vmprobe), or 0 */
   volatile sig_atomic_t busy;      /* profiler code is changing the hook */
   volatile sig_atomic_t recording; /* the trace recorder is active */
   volatile sig_atomic_t counting;  /* calls are counted: call mask kept */
@@ -48,6 +54,8 @@ typedef struct ljp_hookst {
 ** an entry point above this module. */
 void ljp_hook_init(ljp_hookst *h, lua_State *L, ljp_ring *ring);
 void ljp_hook_bind(ljp_hookst *h, lua_Hook fn);
+/* The state's global_State as learnt by the VM probe (0: unknown). */
+void ljp_hook_set_global(ljp_hookst *h, uintptr_t g);
 
 /* The busy fence around normal-context hook changes. */
 static inline void ljp_hook_enter(ljp_hookst *h)
@@ -79,7 +87,9 @@ void ljp_hook_rest(ljp_hookst *h);
 
 /* The safe point starts, inside ljp_hook_enter: remember where LuaJIT
 ** called us from (ret), put the rest state back. */
-void ljp_hook_safepoint(ljp_hookst *h, uintptr_t ret);
+void ljp_hook_safepoint(ljp_hookst *h, uintptr_t ret, int ev);
+/* Did the program's count hook come due at this safe point? (once) */
+int ljp_hook_take_due(ljp_hookst *h);
 /* Is the installed hook ljprof's? */
 int ljp_hook_is_ours(const ljp_hookst *h);
 /* Take the rest state back (after a sample, at stop). */

@@ -123,6 +123,7 @@ static int vm_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ljp_ffid_learn(L);
   ljp_vmprobe(L);
   ctx->vm_g = ljp_vm_global(ctx->L);
+  ljp_hook_set_global(&ctx->hook, ctx->vm_g);
   /* Lua frames captured at the signal (not for callbacks: they keep
   ** jit.profile's stacks). */
   ctx->exact_on = 0;

@@ -59,7 +59,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   t0 = ljp_now_ns();
   /* 1. The rest state back; remember where LuaJIT called us from. */
   ljp_hook_enter(h);
-  ljp_hook_safepoint(h, (uintptr_t)__builtin_return_address(0));
+  ljp_hook_safepoint(h, (uintptr_t)__builtin_return_address(0), ev);
   ctx->in_safepoint = 1;
   ctx->safepoints++;
   if (!ljp_vml.jstate_ok && !h->recording)
@@ -82,8 +82,10 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   else ljp_hook_settle(h);
   /* 6. An exit signal: write the profile and die of it. */
   if (ctx->exit.signal) ljp_exit_signal_run(ctx, L); /* may not return */
-  /* 7. A program event that arrived while we were armed. */
-  if (ev != LUA_HOOKCOUNT || user_count_ev) ljp_hook_forward(h, L, ar, ev);
+  /* 7. A program event that arrived while we were armed, or the
+  ** program's count event that came due during the sample. */
+  if (ev != LUA_HOOKCOUNT || user_count_ev || ljp_hook_take_due(h))
+    ljp_hook_forward(h, L, ar, ev);
 }
 
 /* -- debug.sethook / debug.gethook while counting ---------------------------- */

@@ -590,6 +590,13 @@ int ljp_vm_jit_idle(uintptr_t g)
          *(volatile int32_t *)(g + ljp_vml.g_jstate) == 0;
 }
 
+/* The count hook's countdown, or -1 when unknown. */
+int32_t ljp_vm_hookcount_get(uintptr_t g)
+{
+  if (!ljp_vml.hookcount_ok || !g) return -1;
+  return *(volatile int32_t *)(g + ljp_vml.g_hookcount);
+}
+
 /* Hold back (hold != 0) or release an armed count hook. */
 void ljp_vm_hookcount(uintptr_t g, int32_t count)
 {

@@ -49,6 +49,9 @@ enum { LJP_JS_START, LJP_JS_STOP, LJP_JS_IDLE };
 void ljp_vm_learn_jstate(uintptr_t g, int event);
 /* Signal context: is the trace compiler idle (or its state unknown)? */
 int ljp_vm_jit_idle(uintptr_t g);
+/* g->hookcount: the count hook's countdown (-1 when unknown). Signal
+** context. */
+int32_t ljp_vm_hookcount_get(uintptr_t g);
 /* Set g->hookcount (no-op when unknown). */
 void ljp_vm_hookcount(uintptr_t g, int32_t count);
 /* Fault-safe read of our own memory: 0, or -1 for an unreadable range. */

@@ -159,8 +159,8 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
                                 ljp_now_ns() >= ctx->tmr.deadline_ns)) {
       ctx->tmr.expired = 1;                /* duration over: not re-armed */
     } else {
-      if (si->si_code == SI_TIMER && ctx->tmr.ops->rearm && ctx->tmr.ticking)
-        w = ctx->tmr.ops->rearm(ctx);    /* one-shot: schedule the next */
+      if (ctx->tmr.ops->rearm && ctx->tmr.ticking)
+        w = ctx->tmr.ops->rearm(ctx);    /* the expiries it stands for */
       w += atomic_exchange_explicit(&ctx->tmr.thr_overrun, 0,
                                     memory_order_relaxed);
       ljp_sample(ctx, ucv, w);

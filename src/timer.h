@@ -43,8 +43,10 @@ struct ljp_timer_ops {
   const char *name;
   int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
   void (*stop)(ljp_ctx *ctx);
-  /* Signal context, may be NULL: schedule the next expiry and return the
-  ** weight of the signal being handled (ticks it stands for, >= 1). */
+  /* Signal context, may be NULL: called for each of the timer's signals
+  ** on the profiled thread; schedules the next expiry (one-shot timers)
+  ** and returns the weight of the signal being handled (the expiries it
+  ** stands for, >= 1). */
   uint32_t (*rearm)(ljp_ctx *ctx);
 };
 

@@ -8,8 +8,10 @@
 --           CPU time. The kernel checks CPU timers once per tick (4 ms at
 --           HZ=250), so at 1 ms there are fewer signals than ticks: the
 --           missed expiries arrive as overruns and are added as weight.
---   itimer  ITIMER_PROF: process CPU time; no overrun count, so at most
---           one tick per kernel tick.
+--   itimer  ITIMER_PROF: process CPU time; it fires at most once per kernel
+--           tick and has no overrun count, so each signal is weighted by
+--           the process CPU time since the last one (at 0.1 ms, ~250
+--           signals a second stand for ~10,000 ticks).
 --   wall    CLOCK_MONOTONIC: one tick per interval of wall time.
 --   thread  a timer thread: one tick per interval of wall time.
 
@@ -80,6 +82,9 @@ for _, c in ipairs {
   {clock = "cpu", interval = 10, basis = "cpu", sec = 1.5},
   {clock = "cpu", interval = 1, basis = "cpu", sec = 1.0},
   {clock = "itimer", interval = 10, basis = "cpu", sec = 1.5},
+  {clock = "itimer", interval = 1, basis = "cpu", sec = 1.0},
+  {clock = "itimer", interval = 0.1, basis = "cpu", sec = 1.0},
+  {clock = "cpu", interval = 0.1, basis = "cpu", sec = 1.0},
   {clock = "wall", interval = 1, basis = "wall", sec = 1.0},
   {clock = "thread", interval = 1, basis = "wall", sec = 1.0},
 } do

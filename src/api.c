@@ -145,7 +145,9 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
              "LuaJIT's code not found)", LJP_MAX_SLOTS);
     return -1;
   }
-  if (ljp_run_busy(ctx, L, err, errlen)) return -1;
+  if (!(ctx->in_safepoint && ljp_run_stopping(ctx)) &&
+      ljp_run_busy(ctx, L, err, errlen))
+    return -1;
   if (opt.output && ljp_check_writable(opt.output, err, errlen) != 0)
     return -1;
   if (ljp_signal_install(opt.signo, err, errlen) != 0) return -1;
@@ -201,7 +203,7 @@ void ljprof_stop(lua_State *L)
 int ljprof_running(lua_State *L)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  return ctx && ctx->state == LJP_RUNNING;
+  return ctx && ctx->state == LJP_RUNNING && !ljp_run_stopping(ctx);
 }
 
 /* Per-OS-thread dump buffer for ljprof_dumpstack. */

@@ -96,6 +96,11 @@ struct ljp_ctx {
   int steps_up;             /* start steps done, taken down in reverse */
   int started;              /* every step came up: results are written */
   ljprof_options pending_opt; /* the options of the run being started */
+  /* start() after stop() in the callback: started when the stop is done
+  ** (its strings are owned copies). */
+  int restart_pending;
+  ljprof_options restart_opt;
+  const ljp_entries *restart_entries;
 
   /* Configuration of the current run. */
   ljprof_options opt;       /* strings below are owned copies */
@@ -190,6 +195,9 @@ void ljp_run_stop(ljp_ctx *ctx, lua_State *L);
 /* Is a run of ctx up? (A failed run is finished first.) 0, or -1 with the
 ** error in err. */
 int ljp_run_busy(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen);
+/* stop() was called from the callback and no start() came after it: the
+** run ends when the callback returns, and a start() may follow. */
+int ljp_run_stopping(const ljp_ctx *ctx);
 void ljp_run_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */
 /* Keep the trace handler attached until the state closes (ljprof.watch). */
 int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries);

@@ -45,6 +45,9 @@ typedef struct luacb {
 } luacb;
 
 static const char luacb_key = 'l'; /* registry: the current run's luacb */
+static const char luacb_prev_key = 'p'; /* the one before: its coroutine
+                                           may still be running (start()
+                                           from the callback) */
 
 static void lua_trampoline(void *data, lua_State *L, int samples, int vmstate)
 {
@@ -76,6 +79,10 @@ static int luacb_gc(lua_State *L)
 static luacb *luacb_new(lua_State *L, int idx)
 {
   luacb *d;
+  lua_pushlightuserdata(L, (void *)&luacb_prev_key);
+  lua_pushlightuserdata(L, (void *)&luacb_key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  lua_rawset(L, LUA_REGISTRYINDEX);
   lua_pushlightuserdata(L, (void *)&luacb_key);
   d = lua_newuserdata(L, sizeof(luacb));
   d->co = lua_newthread(L);

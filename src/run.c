@@ -280,9 +280,44 @@ int ljp_run_busy(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen)
   return 0;
 }
 
+static void restart_forget(ljp_ctx *ctx)
+{
+  ctx->restart_pending = 0;
+  free((char *)ctx->restart_opt.stack_fmt);
+  free((char *)ctx->restart_opt.output);
+  memset(&ctx->restart_opt, 0, sizeof(ctx->restart_opt));
+}
+
+/* stop() then start() from the callback, as jit.profile allows: the stop
+** finishes when the callback returns (ljp_run_stop), then this start. */
+static int restart_later(ljp_ctx *ctx, const ljprof_options *opt,
+                         const ljp_entries *entries, char *err, size_t n)
+{
+  restart_forget(ctx);
+  ctx->restart_opt = *opt;
+  ctx->restart_opt.stack_fmt = dup_or_null(opt->stack_fmt);
+  ctx->restart_opt.output = dup_or_null(opt->output);
+  if ((opt->stack_fmt && !ctx->restart_opt.stack_fmt) ||
+      (opt->output && !ctx->restart_opt.output)) {
+    restart_forget(ctx);
+    snprintf(err, n, "ljprof: out of memory");
+    return -1;
+  }
+  ctx->restart_entries = entries;
+  ctx->restart_pending = 1;
+  return 0;
+}
+
+int ljp_run_stopping(const ljp_ctx *ctx)
+{
+  return ctx->stop_requested && !ctx->restart_pending;
+}
+
 int ljp_run_start(ljp_ctx *ctx, lua_State *L, const ljprof_options *opt,
                   const ljp_entries *entries, char *err, size_t errlen)
 {
+  if (ctx->in_safepoint && ljp_run_stopping(ctx) && ctx->state != LJP_FAILED)
+    return restart_later(ctx, opt, entries, err, errlen);
   if (ljp_run_busy(ctx, L, err, errlen)) return -1;
   ctx->pending_opt = *opt;
   ctx->tmr.ops = ljp_timer_for(opt->clock);
@@ -320,10 +355,22 @@ void ljp_run_stop(ljp_ctx *ctx, lua_State *L)
   if (ctx->in_safepoint) {  /* stop from the callback: finish in the hook */
     timer_down(ctx, L);
     ctx->stop_requested = 1;
+    restart_forget(ctx);  /* a start() before it is undone */
     return;
   }
   ctx->stop_requested = 0;
   take_down(ctx, L);
+  if (ctx->restart_pending) {
+    ljprof_options opt = ctx->restart_opt;
+    char err[256];
+    memset(&ctx->restart_opt, 0, sizeof(ctx->restart_opt));
+    ctx->restart_pending = 0;
+    if (ljp_run_start(ctx, L, &opt, ctx->restart_entries, err,
+                      sizeof(err)) != 0)
+      fprintf(stderr, "%s (start from the profiler callback)\n", err);
+    free((char *)opt.stack_fmt);
+    free((char *)opt.output);
+  }
 }
 
 int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries)

@@ -283,6 +283,48 @@ t.case("stop from inside the callback", function()
   t.eq(ljprof.stop(), true, "a later stop returns true")
 end)
 
+t.case("stop then start inside the callback: the new run takes over, as with jit.profile", function()
+  local first, second, running_in_cb, err2 = 0, 0, nil, nil
+  local function cb2() second = second + 1 end
+  ljprof.start("i1", function()
+    first = first + 1
+    if first == 3 then
+      ljprof.stop()
+      t.eq(ljprof.running(), false, "not running between stop and start")
+      ljprof.start("i2", cb2, {clock = "wall"})
+      running_in_cb = ljprof.running()
+      -- a second start before the callback returns is refused
+      local ok, e = pcall(ljprof.start, "i1", cb2)
+      err2 = ok and "accepted" or e
+    end
+  end, WALL1)
+  local rounds = 0
+  while second < 20 and rounds < 40000 do spin(2000); rounds = rounds + 1 end
+  t.eq(first, 3, "the first callback ends at its stop")
+  t.ok(second >= 20, "the second callback runs: " .. second)
+  t.eq(running_in_cb, true, "running after start in the callback")
+  t.ok(tostring(err2):find("already running", 1, true), "second start refused: " .. tostring(err2))
+  t.eq(ljprof.running(), true, "the new run is running")
+  t.eq(ljprof.stats().interval_us, 2000, "the new run's options")
+  t.eq(ljprof.stop(), true, "stop")
+  t.eq(ljprof.running(), false, "stopped")
+end)
+
+t.case("stop, start, stop inside the callback: stopped", function()
+  local calls = 0
+  ljprof.start("i1", function()
+    calls = calls + 1
+    ljprof.stop()
+    ljprof.start("i1", function() calls = calls + 100 end)
+    ljprof.stop()
+  end, WALL1)
+  local rounds = 0
+  while ljprof.running() and rounds < 20000 do spin(2000); rounds = rounds + 1 end
+  for _ = 1, 50 do spin(2000) end
+  t.eq(calls, 1, "one callback, no run after it")
+  t.eq(ljprof.running(), false, "stopped")
+end)
+
 -- -- Start twice, stop twice -------------------------------------------------
 
 t.case("start twice is an error; the first run keeps working", function()

@@ -216,18 +216,48 @@ static void dump_free(void *p)
   free(p);
 }
 
-static void dump_key_init(void) { pthread_key_create(&dump_key, dump_free); }
+static int dump_key_made;
+
+static void dump_key_init(void)
+{
+  dump_key_made = pthread_key_create(&dump_key, dump_free) == 0;
+}
+
+/* The library is unloaded (lua_close of a state that loaded the ljprof
+** module dlcloses it) or the process exits. A run pins the library (its
+** signal handler stays installed) and then nothing is freed here; until
+** then the process-wide tables are freed, so that loading and unloading
+** the module leaks nothing. */
+__attribute__((destructor)) static void ljp_unload(void)
+{
+  if (ljp_signal_pinned()) return;
+  ljp_names_release();
+  if (dump_key_made) {
+    void *sb = pthread_getspecific(dump_key);
+    if (sb) dump_free(sb);
+    pthread_key_delete(dump_key);
+    dump_key_made = 0;
+  }
+}
+
+ljp_buf *ljp_q_dump_buffer(void)
+{
+  ljp_buf *sb;
+  pthread_once(&dump_once, dump_key_init);
+  if (!dump_key_made) return NULL;
+  if (!(sb = pthread_getspecific(dump_key))) {
+    if (!(sb = calloc(1, sizeof(*sb)))) return NULL;
+    pthread_setspecific(dump_key, sb);
+  }
+  return sb;
+}
 
 const char *ljprof_dumpstack(lua_State *L, const char *fmt, int depth,
                              size_t *len)
 {
   ljp_buf *sb;
-  pthread_once(&dump_once, dump_key_init);
   if (!ljp_ffid_known()) ljp_ffid_learn(L); /* first use, never profiled */
-  if (!(sb = pthread_getspecific(dump_key))) {
-    if (!(sb = calloc(1, sizeof(*sb)))) { if (len) *len = 0; return ""; }
-    pthread_setspecific(dump_key, sb);
-  }
+  if (!(sb = ljp_q_dump_buffer())) { if (len) *len = 0; return ""; }
   if (ljp_dumpstack(L, NULL, sb, fmt ? fmt : "", depth) != 0) {
     if (len) *len = 0;
     return "";

@@ -164,6 +164,8 @@ struct ljp_ctx {
 ** (inert when no run is live), so a late signal can never kill the
 ** process; the library pins itself in memory for the same reason. */
 int ljp_signal_install(int signo, char *err, size_t errlen);
+/* A run installed the handler and pinned the library (never unloaded). */
+int ljp_signal_pinned(void);
 static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 extern _Atomic uint64_t ljp_stale_signals;
 

@@ -244,7 +244,7 @@ static int check_depth(lua_State *L, int arg)
 
 static int l_dumpstack(lua_State *L)
 {
-  static __thread ljp_buf sb;
+  ljp_buf *sb = ljp_q_dump_buffer();
   lua_State *L2 = L;
   int arg = 0, depth;
   const char *fmt;
@@ -254,9 +254,9 @@ static int l_dumpstack(lua_State *L)
   }
   fmt = luaL_checkstring(L, arg + 1);
   depth = check_depth(L, arg + 2);
-  if (ljp_dumpstack(L2, L, &sb, fmt, depth) != 0)
+  if (!sb || ljp_dumpstack(L2, L, sb, fmt, depth) != 0)
     return luaL_error(L, "ljprof: out of memory");
-  lua_pushlstring(L, sb.b, sb.n);
+  lua_pushlstring(L, sb->b, sb->n);
   return 1;
 }
 

@@ -318,6 +318,20 @@ void ljp_ffid_learn(lua_State *L)
   lua_settop(L, top);
 }
 
+void ljp_names_release(void)
+{
+  uint32_t i;
+  pthread_mutex_lock(&ff_mu);
+  for (i = 0; i < cn_cap; i++) free(cn_tab[i].name);
+  free(cn_tab);
+  free(ff_obj);
+  free(ff_entry);
+  cn_tab = NULL;
+  ff_obj = ff_entry = NULL;
+  cn_n = cn_cap = ff_nobj = ff_objcap = ff_nentry = ff_entrycap = 0;
+  pthread_mutex_unlock(&ff_mu);
+}
+
 int ljp_ffid_known(void)
 {
   int n;

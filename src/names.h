@@ -27,6 +27,8 @@
 ** closure. Calls Lua: normal context, L running. */
 void ljp_ffid_learn(lua_State *L);
 int ljp_ffid_known(void);         /* has anything been learnt? */
+/* Forget every name learnt (the library is being unloaded). */
+void ljp_names_release(void);
 
 /* Learn names of C functions in package.loaded; raw access only, so it
 ** may run at the safe point. */

@@ -10,6 +10,7 @@
 
 #include <lua.h>
 
+#include "buf.h"
 #include "store.h"
 
 typedef struct ljp_q_run {
@@ -34,6 +35,9 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri);
 /* The jit.profile callback raised msg: stop sampling, keep the data. */
 void ljp_q_fail(lua_State *L, const char *msg);
 uint64_t ljp_q_stale_signals(void);
+
+/* This OS thread's buffer for dumpstack strings (NULL: out of memory). */
+ljp_buf *ljp_q_dump_buffer(void);
 
 /* Aggregated results of the current or last run (aggregated first). */
 void ljp_q_functions(lua_State *L, ljp_func_visit fn, void *d);

@@ -174,9 +174,12 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
 
 /* -- Installation (normal context) --------------------------------------- */
 
+static int pinned;
+
+int ljp_signal_pinned(void) { return pinned; }
+
 static void ljp_pin_library(void)
 {
-  static int pinned;
   Dl_info di;
   if (pinned) return;
   pinned = 1;

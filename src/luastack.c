@@ -401,6 +401,7 @@ static int probe_jit(int i)
   uintptr_t gw[GSNAP / 8], stack;
   int32_t st;
   int o;
+  ljp_vm_jstate_probe(pb.g, i == 1, i >= 200);
   if (i < 200) return 0;   /* long compiled by now */
   if (ljp_peek(&st, pb.g + (uintptr_t)v->g_vmstate, 4) != 0 || st < 0)
     return 0;
@@ -450,10 +451,12 @@ static void learn_jit(lua_State *L)
   for (o = 0; o < GSNAP / 8; o++) pb.jcand[o] = 1;
   lua_pushinteger(th, 1000);
   if (lua_pcall(th, 1, 0, 0) != 0 || pb.jcalls < 100) {
+    ljp_vm_jstate_probe_done();
     snprintf(ljp_lsl.why, sizeof(ljp_lsl.why), "the probe loop was not "
              "compiled (%d calls in a trace)", pb.jcalls);
     return;
   }
+  ljp_vm_jstate_probe_done();
   for (o = 0; o < GSNAP / 8; o++) {
     if (pb.jcand[o]) {
       n++;

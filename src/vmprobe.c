@@ -525,7 +525,7 @@ uintptr_t ljp_vm_global(lua_State *L)
 static struct {
   unsigned char dead[JSCAN / 4];
   int32_t at[2][JSCAN / 4];
-  int seen[3], failed;
+  int seen[3], failed, restarts;
 } js;
 
 /* Candidates still alive once few remain: each event then reads only
@@ -576,12 +576,69 @@ void ljp_vm_learn_jstate(uintptr_t g, int event)
   }
   js.seen[event]++;
   if (n == 0) {
-    js.failed = 1;
+    /* One observation contradicted every candidate, the field's too: an
+    ** event can come while the recorder is between states (seen: the
+    ** first "start" of a run reading 1). Learn again from scratch, a few
+    ** times at most. */
+    int restarts = js.restarts + 1;
+    memset(&js, 0, sizeof(js));
+    js_nalive = -1;
+    js.restarts = restarts;
+    if (restarts > 8) js.failed = 1;
   } else if (n == 1 && js.seen[0] >= 2 && js.seen[1] >= 2 && js.seen[2] >= 2) {
     ljp_vml.g_jstate = (ptrdiff_t)last * 4;
     atomic_signal_fence(memory_order_seq_cst);
     ljp_vml.jstate_ok = 1;
   }
+}
+
+/* -- The trace compiler's state, from a probe loop --------------------------
+** luastack.c's FFI probe loop (learn_jit) calls a C function on each
+** iteration: interpreted first, then while the recorder records the loop
+** (the recorder runs each instruction it records, so the call happens in
+** its "recording" state), then from the compiled trace. The state is the
+** one int32 that reads 0 at the first call and from the trace, and a busy
+** state (the active bit: 0x10 to 0x17) at some call in between. Learnt
+** before the first tick, this closes the window the events leave open:
+** the recorder starts (trace_start) with the interpreter's VM state, so
+** until the state is known a tick there could arm the hook and abort the
+** program's first trace. (A field that never reads idle afterwards is
+** dropped by the signal handler, see signal.c jit_idle.) */
+static struct {
+  unsigned char dead[JSCAN / 4], busy[JSCAN / 4];
+  int on;
+} jp;
+
+void ljp_vm_jstate_probe(uintptr_t g, int first, int compiled)
+{
+  int32_t snap[JSCAN / 4];
+  int i;
+  if (ljp_vml.jstate_ok || !g) return;
+  if (first) {
+    memset(&jp, 0, sizeof(jp));
+    jp.on = 1;
+  }
+  if (!jp.on) return;
+  if (ljp_peek(snap, g, sizeof(snap)) != 0) { jp.on = 0; return; }
+  for (i = 0; i < JSCAN / 4; i++) {
+    int32_t v = snap[i];
+    if (jp.dead[i] || v == 0) continue;
+    if (first || compiled || (v & ~7) != JS_ACTIVE) jp.dead[i] = 1;
+    else jp.busy[i] = 1;
+  }
+}
+
+void ljp_vm_jstate_probe_done(void)
+{
+  int i, n = 0, last = 0;
+  if (!jp.on || ljp_vml.jstate_ok) return;
+  jp.on = 0;
+  for (i = 0; i < JSCAN / 4; i++)
+    if (!jp.dead[i] && jp.busy[i]) { n++; last = i; }
+  if (n != 1) return;
+  ljp_vml.g_jstate = (ptrdiff_t)last * 4;
+  atomic_signal_fence(memory_order_seq_cst);
+  ljp_vml.jstate_ok = 1;
 }
 
 int ljp_vm_jit_idle(uintptr_t g)

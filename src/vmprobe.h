@@ -16,7 +16,7 @@ typedef struct ljp_vmlayout {
   int cfunc_ok;           /* running C function readable */
   int frame_ok;           /* L->base, frame function slot, GCfuncC.f */
   int hookcount_ok;       /* g->hookcount located */
-  volatile int jstate_ok; /* trace compiler state located (from events) */
+  volatile int jstate_ok; /* trace compiler state located (probe, events) */
   ptrdiff_t g_jstate;     /* after G: int32 trace compiler state */
   ptrdiff_t l_glref;      /* lua_State: pointer to global_State */
   ptrdiff_t l_base;       /* lua_State: base of the running frame */
@@ -47,6 +47,11 @@ uintptr_t ljp_vm_cfunc(uintptr_t g);  /* signal context; 0: unknown */
 ** while nothing records. */
 enum { LJP_JS_START, LJP_JS_STOP, LJP_JS_IDLE };
 void ljp_vm_learn_jstate(uintptr_t g, int event);
+/* The same from a probe loop that calls C on each iteration (luastack.c):
+** first call, then each call; compiled: the call comes from the trace.
+** Normal context. */
+void ljp_vm_jstate_probe(uintptr_t g, int first, int compiled);
+void ljp_vm_jstate_probe_done(void);
 /* Signal context: is the trace compiler idle (or its state unknown)? */
 int ljp_vm_jit_idle(uintptr_t g);
 /* g->hookcount: the count hook's countdown (-1 when unknown). Signal

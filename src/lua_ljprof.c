@@ -477,6 +477,26 @@ static void push_reason(lua_State *L, int code, const char *info,
     lua_getfield(L, -1, "traceerr");
     if (lua_istable(L, -1)) {
       lua_rawgeti(L, -1, code);
+      if (info_is_num && lua_isstring(L, -1) &&
+          strstr(lua_tostring(L, -1), "bytecode %d")) {
+        /* "NYI: bytecode 51" as "NYI: bytecode FNEW" (jit.vmdef names) */
+        const char *tmpl = lua_tostring(L, -1), *at = strstr(tmpl, "%d");
+        size_t n, op = (size_t)strtod(info, NULL), k = 6;
+        const char *names;
+        lua_getfield(L, top + 1, "bcnames");
+        names = lua_tolstring(L, -1, &n);
+        if (names && op * 6 + 6 <= n) {
+          while (k > 0 && names[op * 6 + k - 1] == ' ') k--;
+          lua_pushlstring(L, tmpl, (size_t)(at - tmpl));
+          lua_pushlstring(L, names + op * 6, k);
+          lua_pushstring(L, at + 2);
+          lua_concat(L, 3);
+          lua_replace(L, top + 1);
+          lua_settop(L, top + 1);
+          return;
+        }
+        lua_pop(L, 1);
+      }
       if (lua_isstring(L, -1)) {
         lua_getglobal(L, "string");
         lua_getfield(L, -1, "format");

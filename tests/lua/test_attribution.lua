@@ -239,7 +239,7 @@ while os.clock() - t0 < 0.4 do closures(1e5) end
   p:close()
   os.remove(tmp)
   t.ok(out:find("Hot but interpreted", 1, true) ~= nil, "section present:\n" .. out)
-  t.ok(out:find("NYI: bytecode", 1, true) ~= nil, "abort reason shown")
+  t.ok(out:find("NYI: bytecode FNEW", 1, true) ~= nil, "abort reason shown, the bytecode by name:\n" .. out)
 end)
 
 t.case("fallback: VM state from the program counter, with a notice", function()

@@ -164,13 +164,22 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
     }
   } else if (st == -2 && c_mode) {
     base = *(volatile uintptr_t *)(L + v->l_base);
+  } else if (st <= -5 && st >= -7) {
+    /* The trace compiler (recorder, optimiser, assembler), called by the
+    ** interpreter with L->base at the frame being recorded. Its ticks
+    ** cannot arm the hook: their first safe point may come only after the
+    ** new trace has run on into other functions, so the frames are
+    ** captured here. The stack may be resized meanwhile (block check
+    ** below), and its top frame must be a Lua function's. */
+    base = *(volatile uintptr_t *)(L + v->l_base);
+    c_mode = 2;
   } else {
     return 0;
   }
   if (!base) return 0;
   stack = *(volatile uintptr_t *)(L + ljp_lsl.l_stack);
   if (base <= stack || base - stack > (uintptr_t)8 << 20) return 0;
-  if (st == -2 && c_mode != 1) {
+  if ((st == -2 || st <= -5) && c_mode != 1) {
     /* The stack may be in the middle of a resize: only a base inside the
     ** block L->stack..L->maxstack as they are now, and a block mapped now
     ** (its old copy may already be freed: LuaJIT frees it before it
@@ -180,6 +189,13 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
     if (ljp_lsl.l_maxstack < 0) return 0;
     maxstack = *(volatile uintptr_t *)(L + ljp_lsl.l_maxstack);
     if (base > maxstack || !mapped(stack, maxstack)) return 0;
+  }
+  if (st <= -5) {
+    uint64_t tv = *(volatile uint64_t *)(base - 16);
+    if ((uint32_t)(tv >> 47) != TAG_FUNC ||
+        *(volatile unsigned char *)((uintptr_t)(tv & (((uint64_t)1 << 47) - 1)) +
+                                    (uintptr_t)v->fn_ffid) != 0)
+      return 0;
   }
   if (st == -2) {
     /* The base must be the C function's own frame: LuaJIT sets the state

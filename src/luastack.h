@@ -41,14 +41,15 @@ extern ljp_lslayout ljp_lsl;
 int ljp_luastack_probe(lua_State *L);
 
 /* Signal context. The frames of the running thread when its stack is
-** stable: in a trace (from g->jit_base), in the GC under a trace, and in
+** stable: in a trace (from g->jit_base), in the GC under a trace, in the
+** trace compiler (from L->base, with the block check of c_mode 2), and in
 ** a C function: c_mode 1 when the native walk showed no frame of
 ** LuaJIT's code above it (it cannot be resizing the stack), 2 when that
 ** is not known: then the stack's whole block, L->stack to L->maxstack,
 ** must hold the base and be mapped right now (one fault-safe read of its
 ** two ends), 0 for no C capture. Fills rec->lua, nlua, lflags and lstack; 0 frames when it does
-** not apply (the interpreter, the compiler, a trace exit: the safe point
-** follows at once there) or a check fails. */
+** not apply (the interpreter and a trace exit: the safe point follows at
+** once there) or a check fails. */
 int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec);
 
 /* Normal context, in a hook of thread L (L->base is stored there): the

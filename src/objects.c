@@ -483,8 +483,12 @@ int ljp_objects_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
   s = ljp_objects_snap();
   e = ljp_objects_find(s, pc);
   /* Only while the loader's list is the one the snapshot was built from
-  ** (the object's table is still mapped). */
-  if (e && e->unwind && ljp_objects_print() == s->print)
+  ** (the object's table is still mapped), except in LuaJIT's own object,
+  ** which stays mapped while Lua runs (another thread's dlopen must not
+  ** make the interpreter probe fail). */
+  if (e && e->unwind &&
+      (e->kind == LJP_SPAN_VM || e->kind == LJP_SPAN_INTERP ||
+       ljp_objects_print() == s->print))
     rc = ljp_cfi_proc(ljp_objects_ehtab(s, e), pc, lo, hi);
   ljp_epoch_leave(t);
   return rc;

@@ -12,9 +12,18 @@
 ** Checks, for each state: it ran to the end, the handler walked
 ** (native_unwinds > 0) and found frames beyond the PC, the profile holds
 ** the library's innermost function as a native frame, and every tick is
-** accounted for. LJPROF_STRESS_SECONDS sets the run time (default 5). */
+** accounted for. LJPROF_STRESS_SECONDS sets the run time (default 5).
+**
+** The plain build also proves the handler lock-free and allocation-free:
+** each state's signal handler is wrapped (a thread-local flag set while
+** ljprof's handler runs), and this program interposes the functions a
+** handler must never reach (pthread_mutex_lock/trylock, malloc, calloc,
+** realloc, mmap): any call with the flag set is
+** counted and fails the test. (With libunwind in the handler, its
+** mempool_alloc took a mutex on cache misses.) */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +35,70 @@
 
 #include "ljprof.h"
 #include "check.h"
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define INTERPOSE 1
+
+static __thread volatile int in_handler;
+static atomic_long bad_calls;
+static const char *_Atomic bad_first;
+static void (*ljp_handler)(int, siginfo_t *, void *);
+
+static void note(const char *what)
+{
+  if (in_handler) {
+    const char *none = NULL;
+    atomic_fetch_add(&bad_calls, 1);
+    atomic_compare_exchange_strong(&bad_first, &none, what);
+  }
+}
+
+static void wrapped_handler(int sig, siginfo_t *si, void *uc)
+{
+  in_handler++;
+  ljp_handler(sig, si, uc);
+  in_handler--;
+}
+
+/* The real functions (glibc's own names for them, or the next
+** definition: found before the first thread starts). */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__mmap(void *, size_t, int, int, int, off_t);
+static int (*real_lock)(pthread_mutex_t *), (*real_trylock)(pthread_mutex_t *);
+
+static void find_real(void)
+{
+  if (!real_lock) {
+    real_trylock = (int (*)(pthread_mutex_t *))dlsym(RTLD_NEXT,
+                                                     "pthread_mutex_trylock");
+    real_lock = (int (*)(pthread_mutex_t *))dlsym(RTLD_NEXT,
+                                                  "pthread_mutex_lock");
+  }
+}
+
+void *malloc(size_t n) { note("malloc"); return __libc_malloc(n); }
+void *calloc(size_t a, size_t b) { note("calloc"); return __libc_calloc(a, b); }
+void *realloc(void *p, size_t n) { note("realloc"); return __libc_realloc(p, n); }
+int pthread_mutex_lock(pthread_mutex_t *m)
+{
+  note("pthread_mutex_lock");
+  find_real();
+  return real_lock(m);
+}
+int pthread_mutex_trylock(pthread_mutex_t *m)
+{
+  note("pthread_mutex_trylock");
+  find_real();
+  return real_trylock(m);
+}
+void *mmap(void *a, size_t n, int p, int f, int fd, off_t o)
+{
+  note("mmap");
+  return __mmap(a, n, p, f, fd, o);
+}
+#endif
 
 #define NTHREADS 4
 
@@ -103,7 +176,22 @@ static void *run(void *arg)
   opt.interval_us = 100;  /* 10 kHz */
   opt.clock = LJPROF_CLOCK_WALL;
   opt.native = 1;
+  opt.signo = SIGRTMIN + 4;
   j->rc = ljprof_start_ex(L, &opt, j->err, sizeof(j->err));
+#ifdef INTERPOSE
+  if (j->rc == 0) {  /* wrap ljprof's handler (the same for every state) */
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    struct sigaction sa;
+    pthread_mutex_lock(&mu);
+    sigaction(opt.signo, NULL, &sa);
+    if ((sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction != wrapped_handler) {
+      ljp_handler = sa.sa_sigaction;
+      sa.sa_sigaction = wrapped_handler;
+      sigaction(opt.signo, &sa, NULL);
+    }
+    pthread_mutex_unlock(&mu);
+  }
+#endif
   if (j->rc == 0) {
     snprintf(code, sizeof(code),
              "local ffi = require('ffi') "
@@ -160,6 +248,9 @@ int main(void)
     return 1;
   }
   memset(jobs, 0, sizeof(jobs));
+#ifdef INTERPOSE
+  find_real();
+#endif
   pthread_create(&ch, NULL, churn, (void *)path);
   for (i = 0; i < NTHREADS; i++) {
     jobs[i].id = i;
@@ -197,5 +288,13 @@ int main(void)
          unwinds ? (double)frames / (double)unwinds : 0.0,
          (unsigned long long)truncated);
   CHECK(atomic_load(&dl_cycles) > 0);
+#ifdef INTERPOSE
+  printf("calls from the signal handler to functions it must not reach: "
+         "%ld%s%s\n", atomic_load(&bad_calls),
+         atomic_load(&bad_first) ? ", the first: " : "",
+         atomic_load(&bad_first) ? atomic_load(&bad_first) : "");
+  CHECK(ljp_handler != NULL);
+  CHECK_EQ(atomic_load(&bad_calls), 0);
+#endif
   return check_done("stress_native");
 }

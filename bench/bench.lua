@@ -320,13 +320,13 @@ if cost20 and R.cost then
     local peek, step
     for _, pr in ipairs(R.cost.perf or {}) do
       if pr.what:match("C leaf") and pr.what:match("native off") then peek = cost.perf_added(pr, "process_vm_readv") end
-      if pr.what:match("C leaf") and pr.what:match("native on") then step = cost.perf_added(pr, "_ULx86_64_step") end
+      if pr.what:match("C leaf") and pr.what:match("native on") then step = cost.perf_added(pr, "ljp_cfi_step") end
     end
     notes[#notes + 1] = string.format("- **In C code** (depth 20, the zlib leaf) the handler costs %s " ..
-      "with native frames on (the libunwind walk of %.1f native frames%s) and %s with them off%s; " ..
+      "with native frames on (the native walk of %.1f frames%s) and %s with them off%s; " ..
       "in the interpreter it costs %s.",
       stat.ns(c_on.handler), c_on.nframes,
-      step and (", of which libunwind's stepping ≈ " .. stat.ns(step) .. " by perf") or "",
+      step and (", of which the CFI stepping (ljp_cfi_step) ≈ " .. stat.ns(step) .. " by perf") or "",
       stat.ns(c_off.handler),
       peek and (" (then it reads the running C function from LuaJIT's state with fault-safe " ..
                 "process_vm_readv system calls: ≈ " .. stat.ns(peek) .. " per sample by perf)") or "",

@@ -115,6 +115,9 @@ struct ljp_ctx {
       n_native_skipped;
   int native_on;            /* this run captures native stacks */
   volatile sig_atomic_t native_inside; /* the handler is walking */
+  uintptr_t native_stk_lo, native_stk_hi; /* the profiled thread's stack
+                            ** (unwind.c, learnt at start): walks read
+                            ** only inside it */
   uint32_t jit_busy_run;    /* signals in a row that found the JIT busy */
   volatile sig_atomic_t state;     /* ljp_run_state */
 

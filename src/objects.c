@@ -5,7 +5,8 @@
 ** Rules. Only this file calls dl_iterate_phdr, and only this file decides
 ** which object is LuaJIT's (the one holding lua_gettop's code). Inside
 ** the dl_iterate_phdr callback everything needed later is copied (name,
-** segments, the .eh_frame_hdr's first bytes and table location): the
+** segments, the .eh_frame_hdr's first bytes and table location, validated
+** by cfi.c): the
 ** loader's strings and headers are never touched after the callback
 ** returns, since another thread's dlclose may free or unmap them. The
 ** registry is process-wide and rebuilt in normal context (safe points,
@@ -16,13 +17,13 @@
 ** A snapshot is a sorted array of executable spans (kind: LuaJIT's
 ** object, its interpreter, ljprof itself, other) pointing at objects. An
 ** object carries its copied name, load bias, segments, its .eh_frame_hdr
-** search table registered with libunwind (_U_dyn_register, only once
-** native capture was set up, see unwind.c) and, loaded on first use,
+** search table with every mapped segment (ljp_ehtab: what the signal
+** handler's own unwinder, cfi.c, may read) and, loaded on first use,
 ** its function symbols (.symtab, else .dynsym; the vDSO from memory),
 ** plus the IFUNC implementations the program calls, named by their public
 ** names ("sin", "memcpy"; see add_ifunc_impls).
 ** Objects still loaded are shared by consecutive snapshots; an object
-** that is gone has its unwind info cancelled and is retired.
+** that is gone is retired.
 **
 ** Reclamation (epoch). A global epoch E and two reader counters, one per
 ** parity of E. A reader loads e = E, increments count[e & 1], and re-reads
@@ -38,15 +39,13 @@
 **     out), and by induction none of an epoch < k-1 either (the step
 **     k-1 -> k checked them, and nobody validates an old epoch again).
 **  3. So at E >= tag+2 no reader of an epoch <= tag is left: p is free.
-** The same scheme frees replaced snapshots, retired objects with their
-** cancelled unwind info, and the code map's replaced trace arrays.
+** The same scheme frees replaced snapshots, retired objects, and the code
+** map's replaced trace arrays.
 */
 #define _GNU_SOURCE
-#define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
-#include <libunwind.h>
 #include <link.h>
 #include <sys/uio.h>
 #include <pthread.h>
@@ -61,6 +60,7 @@
 #include <unistd.h>
 
 #include "ljp.h"
+#include "cfi.h"
 #include "objects.h"
 
 /* -- Reclamation ----------------------------------------------------------- */
@@ -157,15 +157,11 @@ struct ljp_object {
   char *name;               /* copy of dlpi_name ("": the main program) */
   const char *short_name;   /* basename, for "object+0x..." */
   uintptr_t base;           /* load bias */
-  uintptr_t hdr;            /* .eh_frame_hdr (0: none usable) */
-  uintptr_t table;          /* its search table, and entries in it */
-  uint32_t count;
+  ljp_ehtab eh;             /* unwind table and mapped segments (cfi.h) */
   unsigned char print[12];  /* the header's first bytes at the scan */
   int kind;                 /* LJP_SPAN_VM, LJP_SPAN_SELF, LJP_SPAN_OTHER */
   int nseg;
   uintptr_t lo[OBJ_SEGS], hi[OBJ_SEGS];  /* executable segments */
-  unw_dyn_info_t *di[OBJ_SEGS];          /* registered unwind info */
-  int registered;           /* registration was attempted */
   int syms_loaded;
   sym *s;
   uint32_t ns;
@@ -175,20 +171,7 @@ struct ljp_object {
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(ljp_objsnap *) reg_cur;
 static uintptr_t reg_interp_lo, reg_interp_hi;
-static int reg_unwind;      /* register unwind info (native capture on) */
 static _Atomic unsigned long long reg_gen = ~0ull; /* the snapshot's dlgen */
-
-void ljp_signals_block(sigset_t *old)
-{
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, old);
-}
-
-void ljp_signals_restore(const sigset_t *old)
-{
-  pthread_sigmask(SIG_SETMASK, old, NULL);
-}
 
 const ljp_objsnap *ljp_objects_snap(void)
 {
@@ -198,6 +181,12 @@ const ljp_objsnap *ljp_objects_snap(void)
 const ljp_span *ljp_objects_find(const ljp_objsnap *s, uintptr_t pc)
 {
   return s ? ljp_span_find(s->span, s->nspan, sizeof(ljp_span), pc) : NULL;
+}
+
+const ljp_ehtab *ljp_objects_ehtab(const ljp_objsnap *s, const ljp_span *e)
+{
+  return s && e && e->obj < s->nobj && e->unwind ? &s->obj[e->obj]->eh
+                                                 : NULL;
 }
 
 /* A fingerprint of the loader's list of objects (load bias and dynamic
@@ -245,34 +234,9 @@ unsigned long long ljp_dl_generation(void)
   return gen;
 }
 
-/* .eh_frame_hdr: version 1, then the encodings of eh_frame_ptr, of the
-** FDE count and of the table. libunwind's table search wants the usual
-** one: a sorted table of (initial location, FDE) pairs, each a signed
-** 32-bit offset from the header (DW_EH_PE_datarel | DW_EH_PE_sdata4). */
-#define DW_EH_PE_udata4 0x03
-#define DW_EH_PE_sdata4 0x0b
-#define DW_EH_PE_datarel 0x30
-
-static int hdr_table(uintptr_t hdr, uintptr_t *table, uint32_t *count)
-{
-  const unsigned char *h = (const unsigned char *)hdr;
-  uint32_t n;
-  if (h[0] != 1 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4)) return -1;
-  if ((h[1] & 0x0f) != DW_EH_PE_sdata4 && (h[1] & 0x0f) != DW_EH_PE_udata4)
-    return -1;
-  if (h[2] != DW_EH_PE_udata4) return -1;
-  memcpy(&n, h + 8, 4);
-  if (n == 0) return -1;
-  *table = hdr + 12;
-  *count = n;
-  return 0;
-}
-
 static void obj_free(void *p)
 {
   ljp_object *ob = p;
-  int i;
-  for (i = 0; i < OBJ_SEGS; i++) free(ob->di[i]);
   free(ob->s);
   free(ob->names);
   free(ob->name);
@@ -309,8 +273,14 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type == PT_GNU_EH_FRAME)
       hdr = info->dlpi_addr + ph->p_vaddr;
-    else if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && ph->p_memsz &&
-             o->nseg < OBJ_SEGS) {
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && ph->p_memsz &&
+        o->eh.nseg < LJP_EH_SEGS) {  /* what the unwinder may read */
+      o->eh.lo[o->eh.nseg] = info->dlpi_addr + ph->p_vaddr;
+      o->eh.hi[o->eh.nseg] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+      o->eh.nseg++;
+    }
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && ph->p_memsz &&
+        o->nseg < OBJ_SEGS) {
       o->lo[o->nseg] = info->dlpi_addr + ph->p_vaddr;
       o->hi[o->nseg] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
       o->nseg++;
@@ -321,10 +291,8 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
     if (vm >= o->lo[i] && vm < o->hi[i]) o->kind = LJP_SPAN_VM;
     else if (self >= o->lo[i] && self < o->hi[i]) o->kind = LJP_SPAN_SELF;
   }
-  if (hdr && hdr_table(hdr, &o->table, &o->count) == 0) {
-    o->hdr = hdr;
+  if (hdr && ljp_cfi_init(&o->eh, hdr) == 0)
     memcpy(o->print, (const void *)hdr, sizeof(o->print));
-  }
   if (!(o->name = strdup(info->dlpi_name ? info->dlpi_name : ""))) {
     free(o);
     sc->oom = 1;
@@ -342,40 +310,10 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
 
 static int same_obj(const ljp_object *a, const ljp_object *b)
 {
-  return a->base == b->base && a->hdr == b->hdr && a->nseg == b->nseg &&
+  return a->base == b->base && a->eh.hdr == b->eh.hdr && a->nseg == b->nseg &&
          a->lo[0] == b->lo[0] && a->hi[0] == b->hi[0] &&
          !strcmp(a->name, b->name) &&
          !memcmp(a->print, b->print, sizeof(a->print));
-}
-
-/* Normal context, signals blocked. */
-static void obj_register(ljp_object *ob)
-{
-  int i;
-  ob->registered = 1;
-  if (!ob->hdr) return;
-  for (i = 0; i < ob->nseg; i++) {
-    unw_dyn_info_t *di = calloc(1, sizeof(*di));
-    if (!di) continue;
-    di->start_ip = ob->lo[i];
-    di->end_ip = ob->hi[i];
-    di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
-    di->u.rti.name_ptr = (unw_word_t)(uintptr_t)ob->name;
-    di->u.rti.segbase = ob->hdr;
-    di->u.rti.table_len = (unw_word_t)ob->count * 8 / sizeof(unw_word_t);
-    di->u.rti.table_data = ob->table;
-    _U_dyn_register(di);
-    ob->di[i] = di;
-  }
-}
-
-/* Normal context, signals blocked: libunwind stops using it now; a walk
-** already inside it is an epoch reader, so the memory is retired. */
-static void obj_cancel(ljp_object *ob)
-{
-  int i;
-  for (i = 0; i < ob->nseg; i++)
-    if (ob->di[i]) _U_dyn_cancel(ob->di[i]);
 }
 
 static int span_cmp(const void *a, const void *b)
@@ -407,7 +345,7 @@ static ljp_objsnap *snap_build(ljp_object **objs, uint32_t nobj,
       e->lo = ob->lo[k];
       e->hi = ob->hi[k];
       e->kind = (uint16_t)ob->kind;
-      e->unwind = ob->di[k] != NULL;
+      e->unwind = ob->eh.hdr != 0;
       e->obj = i;
       if (ob->kind == LJP_SPAN_VM && reg_interp_lo < reg_interp_hi &&
           reg_interp_lo >= e->lo && reg_interp_hi <= e->hi) {
@@ -441,7 +379,6 @@ static void refresh_locked(int force)
   ljp_objsnap *old = atomic_load(&reg_cur), *s;
   ljp_object **keep;
   unsigned char *used;
-  sigset_t sigs;
   uint32_t i, j;
   unsigned long long gen;
   /* Taken first: a change during the scan leaves a stale print and
@@ -471,10 +408,6 @@ static void refresh_locked(int force)
         break;
       }
   }
-  ljp_signals_block(&sigs);
-  if (reg_unwind)
-    for (j = 0; j < sc.n; j++)
-      if (!keep[j]->registered) obj_register(keep[j]);
   s = snap_build(keep, sc.n, print, gen);
   if (!s) {  /* keep the old snapshot; drop what is new */
     for (j = 0; j < sc.n; j++) {
@@ -482,25 +415,18 @@ static void refresh_locked(int force)
       if (old)
         for (i = 0; i < old->nobj; i++)
           if (old->obj[i] == keep[j]) fresh = 0;
-      if (fresh) {  /* registered: a walk may be reading it already */
-        obj_cancel(keep[j]);
-        ljp_epoch_retire(keep[j], obj_free);
-      }
+      if (fresh) obj_free(keep[j]);  /* never published */
     }
   } else {
     atomic_store(&reg_cur, s);
     atomic_store(&reg_gen, gen);
     if (old) {
       for (i = 0; i < old->nobj; i++)
-        if (!used[i]) {  /* unloaded: leaves the registry */
-          obj_cancel(old->obj[i]);
+        if (!used[i])  /* unloaded: leaves the registry */
           ljp_epoch_retire(old->obj[i], obj_free);
-        }
       ljp_epoch_retire(old, NULL);
     }
   }
-  if (reg_unwind) unw_flush_cache(unw_local_addr_space, 0, 0);
-  ljp_signals_restore(&sigs);
   free(sc.o);
   free(used);
   free(keep);
@@ -548,43 +474,24 @@ int ljp_objects_set_interp(uintptr_t lo, uintptr_t hi)
   return rc;
 }
 
-int ljp_objects_unwind_enable(void)
-{
-  int rc;
-  pthread_mutex_lock(&reg_mu);
-  if (!reg_unwind) {
-    reg_unwind = 1;
-    refresh_locked(1);
-  } else {
-    refresh_locked(0);
-  }
-  rc = atomic_load(&reg_cur) ? 0 : -1;
-  pthread_mutex_unlock(&reg_mu);
-  return rc;
-}
-
 int ljp_objects_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 {
-  unw_proc_info_t pi;
   const ljp_objsnap *s;
   const ljp_span *e;
-  sigset_t old;
-  int rc = -1, t = ljp_epoch_enter();  /* the unwind info stays */
+  int rc = 0, t = ljp_epoch_enter();  /* the snapshot stays */
   if (t < 0) return 0;
   s = ljp_objects_snap();
   e = ljp_objects_find(s, pc);
-  /* Only registered info (never the loader's lookup), and only while the
-  ** loader's list is the one the snapshot was built from. */
-  if (e && e->unwind && ljp_objects_print() == s->print) {
-    ljp_signals_block(&old);
-    rc = unw_get_proc_info_by_ip(unw_local_addr_space, pc, &pi, NULL);
-    ljp_signals_restore(&old);
-  }
+  /* Only while the loader's list is the one the snapshot was built from
+  ** (the object's table is still mapped), except in LuaJIT's own object,
+  ** which stays mapped while Lua runs (another thread's dlopen must not
+  ** make the interpreter probe fail). */
+  if (e && e->unwind &&
+      (e->kind == LJP_SPAN_VM || e->kind == LJP_SPAN_INTERP ||
+       ljp_objects_print() == s->print))
+    rc = ljp_cfi_proc(ljp_objects_ehtab(s, e), pc, lo, hi);
   ljp_epoch_leave(t);
-  if (rc != 0 || pc < pi.start_ip || pc >= pi.end_ip) return 0;
-  *lo = pi.start_ip;
-  *hi = pi.end_ip;
-  return 1;
+  return rc;
 }
 
 /* -- Symbols (normal context, reg_mu held) --------------------------------- */
@@ -666,7 +573,7 @@ static void parse_symbols(ljp_object *ob, const void *map, uint64_t size)
 ** own handle (dlopen RTLD_NOLOAD: never loads anything) returns exactly
 ** the implementation the program calls, so each one gets a symbol named
 ** by its public name. Its end is that of its unwind entry (FDE) when the
-** object's unwind info is registered, else the next symbol's start (at
+** object has an unwind table, else the next symbol's start (at
 ** most 64 KB on). Several public names of one implementation (memcpy and
 ** memmove): the shortest name, then the first alphabetically ("memcpy").
 ** An implementation that already has a symbol keeps it. Normal context

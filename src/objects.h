@@ -12,7 +12,6 @@
 #ifndef LJP_OBJECTS_H
 #define LJP_OBJECTS_H
 
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,7 +43,7 @@ enum {
 typedef struct ljp_span {
   uintptr_t lo, hi;        /* [lo, hi): first, for ljp_span_find */
   uint16_t kind;           /* LJP_SPAN_* */
-  uint16_t unwind;         /* unwind info registered with libunwind */
+  uint16_t unwind;         /* the object has a usable unwind table */
   uint32_t obj;            /* index in the snapshot's objects */
 } ljp_span;
 
@@ -62,6 +61,11 @@ typedef struct ljp_objsnap {
 ** before the first refresh) and the span holding pc (NULL: none). */
 const ljp_objsnap *ljp_objects_snap(void);
 const ljp_span *ljp_objects_find(const ljp_objsnap *s, uintptr_t pc);
+/* Signal context, inside an epoch section: the unwind table (cfi.h) of the
+** object of span e, NULL when it has none. */
+struct ljp_ehtab;
+const struct ljp_ehtab *ljp_objects_ehtab(const ljp_objsnap *s,
+                                          const ljp_span *e);
 /* Signal context too: a fingerprint of the loader's list of objects (load
 ** bias and dynamic section of each), to compare with snap->print. */
 uint64_t ljp_objects_print(void);
@@ -77,11 +81,8 @@ int ljp_objects_have_vm(void);
 /* The interpreter's extent [lo, hi); must lie in LuaJIT's object.
 ** 0, or -1 (rejected). Rebuilds the snapshot. */
 int ljp_objects_set_interp(uintptr_t lo, uintptr_t hi);
-/* Register every object's .eh_frame_hdr with libunwind from now on
-** (_U_dyn_register), so that libunwind never calls dl_iterate_phdr for
-** them. Rebuilds the snapshot; 0, or -1 out of memory. */
-int ljp_objects_unwind_enable(void);
-/* The function holding pc, from its registered unwind info; 0: unknown. */
+/* The function holding pc, from its unwind entry (FDE): 1 and [*lo, *hi),
+** or 0: unknown. */
 int ljp_objects_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
 
 /* What holds address a, for naming (symbols loaded on first use). */
@@ -95,10 +96,5 @@ typedef struct ljp_objinfo {
 /* 1 and *out filled when a lies in a loaded object (refreshing once when
 ** it lies in none), else 0. */
 int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out);
-
-/* Block every signal on this thread around normal-context libunwind calls
-** (a handler never enters libunwind while its thread is inside it). */
-void ljp_signals_block(sigset_t *old);
-void ljp_signals_restore(const sigset_t *old);
 
 #endif

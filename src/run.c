@@ -140,7 +140,7 @@ static int native_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   if (ctx->opt.native && !ctx->opt.cb) {
     static int noticed;
     const char *why = "";
-    if (ljp_native_setup(L, &why) == 0)
+    if (ljp_native_setup(ctx, L, &why) == 0)
       ctx->native_on = 1;
     else if (!noticed++)
       fprintf(stderr, "ljprof: notice: native C frames are off: %s\n", why);

@@ -1,44 +1,38 @@
 /*
-** Native stacks: the capture in the signal handler, and libunwind's
-** set-up for it. The loaded objects, their unwind info and the
-** interpreter's extent are the object registry's (objects.c).
+** Native stacks: the capture in the signal handler, and its set-up. The
+** loaded objects, their unwind tables and the interpreter's extent are the
+** object registry's (objects.c); the DWARF call-frame interpreter that
+** steps from one frame to its caller is cfi.c.
 **
 ** ljp_native_capture runs in signal context: no malloc, no locks, no
-** stdio, bounded work (at most LJP_NATIVE_MAX frames), and every skipped
-** walk is counted. It walks the C frames above the Lua code with
-** libunwind's local unwinder, from the signal's ucontext, and stops at the
+** stdio, no libc call, bounded work (at most LJP_NATIVE_MAX frames, each
+** step bounded by cfi.c), and every skipped walk is counted. It walks the
+** C frames above the Lua code from the signal's ucontext and stops at the
 ** first frame of LuaJIT's interpreter or of compiled trace code (machine
 ** code that belongs to no loaded object): the Lua side of the stack is
 ** read at the safe point.
 **
-** The hazard of unwinding in a signal handler is libunwind's lookup of
-** unwind info, which iterates the loader's list of objects and so takes
-** the dynamic loader's lock (deadlocks with dlopen/dlsym/dladdr, see
-** docs/design.md). The installed libunwind (1.6) has no
-** unw_set_iterate_phdr_function, so ljprof never lets that lookup run:
-** once set up here, the registry registers every loaded object's
-** .eh_frame_hdr search table with libunwind as dynamic unwind info, which
-** libunwind consults first, and the handler only steps from a frame whose
-** PC lies in a registered span of the registry's snapshot. A frame
-** anywhere else ends the walk (counted as truncated). The handler skips
-** the walk (counted) while the loader is changing its list of objects,
-** and whenever that list no longer matches the fingerprint taken with the
-** snapshot. The whole walk is one epoch section: the snapshot and the
-** unwind info it reaches (even if cancelled meanwhile) are not freed
-** under it. Normal-context libunwind calls block signals on their
-** thread, and a per-context flag guards the handler's walk.
+** What it reads: the unwind tables (.eh_frame_hdr, .eh_frame) of objects
+** in the registry's snapshot, bounded by their mapped segments, and the
+** profiled thread's stack, bounded by the thread's stack as learnt at
+** start (pthread_getattr_np) and by the signal-time stack pointer. It
+** steps only from a frame whose PC lies in a span of the snapshot; a
+** frame anywhere else ends the walk (counted as truncated). The handler
+** skips the walk (counted) while the loader is changing its list of
+** objects, and whenever that list no longer matches the fingerprint taken
+** with the snapshot. The whole walk is one epoch section: the snapshot is
+** not freed under it. A per-context flag guards against a nested walk.
+** x86-64 only: elsewhere native capture is off with one notice.
 */
 #define _GNU_SOURCE
-#define UNW_LOCAL_ONLY
-#include <dlfcn.h>
 #include <lauxlib.h>
-#include <libunwind.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ljp.h"
+#include "cfi.h"
 #include "codemap.h"
 #include "objects.h"
 #include "unwind.h"
@@ -49,29 +43,23 @@ static char uw_why[160];
 
 /* -- Finding the interpreter ------------------------------------------- */
 
-/* A lua_CFunction called from Lua: the frame above it is LuaJIT's
+/* A lua_CFunction called from Lua: the code it returns to is LuaJIT's
 ** interpreter, whose code is one unwind entry (FDE); every call of a C
 ** function from interpreted code returns into it. */
-static int interp_probe(lua_State *L)
+static __attribute__((noinline)) int interp_probe(lua_State *L)
 {
-  unw_context_t uc;
-  unw_cursor_t cur;
-  unw_proc_info_t pi;
-  unw_word_t ip = 0;
-  sigset_t old;
-  ljp_signals_block(&old);
-  if (unw_getcontext(&uc) == 0 && unw_init_local(&cur, &uc) == 0 &&
-      unw_step(&cur) > 0 && unw_get_reg(&cur, UNW_REG_IP, &ip) == 0 &&
-      unw_get_proc_info(&cur, &pi) == 0) {
-    lua_pushnumber(L, (lua_Number)ip);
-    lua_pushnumber(L, (lua_Number)pi.start_ip);
-    lua_pushnumber(L, (lua_Number)pi.end_ip);
+  uintptr_t ra = (uintptr_t)__builtin_extract_return_addr(
+      __builtin_return_address(0));
+  uintptr_t lo, hi;
+  if (ra && ljp_objects_proc(ra - 1, &lo, &hi)) {
+    lua_pushnumber(L, (lua_Number)ra);
+    lua_pushnumber(L, (lua_Number)lo);
+    lua_pushnumber(L, (lua_Number)hi);
   } else {
     lua_pushnil(L);
     lua_pushnil(L);
     lua_pushnil(L);
   }
-  ljp_signals_restore(&old);
   return 3;
 }
 
@@ -79,6 +67,7 @@ static int find_interp(lua_State *L)
 {
   uintptr_t ip, lo, hi;
   int top = lua_gettop(L), ok = 0;
+  ljp_objects_refresh();  /* a snapshot to look the entry up in */
   /* Called twice, from two call sites: both must return into the same
   ** entry, which must lie in LuaJIT's object (the registry checks). */
   if (luaL_loadstring(L, "local f = ... local a, b, c = f() "
@@ -91,7 +80,7 @@ static int find_interp(lua_State *L)
       lo = (uintptr_t)lua_tonumber(L, -5);
       hi = (uintptr_t)lua_tonumber(L, -4);
       if (lo == (uintptr_t)lua_tonumber(L, -2) &&
-          hi == (uintptr_t)lua_tonumber(L, -1) && ip >= lo && ip < hi &&
+          hi == (uintptr_t)lua_tonumber(L, -1) && ip > lo && ip <= hi &&
           hi - lo >= 1024 && hi - lo <= (4u << 20) &&
           ljp_objects_set_interp(lo, hi) == 0)
         ok = 1;
@@ -101,53 +90,63 @@ static int find_interp(lua_State *L)
   return ok;
 }
 
-/* A throw-away unwind in normal context: libunwind initialises itself
-** (address space, memory validation, per-thread cache) here rather than
-** in the first signal handler. */
-static void warm_up(void)
+/* The calling thread's stack [lo, hi); 0, or -1 unknown. */
+static int stack_bounds(uintptr_t *lo, uintptr_t *hi)
 {
-  unw_context_t uc;
-  unw_cursor_t cur;
-  sigset_t old;
-  int i;
-  ljp_signals_block(&old);
-  if (unw_getcontext(&uc) == 0 && unw_init_local(&cur, &uc) == 0)
-    for (i = 0; i < 4 && unw_step(&cur) > 0; i++) {}
-  ljp_signals_restore(&old);
+  pthread_attr_t a;
+  void *addr = NULL;
+  size_t size = 0;
+  int rc;
+  if (pthread_getattr_np(pthread_self(), &a) != 0) return -1;
+  rc = pthread_attr_getstack(&a, &addr, &size);
+  pthread_attr_destroy(&a);
+  if (rc != 0 || !addr || !size) return -1;
+  *lo = (uintptr_t)addr;
+  *hi = (uintptr_t)addr + size;
+  return 0;
 }
 
 /* Normal context, on the thread that will be profiled, before its timer
 ** starts. Returns 0 when native stacks can be captured; otherwise -1 and
 ** why in *why (said once per process by the caller). */
-int ljp_native_setup(lua_State *L, const char **why)
+int ljp_native_setup(ljp_ctx *ctx, lua_State *L, const char **why)
 {
   int rc;
+  uintptr_t lo = 0, hi = 0;
   pthread_mutex_lock(&uw_mu);
   if (uw_status == 0) {
-    /* The per-thread cache needs no lock in the handler. Set once, before
-    ** any unwind (not signal-safe). */
-    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+#if defined(__x86_64__)
     if (!find_interp(L)) {
       uw_status = -1;
       snprintf(uw_why, sizeof(uw_why), "LuaJIT's interpreter code was not "
-               "found by unwinding from a C function");
+               "found from the unwind entry of a C function's caller");
     } else {
-      if (ljp_objects_unwind_enable() != 0) {
-        uw_status = -1;
-        snprintf(uw_why, sizeof(uw_why), "out of memory");
-      } else {
-        uw_status = 1;
-      }
+      uw_status = 1;
     }
+#else
+    (void)L;
+    uw_status = -1;
+    snprintf(uw_why, sizeof(uw_why), "native stacks are not supported on "
+             "this architecture (x86-64 only)");
+#endif
   }
   rc = uw_status == 1 ? 0 : -1;
+  if (rc == 0 && stack_bounds(&lo, &hi) != 0) {
+    rc = -1;
+    snprintf(uw_why, sizeof(uw_why), "this thread's stack bounds are "
+             "unknown (pthread_getattr_np failed)");
+  }
+  if (rc == 0) {
+    ctx->native_stk_lo = lo;
+    ctx->native_stk_hi = hi;
+  } else if (why) {
+    *why = uw_why;
+  }
   pthread_mutex_unlock(&uw_mu);
-  if (rc == 0) warm_up();  /* this thread's cache and TLS, every start */
-  else if (why) *why = uw_why;
   return rc;
 }
 
-/* Normal context: re-register when a library was loaded or unloaded. */
+/* Normal context: pick up libraries loaded or unloaded. */
 void ljp_native_refresh(void)
 {
   if (uw_status == 1) ljp_objects_refresh();
@@ -160,13 +159,18 @@ static int is_vm(const ljp_span *e)
   return e->kind == LJP_SPAN_VM || e->kind == LJP_SPAN_INTERP;
 }
 
+/* The x86-64 red zone: a leaf may keep data up to 128 bytes below rsp
+** (the kernel put the signal frame below it, so it is mapped). */
+#define RED_ZONE 128
+
 static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
                    int vmstate, uintptr_t *out, uint8_t *flags)
 {
   const ljp_span *e;
-  unw_cursor_t cur;
-  unw_word_t ip;
-  int n = 0, vm;
+  ljp_regs regs;
+  ljp_stack st;
+  uintptr_t lookup = pc, sp;
+  int n = 0, vm, sig = 0;
   if (!m) return 0;
   if (!(e = ljp_objects_find(m, pc))) {
     if (ljp_codemap_classify(&ctx->map, pc, &(int32_t){0}) == 'C') {
@@ -199,32 +203,43 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   atomic_fetch_add_explicit(&ctx->n_native_unwinds, 1, memory_order_relaxed);
   vm = is_vm(e);
   out[n++] = pc;
-  if (unw_init_local2(&cur, (unw_context_t *)ucv, UNW_INIT_SIGNAL_FRAME) < 0) {
-    *flags = LJP_NATIVE_TRUNCATED;
-  } else {
-    for (;;) {
-      if (!e->unwind || n == LJP_NATIVE_MAX ||
-          unw_step(&cur) <= 0 || unw_get_reg(&cur, UNW_REG_IP, &ip) < 0) {
-        *flags = LJP_NATIVE_TRUNCATED;
-        break;
-      }
-      /* A return address: the call is the instruction before it. */
-      e = ljp_objects_find(m, (uintptr_t)ip - 1);
-      if (!e) {
-        /* Code of no loaded object: a trace's machine code (or other
-        ** generated code) called this C code. */
-        if (ljp_codemap_classify(&ctx->map, (uintptr_t)ip, &(int32_t){0}) ==
-            'C')
-          *flags = LJP_NATIVE_TRUNCATED;  /* an object we have not seen */
-        break;
-      }
-      if (e->kind == LJP_SPAN_INTERP) {  /* called from the interpreter */
-        *flags = LJP_NATIVE_FROM_INTERP;
-        break;
-      }
-      vm |= is_vm(e);
-      out[n++] = (uintptr_t)ip;
+  ljp_cfi_regs(&regs, ucv);
+  /* The stack a walk may read: from the interrupted stack pointer (less
+  ** the red zone) to the end of the thread's stack. An interrupted
+  ** stack pointer elsewhere (an alternate signal stack, a coroutine
+  ** library's stack) leaves nothing readable: the walk is truncated. */
+  sp = regs.r[LJP_CFI_RSP];
+  st.lo = st.hi = 0;
+  if (sp >= ctx->native_stk_lo + RED_ZONE && sp < ctx->native_stk_hi) {
+    st.lo = sp - RED_ZONE;
+    st.hi = ctx->native_stk_hi;
+  }
+  for (;;) {
+    uintptr_t ip;
+    if (n == LJP_NATIVE_MAX ||
+        ljp_cfi_step(ljp_objects_ehtab(m, e), &regs, lookup, &st, &sig) !=
+            LJP_CFI_OK) {
+      *flags = LJP_NATIVE_TRUNCATED;
+      break;
     }
+    ip = regs.r[LJP_CFI_RA];
+    /* A return address: the call is the instruction before it (but a
+    ** signal frame's caller was interrupted at ip itself). */
+    lookup = sig ? ip : ip - 1;
+    e = ljp_objects_find(m, lookup);
+    if (!e) {
+      /* Code of no loaded object: a trace's machine code (or other
+      ** generated code) called this C code. */
+      if (ljp_codemap_classify(&ctx->map, ip, &(int32_t){0}) == 'C')
+        *flags = LJP_NATIVE_TRUNCATED;  /* an object we have not seen */
+      break;
+    }
+    if (e->kind == LJP_SPAN_INTERP) {  /* called from the interpreter */
+      *flags = LJP_NATIVE_FROM_INTERP;
+      break;
+    }
+    vm |= is_vm(e);
+    out[n++] = ip;
   }
   if (vm) *flags |= LJP_NATIVE_VM;
   if (*flags & LJP_NATIVE_TRUNCATED)
@@ -242,8 +257,8 @@ int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
 {
   int n, t;
   *flags = 0;
-  /* One epoch section for the whole walk: the snapshot, and the unwind
-  ** info libunwind reads from it, stay allocated until it ends. */
+  /* One epoch section for the whole walk: the snapshot and the objects
+  ** it points to stay allocated until it ends. */
   if ((t = ljp_epoch_enter()) < 0) {
     atomic_fetch_add_explicit(&ctx->n_native_skipped, 1,
                               memory_order_relaxed);

@@ -1,6 +1,6 @@
 /*
-** Native stacks, capture side (unwind.c): set-up of libunwind and the
-** walk in the signal handler. The objects it walks through, and their
+** Native stacks, capture side (unwind.c): set-up and the walk in the
+** signal handler (stepping with cfi.c). The objects it walks through, and their
 ** unwind info, are the object registry's (objects.h).
 **
 ** Rules: ljp_native_capture is signal context (no malloc, no locks,
@@ -17,7 +17,7 @@ typedef struct ljp_ctx ljp_ctx;
 
 /* Normal context, on the thread to be profiled, before its timer starts:
 ** 0 when native stacks can be captured; otherwise -1 and why in *why. */
-int ljp_native_setup(lua_State *L, const char **why);
+int ljp_native_setup(ljp_ctx *ctx, lua_State *L, const char **why);
 /* Normal context: pick up libraries (un)loaded (once set up). */
 void ljp_native_refresh(void);
 /* Signal context: the native frames at pc, innermost first, into out

@@ -11,7 +11,12 @@ broken:
   - lua_sethook/lua_gethook* only in the hook owner (hook.c) and the probe;
   - dl_iterate_phdr only in the object registry (objects.c);
   - the context lookups (ljp_slot_find, ljp_slot_enter,
-    ljp_ctx_get) only in the entry points.
+    ljp_ctx_get) only in the entry points;
+  - the signal handler's unwinder (cfi.c) calls nothing outside itself:
+    no libc, no other src file (it is async-signal-safe by construction);
+  - libljprof.so does not depend on libunwind (its _Unwind_* exports
+    would bind a host's C++/LuaJIT exceptions to it, issue 15), and
+    exports no _Unwind_* symbol itself.
 
 Usage: tests/structure.py BUILD_DIR [--report]
 """
@@ -134,6 +139,22 @@ def main():
                   (start, fn, len(r), " ".join(sorted(r))))
         print("import cycles: %s" %
               ("; ".join(" ".join(c) for c in cycles) if cycles else "none"))
+    if "cfi" in undefs:
+        ext = sorted(s for s in undefs["cfi"] if s != "_GLOBAL_OFFSET_TABLE_")
+        if ext:
+            bad.append("cfi calls outside itself: " + ", ".join(ext))
+    lib = os.path.join(build, "libljprof.so")
+    if os.path.exists(lib):
+        dyn = subprocess.run(["readelf", "-dW", lib], capture_output=True,
+                             text=True, check=True).stdout
+        for line in dyn.splitlines():
+            if "(NEEDED)" in line and "libunwind" in line:
+                bad.append("libljprof.so needs " + line.split()[-1])
+        exp = subprocess.run(["nm", "-D", "--defined-only", lib],
+                             capture_output=True, text=True, check=True).stdout
+        for line in exp.splitlines():
+            if line.split()[-1].startswith("_Unwind_"):
+                bad.append("libljprof.so exports " + line.split()[-1])
     for b in bad:
         print("structure: " + b)
     return 1 if bad else 0

@@ -220,6 +220,55 @@ uint64_t ljp_objects_print(void)
   return h ? h : 1;
 }
 
+/* The loader's list now, node by node (normal context, same fault-safe
+** reads as the print). Returns the number of nodes, 0 when unreadable or
+** longer than max. */
+static uint32_t lm_walk(ljp_lmnode *out, uint32_t max)
+{
+  uintptr_t l = (uintptr_t)_r_debug.r_map, w[4];
+  uint32_t n = 0;
+  for (; l; l = w[3]) {
+    struct iovec li = {w, sizeof(w)}, ri = {(void *)l, sizeof(w)};
+    if (n == max || l < 4096 ||
+        process_vm_readv(getpid(), &li, 1, &ri, 1, 0) != (ssize_t)sizeof(w))
+      return 0;
+    out[n].node = l;
+    out[n].addr = w[0];
+    out[n].ld = w[2];
+    out[n].next = w[3];
+    n++;
+  }
+  return n;
+}
+
+#define LM_BATCH 32
+
+int ljp_objects_unchanged(const ljp_objsnap *s)
+{
+  uintptr_t w[LM_BATCH][4];
+  struct iovec li[LM_BATCH], ri[LM_BATCH];
+  uint32_t i, k, m;
+  if (!s || !s->nlm || (uintptr_t)_r_debug.r_map != s->lm[0].node) return 0;
+  for (i = 0; i < s->nlm; i += m) {
+    m = s->nlm - i < LM_BATCH ? s->nlm - i : LM_BATCH;
+    for (k = 0; k < m; k++) {
+      li[k].iov_base = w[k];
+      li[k].iov_len = sizeof(w[k]);
+      ri[k].iov_base = (void *)s->lm[i + k].node;
+      ri[k].iov_len = sizeof(w[k]);
+    }
+    if (process_vm_readv(getpid(), li, m, ri, m, 0) !=
+        (ssize_t)(m * sizeof(w[0])))
+      return 0;
+    for (k = 0; k < m; k++) {
+      const ljp_lmnode *e = &s->lm[i + k];
+      if (w[k][0] != e->addr || w[k][2] != e->ld || w[k][3] != e->next)
+        return 0;
+    }
+  }
+  return 1;
+}
+
 static int dlgen_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
   if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
@@ -323,15 +372,21 @@ static int span_cmp(const void *a, const void *b)
 }
 
 static ljp_objsnap *snap_build(ljp_object **objs, uint32_t nobj,
-                               uint64_t print, unsigned long long gen)
+                               uint64_t print, unsigned long long gen,
+                               const ljp_lmnode *lm, uint32_t nlm)
 {
   uint32_t i, n = 0;
   ljp_objsnap *s;
   for (i = 0; i < nobj; i++) n += (uint32_t)objs[i]->nseg;
   s = malloc(sizeof(*s) + (n + 2) * sizeof(ljp_span) +
-             (nobj ? nobj : 1) * sizeof(ljp_object *));
+             (nobj ? nobj : 1) * sizeof(ljp_object *) +
+             (nlm ? nlm : 1) * sizeof(ljp_lmnode));
   if (!s) return NULL;
   s->print = print;
+  s->nlm = nlm;
+  s->lm = (ljp_lmnode *)(void *)((ljp_object **)(void *)&s->span[n + 2] +
+                                 (nobj ? nobj : 1));
+  if (nlm) memcpy(s->lm, lm, nlm * sizeof(ljp_lmnode));
   s->dlgen = gen;
   s->nobj = nobj;
   s->obj = (ljp_object **)(void *)&s->span[n + 2];
@@ -384,8 +439,12 @@ static void refresh_locked(int force)
   /* Taken first: a change during the scan leaves a stale print and
   ** generation, which only make handlers skip until the next refresh. */
   uint64_t print = ljp_objects_print();
+  ljp_lmnode *lm;
+  uint32_t nlm;
   gen = ljp_dl_generation();
   if (old && !force && old->dlgen == gen) return;
+  if (!(lm = malloc(LJP_LM_MAX * sizeof(*lm)))) return;
+  nlm = lm_walk(lm, LJP_LM_MAX);
   memset(&sc, 0, sizeof(sc));
   dl_iterate_phdr(scan_cb, &sc);
   used = old ? calloc(old->nobj + 1, 1) : NULL;
@@ -395,6 +454,7 @@ static void refresh_locked(int force)
     free(sc.o);
     free(used);
     free(keep);
+    free(lm);
     return;
   }
   for (j = 0; j < sc.n; j++) {
@@ -408,7 +468,7 @@ static void refresh_locked(int force)
         break;
       }
   }
-  s = snap_build(keep, sc.n, print, gen);
+  s = snap_build(keep, sc.n, print, gen, lm, nlm);
   if (!s) {  /* keep the old snapshot; drop what is new */
     for (j = 0; j < sc.n; j++) {
       int fresh = 1;
@@ -430,6 +490,7 @@ static void refresh_locked(int force)
   free(sc.o);
   free(used);
   free(keep);
+  free(lm);
   ljp_epoch_collect();
 }
 

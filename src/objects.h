@@ -49,8 +49,17 @@ typedef struct ljp_span {
 
 typedef struct ljp_object ljp_object;  /* opaque (objects.c) */
 
+/* A node of the loader's list as it was when a snapshot was built: its
+** address and its first words (l_addr, l_ld, l_next). */
+typedef struct ljp_lmnode {
+  uintptr_t node, addr, ld, next;
+} ljp_lmnode;
+#define LJP_LM_MAX 1024
+
 typedef struct ljp_objsnap {
   uint64_t print;               /* link-map fingerprint when it was built */
+  uint32_t nlm;                 /* nodes in lm (0: the list was unreadable) */
+  ljp_lmnode *lm;               /* the loader's list when it was built */
   unsigned long long dlgen;     /* loader's adds + subs when it was built */
   uint32_t nobj, nspan;
   ljp_object **obj;
@@ -67,8 +76,13 @@ struct ljp_ehtab;
 const struct ljp_ehtab *ljp_objects_ehtab(const ljp_objsnap *s,
                                           const ljp_span *e);
 /* Signal context too: a fingerprint of the loader's list of objects (load
-** bias and dynamic section of each), to compare with snap->print. */
+** bias and dynamic section of each), to compare with snap->print (one
+** process_vm_readv per node). */
 uint64_t ljp_objects_print(void);
+/* Signal context: is the loader's list still the one s was built from?
+** The nodes recorded in s are read back in one process_vm_readv per 32
+** (a freed node reads as garbage or fails: then 0). */
+int ljp_objects_unchanged(const ljp_objsnap *s);
 
 /* -- Refresh and set-up (normal context) ---------------------------------- */
 

@@ -188,7 +188,7 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   ** GC (which such a call may start), the walk reaches the caller. */
   if (is_vm(e) && vmstate != 'C' && vmstate != 'G') return 0;
   if (ctx->native_inside || _r_debug.r_state != RT_CONSISTENT ||
-      ljp_objects_print() != m->print) {
+      !ljp_objects_unchanged(m)) {
     /* a walk already under way on this thread, the loader changing the
     ** list of objects, or a list that changed since the snapshot was
     ** built (a library unloaded, perhaps another mapped in its place): no

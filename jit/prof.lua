@@ -188,12 +188,15 @@ function M.stop()
   local opts = {view = r.view, zones = r.kv.zones == "root"}
   for _, o in ipairs(r.outputs) do
     local ok, data, err = pcall(output.render, p, meta, o.format, opts)
+    local werr
     if ok and data then
-      ok, err = output.write(o.path, data)
+      ok, werr = output.write(o.path, data)
     elseif not ok then
       err = data
     end
-    if not ok or not data then
+    if werr then  -- names the path itself
+      io.stderr:write("jit.prof: ", tostring(werr):match("^[^\n]*"), "\n")
+    elseif not ok or not data then
       io.stderr:write("jit.prof: ", o.path == "-" and "" or (o.path .. ": "),
         tostring(err):match("^[^\n]*"), "\n")
     end

@@ -35,6 +35,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "outfile.h"
 #include "query.h"
 
 /* -- Lua callbacks ----------------------------------------------------------- */
@@ -661,7 +662,40 @@ static int l_running(lua_State *L)
   return 1;
 }
 
+/* ljprof.write_file(path, data): the output routine (outfile.c) for the
+** Lua writers. true, or nil and one line. */
+static int l_write_file(lua_State *L)
+{
+  size_t len;
+  const char *path = luaL_checkstring(L, 1);
+  const char *data = luaL_checklstring(L, 2, &len);
+  char err[512];
+  if (ljp_outfile_write(path, data, len, err, sizeof(err)) != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* ljprof.check_output(path): could it be written? Leaves nothing. */
+static int l_check_output(lua_State *L)
+{
+  const char *path = luaL_checkstring(L, 1);
+  char err[512];
+  if (ljp_outfile_check(path, err, sizeof(err)) != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static const luaL_Reg ljprof_funcs[] = {
+  {"write_file", l_write_file},
+  {"check_output", l_check_output},
   {"start", l_start},
   {"stop", l_stop},
   {"dumpstack", l_dumpstack},

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
+#include "outfile.h"
 #include "store.h"
 
 static uint64_t now_ns(void)
@@ -128,45 +130,21 @@ void ljp_store_each_trace(const ljp_store *s, ljp_trace_visit fn, void *d)
   }
 }
 
-/* The temporary file an output is written to before the rename. */
-static char *tmp_path(const char *path)
-{
-  size_t n = strlen(path) + 32;
-  char *tmp = malloc(n);
-  if (tmp) snprintf(tmp, n, "%s.tmp.%d", path, (int)getpid());
-  return tmp;
-}
-
 int ljp_check_writable(const char *path, char *err, size_t n)
 {
-  char *tmp = tmp_path(path);
-  FILE *f;
-  if (!tmp) {
-    snprintf(err, n, "ljprof: out of memory");
-    return -1;
-  }
-  if (!(f = fopen(tmp, "w"))) {
-    snprintf(err, n, "ljprof: cannot write output file %s: %s", path,
-             strerror(errno));
-    free(tmp);
-    return -1;
-  }
-  fclose(f);
-  unlink(tmp);
-  free(tmp);
-  return 0;
+  return ljp_outfile_check(path, err, n);
 }
 
 /* Folded stacks, one "stack count" line per unique stack (VM states and
-** zones summed), written to a temporary file and renamed into place. */
+** zones summed), written by the output routine (outfile.c). */
 int ljp_store_write_folded(const ljp_store *s, const char *path, char *err,
                            size_t n)
 {
   ljp_counts sum;
-  char *tmp;
-  FILE *f;
+  ljp_buf b;
   uint32_t i;
-  int rc = 0;
+  int rc;
+  memset(&b, 0, sizeof(b));
   if (ljp_counts_init(&sum) != 0) goto oom;
   for (i = 0; i < s->stacks.cap; i++) {
     const ljp_count *c = &s->stacks.slot[i];
@@ -174,29 +152,28 @@ int ljp_store_write_folded(const ljp_store *s, const char *path, char *err,
       ljp_counts_add(&sum, ljp_stack_key(ljp_stack_key_stack(c->key), 1, 0),
                      c->count);
   }
-  if (!(tmp = tmp_path(path))) { ljp_counts_free(&sum); goto oom; }
-  if (!(f = fopen(tmp, "w"))) {
-    snprintf(err, n, "ljprof: cannot write %s: %s", path, strerror(errno));
-    rc = -1;
-  } else {
-    for (i = 0; i < sum.cap; i++) {
-      const ljp_count *c = &sum.slot[i];
-      if (c->key) {
-        const ljp_str *t = ljp_store_text(s, ljp_stack_key_stack(c->key));
-        fprintf(f, "%s %llu\n", t->len ? t->s : "(no stack)",
-                (unsigned long long)c->count);
+  for (i = 0; i < sum.cap; i++) {
+    const ljp_count *c = &sum.slot[i];
+    if (c->key) {
+      const ljp_str *t = ljp_store_text(s, ljp_stack_key_stack(c->key));
+      char num[32];
+      int k = snprintf(num, sizeof(num), " %llu\n",
+                       (unsigned long long)c->count);
+      if (ljp_buf_reserve(&b, (t->len ? t->len : 10) + (size_t)k) != 0) {
+        ljp_counts_free(&sum);
+        goto oom;
       }
-    }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-      snprintf(err, n, "ljprof: cannot write %s: %s", path, strerror(errno));
-      unlink(tmp);
-      rc = -1;
+      if (t->len) ljp_buf_put(&b, t->s, t->len);
+      else ljp_buf_put(&b, "(no stack)", 10);
+      ljp_buf_put(&b, num, (size_t)k);
     }
   }
-  free(tmp);
   ljp_counts_free(&sum);
+  rc = ljp_outfile_write(path, b.b ? b.b : "", b.n, err, n);
+  ljp_buf_free(&b);
   return rc;
 oom:
+  ljp_buf_free(&b);
   snprintf(err, n, "ljprof: out of memory writing %s", path);
   return -1;
 }

@@ -75,7 +75,7 @@ local function write_outputs(p, meta, outputs, o)
     local data, err = output.render(p, meta, fmt, opts)
     if not data then fail((path == "-" and "" or (path .. ": ")) .. err) end
     local ok, werr = output.write(path, data)
-    if not ok then fail("cannot write " .. path .. ": " .. tostring(werr)) end
+    if not ok then fail(werr) end
   end
 end
 

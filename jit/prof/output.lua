@@ -28,9 +28,9 @@
 -- - The section needs p.functions (ljprof.functions()) and p.aborts
 --   (ljprof.aborts()); a profile without them (an older raw profile) has
 --   no section.
--- - Files are written atomically: a temporary file next to the output,
---   renamed over it. Special files (/dev/..., /proc/...) are written in
---   place, and so is a file where no temporary file can be created.
+-- - Files are written by the library's output routine (src/outfile.c):
+--   atomically for regular files, in place for devices and FIFOs, never
+--   replacing anything that is not a regular file.
 -- - Nothing here prints or exits: failures return nil and one line, and
 --   the caller says it in its own voice.
 ----------------------------------------------------------------------------
@@ -56,21 +56,25 @@ function M.view(letters)
   return v
 end
 
--- Special files are written in place, never replaced by a rename.
-local function special(path)
-  return path:sub(1, 5) == "/dev/" or path:sub(1, 6) == "/proc/"
+-- Files are written by the library's one output routine (ljprof's
+-- write_file, src/outfile.c): atomically for regular files, in place for
+-- devices and FIFOs, through a standard stream for /dev/stdout and
+-- /dev/fd/N, symlinks followed only when they cannot surprise. Its errors
+-- read "ljprof: cannot write <path>: <why>"; here without "ljprof: ".
+local function lib()
+  return require("ljprof")
 end
 
--- Can path be written now? A file created to find out is removed. Returns
--- true, or nil and "cannot write output <why>".
+local function strip(err)
+  return (tostring(err):gsub("^ljprof: ", ""))
+end
+
+-- Can path be written now? Nothing is left behind. Returns true, or nil
+-- and "cannot write <path>: <why>".
 function M.check(path)
   if path == "-" then return true end
-  local existed = special(path) or io.open(path, "rb")
-  if type(existed) == "userdata" then existed:close() end
-  local f, err = io.open(path, "ab")
-  if not f then return nil, "cannot write output " .. tostring(err) end
-  f:close()
-  if not existed then os.remove(path) end
+  local ok, err = lib().check_output(path)
+  if not ok then return nil, strip(err) end
   return true
 end
 
@@ -170,44 +174,17 @@ function M.render(p, meta, fmt, opts)
   return data
 end
 
--- Write data to path atomically: a temporary file next to it, renamed.
-local function write_atomic(path, data)
-  -- unique per process and call: a fresh table's address, and the time
-  local tmp = path .. ".tmp." .. tostring({}):match("%x+$") .. "." ..
-              tostring(os.time()) .. "." .. string.format("%.0f", os.clock() * 1e6)
-  local f, err = io.open(tmp, "wb")
-  if not f then return nil, err end
-  local ok, werr = f:write(data)
-  local cok, cerr = f:close()
-  if not ok or not cok then
-    os.remove(tmp)
-    return nil, tostring(werr or cerr)
-  end
-  local rok, rerr = os.rename(tmp, path)
-  if not rok then
-    os.remove(tmp)
-    return nil, rerr
-  end
-  return true
-end
-
--- Write one output: "-" is standard output; files atomically (see the
--- rules above). Returns true, or nil and why.
+-- Write one output: "-" is standard output, anything else goes through
+-- the output routine. Returns true, or nil and "cannot write <path>:
+-- <why>".
 function M.write(path, data)
   if path == "-" then
     io.stdout:write(data)
     io.stdout:flush()
     return true
   end
-  local ok, err
-  if not special(path) then ok, err = write_atomic(path, data) end
-  if not ok then  -- a special file, or no temporary file next to it
-    local f, ferr = io.open(path, "wb")
-    if not f then return nil, ferr or err end
-    local wok, werr = f:write(data)
-    local cok, cerr = f:close()
-    if not wok or not cok then return nil, tostring(werr or cerr) end
-  end
+  local ok, err = lib().write_file(path, data)
+  if not ok then return nil, strip(err) end
   return true
 end
 

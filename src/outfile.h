@@ -1,0 +1,18 @@
+/*
+** Writing an output file (outfile.c): the one routine behind every face.
+** Normal context only.
+*/
+#ifndef LJP_OUTFILE_H
+#define LJP_OUTFILE_H
+
+#include <stddef.h>
+
+/* Write data to path by the rules in outfile.c. 0, or -1 and one line in
+** err. */
+int ljp_outfile_write(const char *path, const char *data, size_t len,
+                      char *err, size_t errlen);
+/* Could path be written now? Leaves nothing behind. 0, or -1 and one
+** line in err. */
+int ljp_outfile_check(const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,228 @@
+-- Outputs: one routine (src/outfile.c) writes for every face, and never
+-- turns a device node, a FIFO, a link or a redirected stream into
+-- something else. Each case runs through every face that takes a path:
+--   jprof    luajit -jprof=f,PATH script
+--   command  build/ljprof -f folded -o PATH script
+--   report   build/ljprof report RAW -f folded -o PATH
+--   record   ljprof.record{output = PATH} ... ljprof.stop()  (the C option)
+-- Device nodes are private ones made with mknod in a temporary directory
+-- (as root; skipped with a message otherwise), never the system's.
+local t = require "t"
+
+local LUAJIT = arg and arg[-1] or "luajit"
+local SRC = os.getenv("LJPROF_SRC") or "."
+local BUILD = os.getenv("LJPROF_BUILD") or "build"
+local ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/lib?.so;;' ",
+                          SRC, SRC, BUILD)
+local CLI = BUILD .. "/ljprof"
+-- Each face runs under a hard bound: a write that blocks (a FIFO with no
+-- reader, before the fix) fails the case instead of hanging the suite.
+local RUN = "timeout 60 env " .. ENV
+
+local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local function sh(cmd)  -- status, combined output
+  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
+  local out = p:read("*a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)%s*$"))
+  return rc, out:gsub("rc=%d+%s*$", "")
+end
+
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute("mkdir -p " .. q(dir)) == 0)
+local ROOT = io.popen("id -u"):read("*l") == "0"
+
+local SCRIPT = dir .. "/prog.lua"
+do
+  local f = assert(io.open(SCRIPT, "w"))
+  f:write("local s = 0 for i = 1, 2e7 do s = s + i % 3 end print('prog', s)\n")
+  f:close()
+end
+local RAW = dir .. "/prof.ljprof"
+assert(sh(ENV .. LUAJIT .. " -jprof=/format=raw/clock=wall/rate=1000," .. q(RAW) .. " " .. q(SCRIPT)) == 0)
+
+local faces = {
+  jprof = function(path)
+    return sh(RUN .. LUAJIT .. " -jprof=f/clock=wall/rate=1000," .. q(path) .. " " .. q(SCRIPT))
+  end,
+  command = function(path)
+    return sh(RUN .. CLI .. " -c wall -r 1000 -f folded -o " .. q(path) .. " " .. q(SCRIPT))
+  end,
+  report = function(path)
+    return sh(RUN .. CLI .. " report " .. q(RAW) .. " -f folded -o " .. q(path))
+  end,
+  record = function(path)
+    local code = string.format([[local p = require('ljprof') p.record{clock = 'wall', output = %q}
+      local s = 0 for i = 1, 2e7 do s = s + i %% 3 end print('prog', s) p.stop()]], path)
+    return sh(RUN .. LUAJIT .. " -e " .. q(code))
+  end,
+}
+local FACES = {"jprof", "command", "report", "record"}
+
+local function kind(path)
+  local p = io.popen("stat -c %F " .. q(path) .. " 2>/dev/null")
+  local k = p:read("*l")
+  p:close()
+  return k
+end
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function leftovers(prefix)
+  local p = io.popen("ls -a " .. q(dir))
+  local n = {}
+  for name in p:lines() do
+    if name:find(prefix, 1, true) == 1 and name:find(".tmp.", 1, true) then n[#n + 1] = name end
+  end
+  p:close()
+  return n
+end
+
+t.case("a regular file: written whole, atomically, nothing left behind", function()
+  for _, face in ipairs(FACES) do
+    local path = dir .. "/out-" .. face .. ".txt"
+    local rc, out = faces[face](path)
+    t.eq(rc, 0, face .. ": status\n" .. out)
+    local data = slurp(path) or ""
+    t.ok(#data > 0 and data:sub(-1) == "\n", face .. ": a complete file")
+    t.eq(#leftovers("out-" .. face), 0, face .. ": no temporary file left")
+    os.remove(path)
+  end
+end)
+
+t.case("private device nodes stay device nodes (full: one-line error; null: success)", function()
+  if not ROOT then
+    print("  skipped: mknod needs root")
+    return
+  end
+  for _, face in ipairs(FACES) do
+    local full, null = dir .. "/full-" .. face, dir .. "/null-" .. face
+    assert(os.execute("mknod " .. q(full) .. " c 1 7 && mknod " .. q(null) .. " c 1 3") == 0)
+    local _, out = faces[face](full)
+    t.eq(kind(full), "character special file", face .. ": full is still a device")
+    t.ok(out:find("cannot write " .. full .. ": No space left on device", 1, true) ~= nil,
+         face .. ": one line naming the device:\n" .. out)
+    t.ok(not out:find("traceback", 1, true), face .. ": no traceback")
+    local rc2, out2 = faces[face](null)
+    t.eq(rc2, 0, face .. ": writing to null works\n" .. out2)
+    t.eq(kind(null), "character special file", face .. ": null is still a device")
+    os.remove(full)
+    os.remove(null)
+  end
+end)
+
+t.case("a FIFO with a reader gets the whole profile; without one, one line", function()
+  for _, face in ipairs(FACES) do
+    local fifo, got = dir .. "/fifo-" .. face, dir .. "/fifo-" .. face .. ".got"
+    assert(os.execute("mkfifo " .. q(fifo)) == 0)
+    -- a reader that waits for the writer (bounded: never hangs the test)
+    os.execute("(timeout 60 cat " .. q(fifo) .. " > " .. q(got) .. " &)")
+    local rc, out = faces[face](fifo)
+    t.eq(rc, 0, face .. ": status\n" .. out)
+    local data
+    for _ = 1, 50 do  -- the reader finishes right after the writer closes
+      data = slurp(got)
+      if data and #data > 0 then break end
+      os.execute("sleep 0.1")
+    end
+    t.ok(data and #data > 0 and data:sub(-1) == "\n", face .. ": the reader got the profile")
+    t.eq(kind(fifo), "fifo", face .. ": still a FIFO")
+    if face ~= "record" then  -- the C option says it on stderr, stop() still returns
+      local _, out2 = faces[face](fifo)
+      t.ok(out2:find("cannot write " .. fifo .. ": a FIFO with no reader", 1, true) ~= nil,
+           face .. ": no reader is one line, not a hang:\n" .. out2)
+    end
+    os.remove(fifo)
+    os.remove(got)
+  end
+end)
+
+t.case("/dev/stdout redirected to a file keeps the program's own output", function()
+  local path = dir .. "/redirected.txt"
+  local rc = os.execute("{ echo before; " .. ENV .. LUAJIT .. " -jprof=f,/dev/stdout " ..
+                        q(SCRIPT) .. "; } > " .. q(path) .. " 2>&1")
+  t.eq(rc, 0, "status")
+  local data = slurp(path) or ""
+  t.ok(data:find("^before\nprog\t") ~= nil, "the program's output is still there:\n" .. data)
+  t.ok(data:find("%d+%%%s+prog%.lua") ~= nil, "the profile follows it:\n" .. data)
+end)
+
+t.case("symlinks: ours are written through and stay links; a directory is refused", function()
+  for _, face in ipairs(FACES) do
+    local link, target = dir .. "/link-" .. face, dir .. "/target-" .. face
+    assert(os.execute("ln -s " .. q(target) .. " " .. q(link)) == 0)
+    local rc, out = faces[face](link)
+    t.eq(rc, 0, face .. ": status\n" .. out)
+    t.eq(kind(link), "symbolic link", face .. ": the link is still a link")
+    t.eq(kind(target), "regular file", face .. ": its target was written")
+    os.remove(link)
+    os.remove(target)
+    local d = dir .. "/adir-" .. face
+    assert(os.execute("mkdir " .. q(d)) == 0)
+    local _, out2 = faces[face](d)
+    t.ok(out2:find("cannot write " .. d .. ": a directory", 1, true) ~= nil,
+         face .. ": one line for a directory:\n" .. out2)
+    os.execute("rmdir " .. q(d))
+  end
+end)
+
+t.case("someone else's symlink in a sticky shared directory is not followed", function()
+  if not ROOT then
+    print("  skipped: needs root to create another user's link")
+    return
+  end
+  local shared = dir .. "/shared"
+  local victim = dir .. "/victim.txt"
+  assert(os.execute("mkdir " .. q(shared) .. " && chmod 1777 " .. q(shared)) == 0)
+  local f = assert(io.open(victim, "w"))
+  f:write("precious\n")
+  f:close()
+  local link = shared .. "/out.txt"
+  assert(os.execute("ln -s " .. q(victim) .. " " .. q(link) .. " && chown -h nobody " .. q(link)) == 0)
+  local _, out = faces.jprof(link)
+  t.ok(out:find("not followed", 1, true) ~= nil, "refused in one line:\n" .. out)
+  t.eq(slurp(victim), "precious\n", "the link's target is untouched")
+end)
+
+t.case("a temporary file left by a killed writer is removed by the next write", function()
+  -- The name of ours (<path>.tmp.<pid>.<n>) with a pid that no longer runs.
+  local p = io.popen("sh -c 'echo $$'")
+  local dead = p:read("*l")
+  p:close()
+  local path = dir .. "/killed.txt"
+  local stale = path .. ".tmp." .. dead .. ".0"
+  local other = path .. ".tmp.notapid"
+  for _, name in ipairs({stale, other}) do
+    local f = assert(io.open(name, "w"))
+    f:write("half")
+    f:close()
+  end
+  local rc = faces.jprof(path)
+  t.eq(rc, 0, "status")
+  t.eq(slurp(stale), nil, "the stale temporary file is gone")
+  t.eq(slurp(other), "half", "a file that is not ours is kept")
+  os.remove(other)
+  os.remove(path)
+end)
+
+t.case("two processes writing one output: one whole file, never a mix", function()
+  local path = dir .. "/race.txt"
+  os.execute("(" .. ENV .. LUAJIT .. " -jprof=f," .. q(path) .. " " .. q(SCRIPT) .. " >/dev/null 2>&1 &) ; " ..
+             ENV .. LUAJIT .. " -jprof=f," .. q(path) .. " " .. q(SCRIPT) .. " >/dev/null 2>&1")
+  os.execute("sleep 2")
+  local data = slurp(path) or ""
+  local _, headers = data:gsub("prog%.lua", "")
+  t.ok(#data > 0 and data:sub(-1) == "\n", "a complete file")
+  t.ok(headers >= 1 and headers <= 2, "one profile's lines, not two interleaved: " .. headers)
+  t.eq(#leftovers("race.txt"), 0, "no temporary file left")
+end)
+
+os.execute("rm -rf " .. q(dir))
+t.done()

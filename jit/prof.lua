@@ -122,8 +122,16 @@ local function parse_keys(s)
         kv.format = val
       elseif k == "duration" then
         kv.duration = positive("duration", val, "seconds")
+        if kv.duration > 1e9 then
+          fail("bad duration '" .. val .. "' (accepted: a positive number of seconds up to 1e9)")
+        end
       elseif k == "rate" then
-        kv.rate = positive("rate", val, "samples per second")
+        local r = tonumber(val)
+        -- an interval from 10 us to 60 s, as the library accepts
+        if not r or not (r >= 1 / 60 and r <= 100000) then
+          fail("bad rate '" .. val .. "' (accepted: 0.017 to 100000 samples per second)")
+        end
+        kv.rate = r
       elseif k == "native" then
         if val ~= "on" and val ~= "off" and val ~= "show" then
           fail("bad native '" .. val .. "' (accepted: on, off, show)")
@@ -154,6 +162,10 @@ local function parse(opts, outputs)
   local r = {view = text.parse(letters), outputs = {}}
   local kv = parse_keys(rest)
   r.kv = kv
+  if r.view.interval and r.view.interval > 60000 then
+    fail("bad interval 'i" .. r.view.interval .. "' (accepted: i1 to i60000 milliseconds; "
+      .. "i and i0 mean 1 ms, as with -jp)")
+  end
   if kv.rate and r.view.interval then
     fail("both i" .. r.view.interval .. " and /rate=" .. kv.rate ..
       " set the interval (accepted: one of them)")
@@ -169,6 +181,13 @@ local function parse(opts, outputs)
   r.record_depth = (stacks or kv.calls == "on") and -model.MAX_DEPTH or
                    text.record_depth(r.view, kv.native ~= "off")
   return r
+end
+
+-- The option parser alone ("letters/key=value...", outputs): the run
+-- description, or an error "jit.prof: <one line>". For other front ends
+-- (an environment variable) and the fuzz tests.
+function M.parse_options(opts, outputs)
+  return parse(opts, outputs or {})
 end
 
 function M.stop()

@@ -103,6 +103,33 @@ static luacb *luacb_new(lua_State *L, int idx)
 static const char *const clock_names[] = {"cpu", "wall", "itimer", "thread",
                                           NULL};
 
+/* The option value on top of the stack, checked: one line naming the
+** option, the value and what is accepted. */
+static const char *shown(lua_State *L)
+{
+  return lua_type(L, -1) == LUA_TSTRING || lua_type(L, -1) == LUA_TNUMBER
+             ? lua_tostring(L, -1) : luaL_typename(L, -1);
+}
+
+static lua_Integer opt_int(lua_State *L, const char *k, lua_Integer lo,
+                           lua_Integer hi, const char *accepted)
+{
+  lua_Number v = lua_tonumber(L, -1);
+  if (lua_type(L, -1) != LUA_TNUMBER || !(v >= (lua_Number)lo) ||
+      !(v <= (lua_Number)hi) || v != floor(v))
+    luaL_error(L, "ljprof: bad %s '%s' (accepted: %s)", k, shown(L),
+               accepted);
+  return (lua_Integer)v;
+}
+
+static const char *opt_str(lua_State *L, const char *k, const char *accepted)
+{
+  if (lua_type(L, -1) != LUA_TSTRING)
+    luaL_error(L, "ljprof: bad %s '%s' (accepted: %s)", k, shown(L),
+               accepted);
+  return lua_tostring(L, -1);
+}
+
 static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
 {
   lua_pushnil(L);
@@ -123,30 +150,30 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
       opt->clock = (ljprof_clock)i;
     } else if (!strcmp(k, "interval") || !strcmp(k, "rate")) {
       double v = lua_tonumber(L, -1), us;
-      if (!lua_isnumber(L, -1) || !(v > 0))
-        luaL_error(L, "ljprof: bad %s '%s' (accepted: a positive number%s)",
-                   k, lua_tostring(L, -1) ? lua_tostring(L, -1)
-                                          : luaL_typename(L, -1),
-                   k[0] == 'i' ? " of milliseconds" : " of samples per second");
-      us = k[0] == 'i' ? v * 1000.0 : 1e6 / v;
-      opt->interval_us = us > 4e9 ? 4000000000u : (uint32_t)floor(us + 0.5);
-      if (!opt->interval_us) opt->interval_us = 1;
+      /* The interval must come out from 10 us to 60 s. */
+      us = !lua_isnumber(L, -1) || !(v > 0) ? 0
+           : k[0] == 'i' ? v * 1000.0 : 1e6 / v;
+      if (!(us >= 10.0 && us <= 60e6))
+        luaL_error(L, "ljprof: bad %s '%s' (accepted: %s)", k,
+                   lua_tostring(L, -1) ? lua_tostring(L, -1)
+                                       : luaL_typename(L, -1),
+                   k[0] == 'i' ? "0.01 to 60000 milliseconds"
+                               : "0.017 to 100000 samples per second");
+      opt->interval_us = (uint32_t)floor(us + 0.5);
     } else if (!strcmp(k, "signal")) {
-      opt->signo = (int)luaL_checkinteger(L, -1);
+      opt->signo = (int)opt_int(L, k, 1, 64, "a signal number from 1 to 64");
     } else if (!strcmp(k, "ring")) {
-      lua_Integer v = luaL_checkinteger(L, -1);
-      if (v < 16 || v > (1 << 24))  /* name the input, not a clamped value */
-        luaL_error(L, "ljprof: bad ring size %s (accepted: 16 to %d records)",
-                   lua_tostring(L, -1), 1 << 24);
-      opt->ring_size = (uint32_t)v;
+      opt->ring_size = (uint32_t)opt_int(L, k, 16, 1 << 24,
+                                         "16 to 16777216 records");
     } else if (!strcmp(k, "fmt")) {
-      opt->stack_fmt = luaL_checkstring(L, -1);
+      opt->stack_fmt = opt_str(L, k, "a dumpstack format string");
     } else if (!strcmp(k, "depth")) {
-      opt->stack_depth = (int)luaL_checkinteger(L, -1);
+      opt->stack_depth = (int)opt_int(L, k, -1000000, 1000000,
+                                      "an integer depth, as dumpstack's");
     } else if (!strcmp(k, "output")) {
-      opt->output = luaL_checkstring(L, -1);
+      opt->output = opt_str(L, k, "a file name");
     } else if (!strcmp(k, "mode")) {
-      ljp_parse_mode(luaL_checkstring(L, -1), opt);
+      ljp_parse_mode(opt_str(L, k, "a jit.profile mode string"), opt);
     } else if (!strcmp(k, "duration")) {
       double v = lua_tonumber(L, -1);
       if (!lua_isnumber(L, -1) || !(v > 0) || v > 1e9)

@@ -120,7 +120,7 @@ function M.label(fr, scope, fullpath)
   if fr.name then
     return scope == "F" and (chunk .. ":" .. fr.name) or fr.name
   end
-  return chunk .. ":" .. fr.linedefined
+  return chunk .. ":" .. (fr.linedefined or "?")
 end
 
 -- The -jp key of a stack: depth > 0 keeps the innermost depth frames,

@@ -156,7 +156,11 @@ function M.render(p, meta, fmt, opts)
     c.native = opts.native or nil
     v = c
   end
-  if fmt == "text" then return M.text(p, meta, v) end
+  if fmt == "text" then
+    local ok, data = pcall(M.text, p, meta, v)
+    if not ok then return nil, "format text failed: " .. tostring(data):match("^[^\n]*") end
+    return data
+  end
   local mod, err = model.renderer(fmt)
   if not mod then return nil, err end
   if opts.zones and fmt ~= "raw" then p = model.with_zones(p) end

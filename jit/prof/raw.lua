@@ -43,8 +43,12 @@
 -- without call counts (p.calls nil), a version 1 or 2 file one without
 -- p.functions and p.aborts (no "Hot but interpreted" section).
 -- A file that does not start with the magic line is not a raw profile; a
--- file without the end line, or whose counts differ, is truncated. Both are
--- reported in one line naming the file.
+-- file without the end line, or whose counts differ, is truncated. Every
+-- field is checked (counts are decimal integers from 0 to 2^53, VM states
+-- one of N I C G J, frame ids count up from 1 and samples name defined
+-- frames, meta interval_us is present and from 1 to 60000000): anything
+-- else is reported in one line, "<file>:<line>: expected <what>, got
+-- '<text>'", and every format renders any profile the reader accepts.
 ----------------------------------------------------------------------------
 
 local M = {}
@@ -119,101 +123,168 @@ local function fields(line)
   return t
 end
 
+-- Numbers as the writer writes them: counts are decimal integers from 0
+-- to 2^53 (no sign, exponent, hex, inf or nan), lines are integers (-1:
+-- unknown). nil for anything else.
+local function count_of(s)
+  if type(s) ~= "string" or not s:match("^%d+$") or #s > 16 then return nil end
+  local n = tonumber(s)
+  return n <= 2 ^ 53 and n or nil
+end
+
+local function int_of(s)
+  if type(s) ~= "string" or not s:match("^%-?%d+$") or #s > 11 then return nil end
+  return tonumber(s)
+end
+
+local VMSTATES = {N = true, I = true, C = true, G = true, J = true}
+
+-- What a meta value must be, for the keys the writers read.
+local META = {
+  interval_us = function(v) return type(v) == "number" and v == v and v >= 1 and v <= 6e7 end,
+  samples = function(v) return type(v) == "number" and v >= 0 and v <= 2 ^ 53 end,
+  dropped = function(v) return type(v) == "number" and v >= 0 and v <= 2 ^ 53 end,
+  created = function(v) return type(v) == "number" and v >= 0 and v <= 2 ^ 53 end,
+}
+local META_WHAT = {
+  interval_us = "a sampling interval from 1 to 60000000 (us)",
+  samples = "a count", dropped = "a count", created = "a time in seconds",
+}
+
 -- Parse a raw profile: returns p (as jit.prof.model.collect builds it) and
--- meta, or nil and one line saying what is wrong. name: for messages.
+-- meta, or nil and one line saying what is wrong and where:
+-- "<name>:<line>: expected <what>, got '<text>'". name: for messages.
+-- Everything a writer relies on is checked here, so every format renders
+-- any profile this accepts.
 function M.parse(data, name)
   name = name or "profile"
-  local lines, n = {}, 0
-  for l in data:gmatch("([^\n]*)\n") do n = n + 1; lines[n] = l end
+  if type(data) ~= "string" then return nil, name .. ": expected a raw profile, got no data" end
+  local function bad(i, what, got)
+    got = tostring(got or ""):gsub("[%c\128-\255]", "?")
+    if #got > 40 then got = got:sub(1, 37) .. "..." end
+    return nil, string.format("%s:%d: expected %s, got '%s'", name, i, what, got)
+  end
+  -- Lines by plain find: a pattern like "([^\n]*)\n" backtracks over a
+  -- long last line without a newline for every position (quadratic: a
+  -- truncated 64 KB line took 17 s). A last line without "\n" is a
+  -- truncated file: it is kept, so the error names it.
+  local lines, n, pos, partial = {}, 0, 1, false
+  while true do
+    local e = data:find("\n", pos, true)
+    if not e then
+      if pos <= #data then n = n + 1; lines[n] = data:sub(pos); partial = true end
+      break
+    end
+    n = n + 1
+    lines[n] = data:sub(pos, e - 1)
+    pos = e + 1
+  end
   local head = lines[1] or data:sub(1, 40)
   local ver = head:sub(1, #M.MAGIC + 1) == M.MAGIC .. " " and
-              head:sub(#M.MAGIC + 2):match("^(%d+)$")
+              head:sub(#M.MAGIC + 2):match("^(%d+)\r?$")
   if not ver then
-    return nil, name .. ": not an ljprof raw profile (it does not start with '" ..
-      M.MAGIC .. " <version>')"
+    return bad(1, "'" .. M.MAGIC .. " <version>' (not an ljprof raw profile)", head)
   end
-  if tonumber(ver) > M.VERSION then
-    return nil, string.format("%s: raw profile version %s is newer than this ljprof " ..
-      "reads (up to %d)", name, ver, M.VERSION)
+  if #ver > 6 or tonumber(ver) > M.VERSION or tonumber(ver) < 1 then
+    return bad(1, "a raw profile version from 1 to " .. M.VERSION ..
+      " (a newer file needs a newer ljprof)", head)
   end
   ver = tonumber(ver)
   local p, meta = {frames = {}, samples = {}, total = 0}, {}
   local calls = ver >= 2 and {} or nil
   if ver >= 3 then p.functions, p.aborts = {}, {} end
-  local ended
+  local ended, ended_at
   for i = 2, n do
-    local f = fields(lines[i])
+    if i == n and partial then
+      return bad(i, "a whole last line (the file is truncated)", lines[i])
+    end
+    local line = lines[i]:gsub("\r$", "")
+    local f = fields(line)
     local kind = f[1]
     if kind == "meta" and #f >= 3 then
       local k, v = unesc(f[2]), unesc(f[3])
-      meta[k] = tonumber(v) or v
-    elseif kind == "frame" and f[3] == "L" and #f >= 7 then
-      local id = tonumber(f[2])
-      p.frames[id] = {id = id, lua = true, file = unesc(f[4]), line = tonumber(f[5]),
-                      linedefined = tonumber(f[6]), name = f[7] ~= "-" and unesc(f[7]) or nil}
-    elseif kind == "frame" and f[3] == "C" and #f >= 4 then
-      local id = tonumber(f[2])
-      p.frames[id] = {id = id, lua = false, name = unesc(f[4]),
-                      native = f[5] == "native" or nil}
-    elseif kind == "sample" and #f >= 4 then
-      local stack = {}
-      for id in (f[5] or ""):gmatch("%d+") do stack[#stack + 1] = tonumber(id) end
-      local count = tonumber(f[2])
-      if not count then
-        return nil, string.format("%s: line %d: bad sample count '%s'", name, i, f[2])
+      v = tonumber(v) or v
+      if META[k] and not META[k](v) then return bad(i, "meta " .. k .. ": " .. META_WHAT[k], f[3]) end
+      meta[k] = v
+    elseif kind == "frame" and (f[3] == "L" and #f >= 7 or f[3] == "C" and #f >= 4) then
+      local id = count_of(f[2])
+      if id ~= #p.frames + 1 then return bad(i, "frame id " .. (#p.frames + 1), f[2]) end
+      if f[3] == "L" then
+        local l, ld = int_of(f[5]), f[6] == "-" and -1 or int_of(f[6])
+        if not l then return bad(i, "a line number", f[5]) end
+        if not ld then return bad(i, "a first line number or '-'", f[6]) end
+        p.frames[id] = {id = id, lua = true, file = unesc(f[4]), line = l,
+                        linedefined = ld >= 0 and ld or nil,
+                        name = f[7] ~= "-" and unesc(f[7]) or nil}
+      else
+        p.frames[id] = {id = id, lua = false, name = unesc(f[4]),
+                        native = f[5] == "native" or nil}
       end
-      p.samples[#p.samples + 1] = {stack = stack, count = count, vmstate = unesc(f[3]),
+    elseif kind == "sample" and #f >= 4 then
+      local count = count_of(f[2])
+      if not count then return bad(i, "a sample count (an integer >= 0)", f[2]) end
+      local vm = unesc(f[3])
+      if not VMSTATES[vm] then return bad(i, "a VM state (N, I, C, G or J)", f[3]) end
+      local stack = {}
+      local ids = f[5] or ""
+      if not ids:match("^[%d,]*$") then return bad(i, "frame ids separated by commas", ids) end
+      for id in ids:gmatch("[^,]+") do
+        local k = count_of(id)
+        if not k or not p.frames[k] then return bad(i, "the id of a frame defined above", id) end
+        stack[#stack + 1] = k
+      end
+      p.samples[#p.samples + 1] = {stack = stack, count = count, vmstate = vm,
                                    zone = unesc(f[4])}
       p.total = p.total + count
+      if p.total > 2 ^ 53 then return bad(i, "a total of samples below 2^53", f[2]) end
     elseif kind == "call" and calls and #f >= 8 then
-      local n = tonumber(f[2])
-      if not n then
-        return nil, string.format("%s: line %d: bad call count '%s'", name, i, f[2])
-      end
-      calls[#calls + 1] = {calls = n, what = unesc(f[3]), func = unesc(f[4]),
+      local c, ld, lld = count_of(f[2]), int_of(f[7]), int_of(f[8])
+      if not c then return bad(i, "a call count (an integer >= 0)", f[2]) end
+      if not (ld and lld) then return bad(i, "first and last line numbers", f[7] .. " " .. f[8]) end
+      calls[#calls + 1] = {calls = c, what = unesc(f[3]), func = unesc(f[4]),
         name = f[5] ~= "-" and unesc(f[5]) or nil, source = unesc(f[6]),
-        linedefined = tonumber(f[7]), lastlinedefined = tonumber(f[8])}
+        linedefined = ld, lastlinedefined = lld}
     elseif kind == "function" and p.functions and #f >= 8 then
-      local fn = {func = unesc(f[2]), total = tonumber(f[3])}
+      local fn = {func = unesc(f[2]), total = count_of(f[3])}
+      if not fn.total then return bad(i, "a function's total (an integer >= 0)", f[3]) end
       for k, st in ipairs(STATES) do
-        local n = tonumber(f[3 + k])
-        if not n or not fn.total then
-          return nil, string.format("%s: line %d: bad function record", name, i)
-        end
-        if n ~= 0 then fn[st] = n end  -- as ljprof.functions(): states seen
+        local c = count_of(f[3 + k])
+        if not c then return bad(i, "a count of " .. st .. " samples", f[3 + k]) end
+        if c ~= 0 then fn[st] = c end  -- as ljprof.functions(): states seen
       end
       p.functions[#p.functions + 1] = fn
     elseif kind == "abort" and p.aborts and #f >= 8 then
-      local count, line, code = tonumber(f[2]), tonumber(f[4]), tonumber(f[6])
-      if not (count and line and code) then
-        return nil, string.format("%s: line %d: bad abort record", name, i)
-      end
-      p.aborts[#p.aborts + 1] = {count = count, func = unesc(f[3]), line = line,
+      local count, l, code = count_of(f[2]), int_of(f[4]), int_of(f[6])
+      if not count then return bad(i, "an abort count (an integer >= 0)", f[2]) end
+      if not l then return bad(i, "a line number", f[4]) end
+      if not code then return bad(i, "a trace error code", f[6]) end
+      p.aborts[#p.aborts + 1] = {count = count, func = unesc(f[3]), line = l,
         at = unesc(f[5]), code = code, reason = unesc(f[7]), info = unesc(f[8])}
     elseif kind == "end" then
-      ended = {tonumber(f[2]), tonumber(f[3]), tonumber(f[4]), tonumber(f[5]),
-               tonumber(f[6]), calls = f[4]}
+      ended = {count_of(f[2]), count_of(f[3]), count_of(f[4]), count_of(f[5]),
+               count_of(f[6]), calls = f[4]}
+      ended_at = i
       break
     else
-      return nil, string.format("%s: line %d: not a raw profile record: '%s'", name, i,
-                                lines[i]:sub(1, 60))
+      return bad(i, "a raw profile record (meta, frame, sample, call, function, abort, end)",
+                 line)
     end
   end
   -- call counts: always in version 2; in version 3 unless the end record
   -- says "-" (then there must be no call records)
   if calls and not (ver >= 3 and ended and ended.calls == "-") then p.calls = calls end
-  if not ended or ended[1] ~= #p.frames or ended[2] ~= #p.samples or
+  if not ended then
+    return bad(n + 1, "the end record (the file is truncated)", "end of file")
+  end
+  if ended[1] ~= #p.frames or ended[2] ~= #p.samples or
      (p.calls and ended[3] ~= #p.calls) or (not p.calls and calls and #calls > 0) or
      (p.functions and (ended[4] ~= #p.functions or ended[5] ~= #p.aborts)) then
-    return nil, name .. ": truncated raw profile (the end record is missing or its " ..
-      "counts differ from what was read)"
+    return bad(ended_at, "an end record with the counts of the records above (frames, " ..
+      "samples, calls, functions, aborts; a record is missing: the file was truncated or " ..
+      "edited)", lines[ended_at])
   end
-  for _, s in ipairs(p.samples) do
-    for _, id in ipairs(s.stack) do
-      if not p.frames[id] then
-        return nil, string.format("%s: sample names frame %d, which is not defined", name, id)
-      end
-    end
+  if meta.interval_us == nil then
+    return bad(1, "a meta interval_us record (the sampling interval)", "none")
   end
   return p, meta
 end

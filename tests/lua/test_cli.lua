@@ -124,7 +124,7 @@ t.case("raw profile: functions and aborts round-trip; older versions load", func
              functions = {{func = "a.lua:1", total = 100, I = 90, N = 10}},
              aborts = {{func = "a.lua:1", line = 2, at = "a.lua:3", code = 7, count = 4,
                         reason = "NYI: FastFunc\tstring.dump", info = "string.dump"}}}
-  local data = raw.render(p, {clock = "wall"})
+  local data = raw.render(p, {clock = "wall", interval_us = 10000})
   t.eq(data:match("^[^\n]*"), "LJPROF-RAW 3", "written as version 3")
   local q, err = raw.parse(data, "x")
   t.ok(q, "parsed: " .. tostring(err))
@@ -141,7 +141,7 @@ t.case("raw profile: functions and aborts round-trip; older versions load", func
   local c, cerr = raw.parse(cut, "cut")
   t.ok(not c and cerr:find("truncated", 1, true), "a missing abort record: " .. tostring(cerr))
   -- versions 1 and 2: no section, still a report
-  local v2 = "LJPROF-RAW 2\nmeta\tclock\twall\nframe\t1\tL\t/x.lua\t3\t1\t-\nsample\t5\tI\t\t1\nend\t1\t1\t0\n"
+  local v2 = "LJPROF-RAW 2\nmeta\tclock\twall\nmeta\tinterval_us\t10000\nframe\t1\tL\t/x.lua\t3\t1\t-\nsample\t5\tI\t\t1\nend\t1\t1\t0\n"
   local p2, err2 = raw.parse(v2, "v2")
   t.ok(p2 and p2.calls and #p2.calls == 0 and p2.functions == nil, "version 2 loads: " .. tostring(err2))
   if p2 then

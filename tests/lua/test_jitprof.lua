@@ -429,7 +429,7 @@ t.case("bad options: one line naming the input and what is accepted", function()
     {"f/clock=sundial", "bad clock 'sundial' (accepted: cpu, wall, itimer, thread)"},
     {"f/format=png", "bad format 'png' (accepted: text, folded, speedscope, pprof, svg, raw)"},
     {"f/duration=-1", "bad duration '-1' (accepted: a positive number of seconds)"},
-    {"f/rate=fast", "bad rate 'fast' (accepted: a positive number of samples per second)"},
+    {"f/rate=fast", "bad rate 'fast' (accepted: 0.017 to 100000 samples per second)"},
     {"f/colour=red", "unknown option '/colour=red' (accepted after the letters: /clock="},
     {"f/clock", "bad option '/clock' (accepted after the letters:"},
     {"i5/rate=100", "both i5 and /rate=100 set the interval"},

@@ -83,7 +83,6 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ctx->hook.user = NULL;
   ctx->stop_requested = 0;
   ctx->tmr.expired = 0;
-  ctx->sig_lost = 0;
   ctx->tmr.deadline_ns = o->duration_us ?
                      ljp_now_ns() + o->duration_us * 1000u : 0;
   return 0;
@@ -258,26 +257,6 @@ static void take_down(ljp_ctx *ctx, lua_State *L)
 
 /* -- Control ---------------------------------------------------------------- */
 
-void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
-{
-  uint64_t t = ljp_now_ns();
-  if (ctx->sig_lost || !ctx->tmr.live) return;
-  if (!now && t - ctx->sig_checked_ns < 100000000u) return;
-  ctx->sig_checked_ns = t;
-  if (ljp_signal_is_ours(ctx->opt.signo)) return;
-  /* Taken over, ignored or reset by the program: no more ticks (a reset
-  ** real-time signal would end the process at the next one), keep what
-  ** was sampled. */
-  ctx->sig_lost = 1;
-  ctx->tmr.expired = 1;
-  timer_down(ctx, L);
-  fprintf(stderr, "ljprof: the program changed the handling of signal %d "
-          "(%s), which ljprof samples with; sampling stopped, the profile "
-          "keeps the %llu samples taken before (choose another signal with "
-          "the signal option)\n", ctx->opt.signo, strsignal(ctx->opt.signo),
-          (unsigned long long)atomic_load(&ctx->n_ticks));
-}
-
 const ljp_timer_ops *ljp_timer_for(ljprof_clock c)
 {
   switch (c) {
@@ -380,7 +359,6 @@ void ljp_run_stop(ljp_ctx *ctx, lua_State *L)
     return;
   }
   ctx->stop_requested = 0;
-  if (ctx->state == LJP_RUNNING) ljp_run_check_signal(ctx, L, 1);
   take_down(ctx, L);
   if (ctx->restart_pending) {
     ljprof_options opt = ctx->restart_opt;

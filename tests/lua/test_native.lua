@@ -287,7 +287,7 @@ t.case("text views speak Lua: f, l, vf, s, annotation name Lua frames; G keeps n
   -- the raw profile keeps the mark
   local raw = require("jit.prof.raw")
   local tmp = os.tmpname()
-  local fh = assert(io.open(tmp, "w")); fh:write(raw.render(p, {})); fh:close()
+  local fh = assert(io.open(tmp, "w")); fh:write(raw.render(p, {interval_us = 10000})); fh:close()
   local q = raw.read(tmp)
   os.remove(tmp)
   t.eq(q and output.render(q, {}, "text", {view = "f"}), f, "raw round trip: same text view")

@@ -363,7 +363,10 @@ t.case("the calls report through -jprof: table and annotated listing", function(
   local outA = run(ENV .. LUAJIT .. " -jprof=A/calls=on/clock=wall/rate=1000 " .. tmp)
   report_checks(outA, "whole files")
   t.ok(not outA:find("\n@@ %d+ @@\n"), "A: no excerpt markers")
-  t.ok(outA:find("\n%s+| local chunk = loadstring", 1) ~= nil, "A: every line")
+  -- every line is listed; a line run once in a few nanoseconds has no columns
+  -- (loadstring's line may carry a sample of the parser, so only its presence)
+  t.ok(outA:find("\n[^\n]*| local chunk = loadstring") ~= nil, "A: every line")
+  t.ok(outA:find("\n%s+| local rounds = 0\n") ~= nil, "A: unsampled lines have empty columns")
   local outF = run(ENV .. LUAJIT .. " -jprof=f/calls=on/clock=wall/rate=1000 " .. tmp)
   t.ok(outF:find("^rounds %d+\n%s*%d+%%  ") or outF:find("\n%s*%d+%%  spin\n"),
        "f: -jp's report before:\n" .. outF)

@@ -69,8 +69,10 @@
 -- os.exit(), after an uncaught error (the exit status stays that of the
 -- error), on Ctrl-C (luajit turns SIGINT into an "interrupted!" error) and,
 -- when the ljprof library can trap signals (ljprof.on_signal), on SIGTERM,
--- SIGHUP (and SIGINT where luajit does not handle it), after which the
--- signal's default action is re-raised, so the exit status is unchanged.
+-- SIGHUP (and SIGINT where luajit does not handle it): the library's
+-- helper thread calls write_after_signal below in a Lua state of its own,
+-- at once, even while the program is blocked or in compiled code, then
+-- re-raises the signal's default action, so the exit status is unchanged.
 ----------------------------------------------------------------------------
 
 local ljprof = require("ljprof")
@@ -190,12 +192,9 @@ function M.parse_options(opts, outputs)
   return parse(opts, outputs or {})
 end
 
-function M.stop()
-  if not run then return end
-  local r = run
-  run, exit_proxy = nil, nil
-  ljprof.stop()  -- first: counting calls ends here
-  if ljprof.on_signal then pcall(ljprof.on_signal, nil) end
+-- Collect the profile of run r and write its outputs (ljprof's functions
+-- read the run: after stop, or in the exit helper's state, the same run).
+local function write_outputs(r)
   local st = ljprof.stats()
   local p = model.collect(ljprof.summary())
   if r.kv.calls == "on" then p.calls = ljprof.calls() end
@@ -222,10 +221,31 @@ function M.stop()
   end
 end
 
--- A trapped signal (ljprof.on_signal), at the next safe point: write the
--- profile; the library then re-raises the signal with its default action.
-local function on_signal()
-  M.stop()
+function M.stop()
+  if not run then return end
+  local r = run
+  run, exit_proxy = nil, nil
+  -- An exit signal from here on waits until the outputs are written,
+  -- then kills (on_signal(nil) below).
+  if ljprof.on_signal then pcall(ljprof.on_signal, false) end
+  ljprof.stop()  -- first: counting calls ends here
+  write_outputs(r)
+  if ljprof.on_signal then pcall(ljprof.on_signal, nil) end
+end
+
+-- The exit helper's writer (ljprof.on_signal): called in a Lua state of
+-- its own, on a thread of its own, after SIGTERM, SIGHUP or SIGINT, while
+-- the program may be blocked or running compiled code; the library then
+-- re-raises the signal with its default action. spec: the program's name,
+-- the options and the outputs, NUL-separated (what start was given).
+function M.write_after_signal(spec)
+  local parts = {}
+  for w in (spec .. "\0"):gmatch("([^%z]*)%z") do parts[#parts + 1] = w end
+  local outputs = {}
+  for k = 3, #parts do outputs[#outputs + 1] = parts[k] end
+  local r = parse(parts[2], outputs)
+  r.program = parts[1]
+  write_outputs(r)
 end
 
 function M.start(opts, ...)
@@ -268,7 +288,16 @@ function M.start(opts, ...)
   end
   -- SIGINT is trapped only where nobody handles it (luajit's own handler
   -- is installed while -j options and the script run).
-  if ljprof.on_signal then pcall(ljprof.on_signal, {"TERM", "HUP", "INT"}, on_signal) end
+  if ljprof.on_signal then
+    local spec = {r.program, opts and tostring(opts) or "f"}
+    for _, o in ipairs(outputs) do spec[#spec + 1] = o end
+    local ok, err = pcall(ljprof.on_signal, {"TERM", "HUP", "INT"}, "jit.prof",
+                          "write_after_signal", table.concat(spec, "\0"))
+    if not ok then  -- profiling goes on; a kill loses the profile
+      io.stderr:write("jit.prof: no profile on SIGTERM/SIGHUP: ",
+                      tostring(err):match("^[^\n]*"), "\n")
+    end
+  end
   -- Stop (and write) at lua_close, and before os.exit, which skips it.
   -- Only the active run's proxy stops: a proxy left from an earlier start
   -- may be collected at any time and must not end a later run.

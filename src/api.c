@@ -62,11 +62,15 @@ static int ctx_gc(lua_State *L)
 ljp_ctx *ljp_ctx_get(lua_State *L, int create)
 {
   const void *reg = lua_topointer(L, LUA_REGISTRYINDEX);
-  ljp_ctx *ctx = ljp_slot_find(reg), **ud;
+  ljp_ctx *ctx = ljp_exit_view(reg), **ud;
+  if (ctx) return ctx;              /* the exit helper's state */
+  ctx = ljp_slot_find(reg);
+  if (ctx && ctx->exit.closed && !ljp_exit_is_helper())
+    ljp_exit_park();                /* the exit helper owns it now */
   if (ctx || !create) return ctx;
   if (!(ctx = calloc(1, sizeof(*ctx)))) return NULL;
   ctx->tr.handler_ref = ctx->tr.attach_ref = ctx->tr.tracemc_ref = LUA_NOREF;
-  ctx->tr.funcinfo_ref = ctx->exit.fn_ref = LUA_NOREF;
+  ctx->tr.funcinfo_ref = LUA_NOREF;
   if ((ctx->slot = ljp_slot_alloc(ctx, reg)) < 0) {
     free(ctx);
     return NULL;
@@ -333,9 +337,12 @@ int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
 int ljprof_zone_push(lua_State *L, const char *name)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 1);
+  int id;
   if (!ctx || !name) return -1;
-  return ljp_zone_push_id(&ctx->zones,
-                          ljp_zone_id(&ctx->zones, name, strlen(name)));
+  ljp_gate_enter(&ctx->exit);
+  id = ljp_zone_id(&ctx->zones, name, strlen(name));
+  ljp_gate_leave(&ctx->exit);
+  return ljp_zone_push_id(&ctx->zones, id);
 }
 
 const char *ljprof_zone_pop(lua_State *L)
@@ -354,8 +361,13 @@ void *ljprof_zone_handle(lua_State *L)
 
 int ljprof_zone_intern(void *handle, const char *name)
 {
-  return handle ? ljp_zone_id(&((ljp_ctx *)handle)->zones, name, strlen(name))
-                : 0;
+  ljp_ctx *ctx = handle;
+  int id;
+  if (!ctx) return 0;
+  ljp_gate_enter(&ctx->exit);
+  id = ljp_zone_id(&ctx->zones, name, strlen(name));
+  ljp_gate_leave(&ctx->exit);
+  return id;
 }
 
 int ljprof_zone_push_h(void *handle, int id)
@@ -440,21 +452,28 @@ void ljp_q_calls_push(lua_State *L)
   ljp_calls_push(ljp_ctx_get(L, 0), L);
 }
 
-int ljp_q_exit_signals(lua_State *L, int names, int fn)
+int ljp_q_exit_signals(lua_State *L, int names, const char *module,
+                       const char *func, const char *arg, size_t arglen)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  if (!names) {
-    if (ctx) ljp_exit_signals_off(ctx, L);
+  if (names <= 0) {
+    if (ctx && names < 0) ljp_exit_signals_hold(ctx);
+    else if (ctx) ljp_exit_signals_off(ctx);
     return 0;
   }
   if (!ctx) return luaL_error(L, "ljprof: on_signal needs a running profile");
-  return ljp_exit_signals_on(ctx, L, names, fn);
+  return ljp_exit_signals_on(ctx, L, names, module, func, arg, arglen);
 }
 
 int ljp_q_zone_intern(lua_State *L, const char *name, size_t len)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 1);
-  return ctx ? ljp_zone_id(&ctx->zones, name, len) : 0;
+  int id;
+  if (!ctx) return 0;
+  ljp_gate_enter(&ctx->exit);
+  id = ljp_zone_id(&ctx->zones, name, len);
+  ljp_gate_leave(&ctx->exit);
+  return id;
 }
 
 const char *ljp_q_zone_name(lua_State *L, int id)

@@ -339,3 +339,67 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
   }
 }
 
+
+/* -- After an exit signal, without the Lua stack ------------------------------ */
+
+/* The pending records, completed by the exit helper once the profiled
+** thread has handed the context over (exit_signals.c): no live stack can
+** be read, so each keeps only what is known without one (an honest
+** shorter stack): native frames, then in a trace its start function (or
+** the key of the trace's last sample that found it on the stack), in a C
+** function that function. The rest are counted dropped. E is a thread
+** with no frames, of the helper's state (names of C functions are looked
+** up there: the C functions of the standard library are the same). */
+void ljp_complete_offline(ljp_ctx *ctx, lua_State *E)
+{
+  uint64_t from, to, pos;
+  ljp_ring_claim(&ctx->ring, &from, &to);
+  for (pos = from; pos < to; pos++) {
+    ljp_record *r = ljp_ring_at(&ctx->ring, pos);
+    uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
+    uint32_t nat[LJP_NATIVE_MAX];
+    const ljp_trinfo *ti;
+    ljp_leaf lf;
+    int nn, i;
+    if (r->vmstate == 'U')
+      r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
+    if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
+      r->cfunc = ljp_native_start(ctx, r, r->nnative - 1);
+    ti = r->vmstate == 'N' ? ljp_trace_info(ctx, r->trace) : NULL;
+    r->stack = r->func = r->tloc = 0;
+    memset(&lf, 0, sizeof(lf));
+    nn = ctx->opt.cb ? 0 : ljp_native_names(ctx, r, nat);
+    if (r->vmstate == 'C' && r->cfunc) {
+      ljp_name_cfunc(&ctx->cnames, E, (lua_CFunction)r->cfunc, &ctx->scratch);
+      lf.nsyn = 1;
+      lf.syn[0].kind = LJP_LEAF_C;
+      lf.syn[0].cfunc = (lua_CFunction)r->cfunc;
+    } else if (ti && ti->have_key && !nn) {
+      r->stack = ti->stack;
+      r->func = ti->func;
+    } else if (ti && ti->source) {
+      lf.nsyn = 1;
+      lf.syn[0].kind = LJP_LEAF_LUA;
+      lf.syn[0].source = ti->source;
+      lf.syn[0].name = ti->name;
+      lf.syn[0].linedefined = ti->linedefined;
+      lf.syn[0].line = ti->line;
+    } else if (!nn) {
+      atomic_fetch_add(&ctx->n_dropped, w);   /* nothing known */
+      atomic_store_explicit(&r->weight, 0, memory_order_relaxed);
+      continue;
+    }
+    if (!ctx->opt.cb && !r->stack) {
+      for (i = 0; i < nn; i++)
+        lf.native[i] = ljp_strtab_get(&ctx->store.strs, nat[i])->s;
+      lf.nnative = nn;
+      if (ljp_dumpstack_leaf(E, NULL, &ctx->dump, ctx->stack_fmt,
+                             ctx->opt.stack_depth, &lf) == 0)
+        r->stack = intern(ctx, &ctx->dump);
+      r->func = leaf_func(ctx, E, &lf);
+    }
+    r->tloc = r->vmstate == 'N' ? trace_loc(ctx, r->trace) : 0;
+    ctx->vm[ljp_vm_index(r->vmstate)] += w;
+    ctx->completed += w;
+  }
+}

@@ -1,33 +1,65 @@
 /*
 ** Exit signals: write the profile when the program is killed by SIGTERM,
-** SIGHUP or SIGINT, then die of that signal, so the exit status does not
-** change (ljprof.on_signal, used by jit/prof.lua).
+** SIGHUP or SIGINT, as promptly as the program would have died without
+** ljprof, then die of that signal, so the exit status does not change
+** (ljprof.on_signal, used by jit/prof.lua).
 **
 ** Only signals whose disposition is the default are trapped: a program's
 ** own handler, or an ignored signal, is left alone (luajit installs its
 ** own SIGINT handler while -j options and the script run, and turns ^C
 ** into an "interrupted!" error, which already ends in lua_close).
 **
-** The handler runs in signal context (async-signal-safe only, errno
-** saved): on another thread it forwards the signal to the profiled thread;
-** there it records the signal and arms the safe-point hook like a sample.
-** A second signal before the first was handled kills at once. At the safe
-** point (ljp_exit_signal_run, normal context) the Lua function gets the
-** signal's name, then the default action is restored and the signal
-** raised again. A signal that arrives during a long C call or in compiled
-** code waits for the next safe point, as samples do.
+** The profile is written by a helper thread, started with the trap, in a
+** Lua state of its own (created with the trap, so no module is loaded
+** after the signal), so that a program blocked in read(), in a long C
+** call or in a compiled loop that never reaches a safe point still dies
+** at once with its profile:
+**
+**   1. The handler (signal context, on the profiled thread; another
+**      thread forwards it there) records the signal, arms the safe-point
+**      hook like a sample and wakes the helper. A later exit signal is
+**      ignored while the profile is written.
+**   2. Within GRACE_MS the safe point normally comes: it completes the
+**      pending samples with the Lua stack, hands the context over
+**      ("closed") and parks the thread for good.
+**   3. Otherwise the helper sends the signal again: the handler closes at
+**      once when the thread is outside every ljprof region (the gate,
+**      exit_signals.h), else the region's end closes. The thread goes on
+**      (blocked, or in its loop) and parks at its next entry into
+**      ljprof. Samples still pending get the leaf that is known without
+**      the Lua stack (complete.c, ljp_complete_offline), or are counted
+**      dropped.
+**   4. The helper renders and writes the outputs, then restores the
+**      default action, unblocks the signal in itself and raises it.
+**
+** While the run writes its own outputs (jit.prof's stop, "hold"), a
+** signal only is recorded; when the writing is done the trap is removed
+** and the program dies of it.
+**
+** The parked thread holds no lock of ljprof's or of libc's (it parks only
+** at ljprof's entry points); a thread that runs on after the close holds
+** libc's locks only briefly. The helper blocks every signal. After fork,
+** a child has no helper: there the signal gets its default action.
 */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
+#include <lualib.h>
 
 #include "ljp.h"
+
+#define GRACE_MS 20       /* for the safe point, before forcing */
+#define FORCE_TRIES 20    /* forced closes tried, FORCE_MS apart */
+#define FORCE_MS 250
 
 static const struct { const char *name; int signo; } exit_sigs[] = {
   {"TERM", SIGTERM}, {"HUP", SIGHUP}, {"INT", SIGINT},
@@ -38,7 +70,78 @@ static struct {
   _Atomic(ljp_ctx *) ctx;      /* owner; NULL when nothing is trapped */
   struct sigaction old[NSIGS];
   int trapped[NSIGS];
+  pid_t pid;                   /* the process the helper runs in */
+  pthread_t helper;
+  int helper_up;
+  sem_t wake, closed;
+  volatile sig_atomic_t quit;  /* the trap is removed: the helper ends */
+  volatile sig_atomic_t hold;  /* the run writes its own outputs: a signal
+                               ** waits for ljp_exit_signals_off */
+  lua_State *HL;               /* the helper's state */
+  const void *view_reg;        /* its registry: ljp_ctx_get gives ctx */
+  lua_State *empty;            /* a thread of HL with no frames */
 } trap;
+
+static const char *sig_name(int sig)
+{
+  size_t i;
+  for (i = 0; i < NSIGS; i++)
+    if (exit_sigs[i].signo == sig) return exit_sigs[i].name;
+  return "?";
+}
+
+static void say(const char *a, const char *b)
+{
+  ssize_t r;
+  r = write(2, a, strlen(a));
+  if (b) r = write(2, b, strlen(b));
+  r = write(2, "\n", 1);
+  (void)r;
+}
+
+/* -- The gate ---------------------------------------------------------------- */
+
+int ljp_exit_is_helper(void)
+{
+  return trap.helper_up && pthread_equal(pthread_self(), trap.helper);
+}
+
+/* Hand the context to the helper (the profiled thread, normal or signal
+** context). */
+void ljp_exit_close(ljp_exitst *x)
+{
+  ljp_ctx *ctx = atomic_load(&trap.ctx);
+  if (x->closed) return;
+  x->closed = 1;
+  if (ctx && &ctx->exit == x) sem_post(&trap.closed);
+}
+
+void ljp_exit_park(void)
+{
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  for (;;) pause();
+}
+
+ljp_ctx *ljp_exit_view(const void *registry)
+{
+  return registry && registry == trap.view_reg ? atomic_load(&trap.ctx)
+                                               : NULL;
+}
+
+/* -- The handler (signal context) -------------------------------------------- */
+
+static void die_of(int sig)
+{
+  sigset_t set;
+  signal(sig, SIG_DFL);
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+  raise(sig);
+  _exit(128 + sig);  /* not reached: the default action is fatal */
+}
 
 static void exit_signal_handler(int sig, siginfo_t *si, void *uc)
 {
@@ -46,22 +149,135 @@ static void exit_signal_handler(int sig, siginfo_t *si, void *uc)
   ljp_ctx *ctx = atomic_load(&trap.ctx);
   (void)si;
   (void)uc;
-  if (!ctx) {
-    signal(sig, SIG_DFL);
-    raise(sig);
+  if (!ctx || !trap.helper_up || getpid() != trap.pid) {
+    die_of(sig);                  /* nothing to write, or a forked child */
   } else if (ljp_gettid() != ctx->tid) {
-    syscall(SYS_tgkill, ctx->pid, ctx->tid, sig);
-  } else if (ctx->exit.signal) {  /* second signal: no more waiting */
-    signal(sig, SIG_DFL);
-    raise(sig);
-  } else {
+    if (!ctx->exit.signal) syscall(SYS_tgkill, ctx->pid, ctx->tid, sig);
+  } else if (trap.hold) {         /* the run is writing: die after it */
+    if (!ctx->exit.signal) ctx->exit.signal = sig;
+  } else if (!ctx->exit.signal) { /* the first: the safe point may come */
     ctx->exit.signal = sig;
-    if (!ctx->hook.busy) ljp_hook_arm(&ctx->hook);  /* else the next sample arms */
+    if (!ctx->hook.busy) ljp_hook_arm(&ctx->hook);
+    sem_post(&trap.wake);
+  } else if (!ctx->exit.closed) { /* again (the helper forcing): close */
+    if (ctx->exit.entered) ctx->exit.close_at_leave = 1;
+    else ljp_exit_close(&ctx->exit);
   }
   errno = saved;
 }
 
-static void restore(void)
+/* -- The helper thread ------------------------------------------------------- */
+
+static int wait_closed(int ms)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_nsec += (long)ms * 1000000L;
+  ts.tv_sec += ts.tv_nsec / 1000000000L;
+  ts.tv_nsec %= 1000000000L;
+  for (;;) {
+    if (sem_clockwait(&trap.closed, CLOCK_MONOTONIC, &ts) == 0) return 1;
+    if (errno != EINTR) return 0;
+  }
+}
+
+static void *helper_main(void *arg)
+{
+  ljp_ctx *ctx;
+  lua_State *HL = trap.HL;
+  int sig, closed, i;
+  (void)arg;
+  while (sem_wait(&trap.wake) != 0) {}
+  if (trap.quit) return NULL;
+  ctx = atomic_load(&trap.ctx);
+  sig = ctx->exit.signal;
+  closed = wait_closed(GRACE_MS);
+  for (i = 0; !closed && i < FORCE_TRIES; i++) {
+    if (syscall(SYS_tgkill, ctx->pid, ctx->tid, sig) != 0 && errno == ESRCH)
+      closed = 1;                 /* the thread is gone: nothing runs */
+    else
+      closed = wait_closed(FORCE_MS);
+  }
+  if (!closed) {
+    say("ljprof: the profile was not written: the profiled thread stayed "
+        "inside ljprof after SIG", sig_name(sig));
+    die_of(sig);
+  }
+  ljp_complete_offline(ctx, trap.empty);
+  lua_pushvalue(HL, 1);           /* the writer */
+  lua_pushvalue(HL, 2);           /* its argument */
+  lua_pushstring(HL, sig_name(sig));
+  if (lua_pcall(HL, 2, 0, 0) != 0) {
+    const char *m = lua_tostring(HL, -1);
+    say("ljprof: writing the profile failed: ", m ? m : "?");
+  }
+  die_of(sig);
+  return NULL;
+}
+
+/* The helper's state: the writer and its argument at indexes 1 and 2,
+** the package paths of L. NULL and a message on L on failure. */
+static lua_State *helper_state(lua_State *L, const char *module,
+                               const char *func, const char *arg,
+                               size_t arglen)
+{
+  lua_State *HL = luaL_newstate();
+  const char *err = NULL;
+  if (!HL) {
+    lua_pushstring(L, "ljprof: on_signal: out of memory");
+    return NULL;
+  }
+  luaL_openlibs(HL);
+  lua_getglobal(HL, "package");
+  lua_getglobal(L, "package");
+  if (lua_istable(L, -1)) {
+    static const char *const keys[] = {"path", "cpath"};
+    int k;
+    for (k = 0; k < 2; k++) {
+      lua_getfield(L, -1, keys[k]);
+      if (lua_isstring(L, -1)) {
+        lua_pushstring(HL, lua_tostring(L, -1));
+        lua_setfield(HL, -2, keys[k]);
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  lua_pop(HL, 1);
+  lua_getglobal(HL, "require");
+  lua_pushstring(HL, module);
+  if (lua_pcall(HL, 1, 1, 0) != 0) {
+    err = lua_tostring(HL, -1);
+  } else {
+    lua_getfield(HL, -1, func);
+    lua_remove(HL, -2);
+    if (!lua_isfunction(HL, -1)) err = "no such function";
+  }
+  if (err) {
+    lua_pushfstring(L, "ljprof: on_signal: %s.%s: %s", module, func, err);
+    lua_close(HL);
+    return NULL;
+  }
+  lua_pushlstring(HL, arg, arglen);
+  trap.empty = lua_newthread(HL);
+  luaL_ref(HL, LUA_REGISTRYINDEX);
+  return HL;
+}
+
+/* -- Trap and release ------------------------------------------------------------ */
+
+static void block_exit_signals(sigset_t *old)
+{
+  sigset_t set;
+  size_t i;
+  sigemptyset(&set);
+  for (i = 0; i < NSIGS; i++) sigaddset(&set, exit_sigs[i].signo);
+  pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+/* Restore the program's dispositions, end the helper, free its state.
+** The caller has the exit signals blocked and no signal came. */
+static void untrap(void)
 {
   size_t i;
   for (i = 0; i < NSIGS; i++) {
@@ -72,40 +288,91 @@ static void restore(void)
         (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == exit_signal_handler)
       sigaction(exit_sigs[i].signo, &trap.old[i], NULL);
   }
+  if (trap.helper_up) {
+    trap.quit = 1;
+    sem_post(&trap.wake);
+    pthread_join(trap.helper, NULL);
+    trap.helper_up = 0;
+    sem_destroy(&trap.wake);
+    sem_destroy(&trap.closed);
+  }
+  trap.view_reg = NULL;
+  if (trap.HL) lua_close(trap.HL);
+  trap.HL = NULL;
+  trap.empty = NULL;
   atomic_store(&trap.ctx, NULL);
 }
 
-/* Stop trapping, and forget the function (on_signal(nil)). */
-void ljp_exit_signals_off(ljp_ctx *ctx, lua_State *L)
+/* Stop trapping. If a signal already came, the helper is writing: hand
+** over and park (the program is about to die of it); while held, the run
+** has written its outputs itself: die of it now. */
+void ljp_exit_signals_off(ljp_ctx *ctx)
 {
-  if (atomic_load(&trap.ctx) == ctx) restore();
-  if (ctx->exit.fn_ref != LUA_NOREF) {
-    luaL_unref(L, LUA_REGISTRYINDEX, ctx->exit.fn_ref);
-    ctx->exit.fn_ref = LUA_NOREF;
+  sigset_t old;
+  int sig;
+  if (atomic_load(&trap.ctx) != ctx) return;
+  block_exit_signals(&old);
+  sig = ctx->exit.signal;
+  if (sig && !trap.hold) {
+    ljp_exit_close(&ctx->exit);
+    ljp_exit_park();
   }
+  untrap();
+  if (sig) die_of(sig);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* Trap the signals named in the table at index names ("TERM", "HUP",
-** "INT") for the running context; the function at index fn is called at
-** the safe point that follows one. Pushes the list of names trapped. */
-int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names, int fn)
+/* The run writes its own outputs now (jit.prof's stop): a signal that
+** comes meanwhile waits for ljp_exit_signals_off, then kills. One that
+** came before: the helper is writing; hand over and park. */
+void ljp_exit_signals_hold(ljp_ctx *ctx)
+{
+  sigset_t old;
+  if (atomic_load(&trap.ctx) != ctx) return;
+  block_exit_signals(&old);
+  if (ctx->exit.signal) {
+    ljp_exit_close(&ctx->exit);
+    ljp_exit_park();
+  }
+  trap.hold = 1;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
+                        const char *module, const char *func,
+                        const char *arg, size_t arglen)
 {
   size_t i;
   int n = 0;
+  sigset_t all, old;
   if (ctx->state != LJP_RUNNING)
     return luaL_error(L, "ljprof: on_signal needs a running profile");
   if (atomic_load(&trap.ctx) && atomic_load(&trap.ctx) != ctx)
     return luaL_error(L, "ljprof: exit signals are trapped for another "
                       "Lua state");
-  if (ctx->exit.fn_ref != LUA_NOREF)
-    luaL_unref(L, LUA_REGISTRYINDEX, ctx->exit.fn_ref);
-  lua_pushvalue(L, fn);
-  ctx->exit.fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  ctx->exit.signal = 0;
+  ljp_exit_signals_off(ctx);      /* a new writer replaces the old one */
+  if (!(trap.HL = helper_state(L, module, func, arg, arglen)))
+    return lua_error(L);
+  memset(&ctx->exit, 0, sizeof(ctx->exit));
+  trap.quit = trap.hold = 0;
+  trap.pid = getpid();
+  trap.view_reg = lua_topointer(trap.HL, LUA_REGISTRYINDEX);
   atomic_store(&trap.ctx, ctx);
+  sem_init(&trap.wake, 0, 0);
+  sem_init(&trap.closed, 0, 0);
+  sigfillset(&all);               /* the helper never takes a signal */
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  trap.helper_up = pthread_create(&trap.helper, NULL, helper_main, NULL) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (!trap.helper_up) {
+    block_exit_signals(&old);
+    untrap();
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return luaL_error(L, "ljprof: on_signal: cannot start a thread");
+  }
   lua_newtable(L);
   for (i = 0; i < NSIGS; i++) {
-    struct sigaction sa, old;
+    struct sigaction sa, prev;
     int want = 0, k;
     for (k = 1; !want; k++) {
       const char *s;
@@ -115,16 +382,16 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names, int fn)
       want = s && !strcmp(s, exit_sigs[i].name);
       lua_pop(L, 1);
     }
-    if (!want || trap.trapped[i]) continue;
-    if (sigaction(exit_sigs[i].signo, NULL, &old) != 0 ||
-        (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+    if (!want) continue;
+    if (sigaction(exit_sigs[i].signo, NULL, &prev) != 0 ||
+        (prev.sa_flags & SA_SIGINFO) || prev.sa_handler != SIG_DFL)
       continue;  /* the program's, or ignored: not ours to take */
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = exit_signal_handler;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigfillset(&sa.sa_mask);
     if (sigaction(exit_sigs[i].signo, &sa, NULL) == 0) {
-      trap.old[i] = old;
+      trap.old[i] = prev;
       trap.trapped[i] = 1;
       lua_pushstring(L, exit_sigs[i].name);
       lua_rawseti(L, -2, ++n);
@@ -133,37 +400,17 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names, int fn)
   return 1;
 }
 
-/* At a safe point: a trapped signal arrived. Normal context. */
-void ljp_exit_signal_run(ljp_ctx *ctx, lua_State *L)
+/* At a safe point after an exit signal (normal context, outside every
+** region): the pending samples are complete; hand over and park. */
+void ljp_exit_handover(ljp_ctx *ctx)
 {
-  int sig = ctx->exit.signal;
-  size_t i;
-  const char *name = "?";
-  sigset_t set;
-  if (!sig) return;
-  for (i = 0; i < NSIGS; i++)
-    if (exit_sigs[i].signo == sig) name = exit_sigs[i].name;
-  if (ctx->exit.fn_ref != LUA_NOREF) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->exit.fn_ref);
-    lua_pushstring(L, name);
-    if (lua_pcall(L, 1, 0, 0) != 0) {
-      fprintf(stderr, "ljprof: writing the profile on SIG%s failed: %s\n",
-              name, lua_tostring(L, -1) ? lua_tostring(L, -1) : "?");
-      lua_pop(L, 1);
-    }
-  }
-  restore();
-  signal(sig, SIG_DFL);
-  sigemptyset(&set);
-  sigaddset(&set, sig);
-  sigprocmask(SIG_UNBLOCK, &set, NULL);
-  raise(sig);
-  ctx->exit.signal = 0;  /* the default action was not fatal */
+  ljp_exit_close(&ctx->exit);
+  ljp_exit_park();
 }
 
 /* At lua_close or when the context goes: never leave a handler that
 ** points at a freed context. */
 void ljp_exit_signals_release(ljp_ctx *ctx)
 {
-  if (atomic_load(&trap.ctx) == ctx) restore();
+  ljp_exit_signals_off(ctx);
 }

@@ -177,11 +177,15 @@ void ljp_hook(lua_State *L, lua_Debug *ar);
 
 /* Completing samples at the safe point (complete.c). */
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
+/* After an exit signal, by the helper: without the Lua stack. */
+void ljp_complete_offline(ljp_ctx *ctx, lua_State *E);
 
 /* Aggregation: the completed ring records into the store. */
 static inline void ljp_aggregate(ljp_ctx *ctx)
 {
+  ljp_gate_enter(&ctx->exit);
   ljp_store_drain(&ctx->store, &ctx->ring, &ctx->n_dropped);
+  ljp_gate_leave(&ctx->exit);
 }
 
 /* Stack dumps: dumpstack.h; names of C and fast functions: names.h. */

@@ -17,10 +17,14 @@
 **                                    lastlinedefined=, calls=}, ...}
 **   watch()                       keep watching trace compilation from
 **                                 now on, between runs too
-**   on_signal(names, fn)          on SIGTERM/SIGHUP/SIGINT (if not handled
-**                                 already): fn(name) at the next safe
-**                                 point, then die of the signal;
-**                                 on_signal(nil) undoes
+**   on_signal(names, module, func, arg)  on SIGTERM/SIGHUP/SIGINT (if
+**                                 not handled already): a helper thread
+**                                 calls require(module)[func](arg, name)
+**                                 in a Lua state of its own whose ljprof
+**                                 reads this run, then the program dies
+**                                 of the signal; on_signal(false): the
+**                                 run writes itself now, a signal waits
+**                                 for on_signal(nil), which undoes
 **   running()                     -> boolean
 **
 ** opts: clock ("cpu" "wall" "itimer" "thread"), interval (ms) or rate
@@ -37,6 +41,7 @@
 #include "ljp.h"
 #include "outfile.h"
 #include "query.h"
+#include "spawn.h"
 
 /* -- Lua callbacks ----------------------------------------------------------- */
 
@@ -674,13 +679,20 @@ static int module_index(lua_State *L)
   return 1;
 }
 
-/* on_signal({"TERM", ...}, fn) -> names trapped; on_signal(nil) undoes. */
+/* on_signal({"TERM", ...}, module, func, arg) -> names trapped;
+** on_signal(nil) undoes. */
 static int l_on_signal(lua_State *L)
 {
-  if (lua_isnoneornil(L, 1)) return ljp_q_exit_signals(L, 0, 0);
+  size_t arglen;
+  const char *module, *func, *arg;
+  if (lua_isnoneornil(L, 1)) return ljp_q_exit_signals(L, 0, 0, 0, 0, 0);
+  if (lua_isboolean(L, 1) && !lua_toboolean(L, 1))
+    return ljp_q_exit_signals(L, -1, 0, 0, 0, 0);
   luaL_checktype(L, 1, LUA_TTABLE);
-  luaL_checktype(L, 2, LUA_TFUNCTION);
-  return ljp_q_exit_signals(L, 1, 2);
+  module = luaL_checkstring(L, 2);
+  func = luaL_checkstring(L, 3);
+  arg = luaL_optlstring(L, 4, "", &arglen);
+  return ljp_q_exit_signals(L, 1, module, func, arg, arglen);
 }
 
 static int l_running(lua_State *L)
@@ -735,6 +747,7 @@ static const luaL_Reg ljprof_funcs[] = {
   {"calls", l_calls},
   {"watch", l_watch},
   {"on_signal", l_on_signal},
+  {"spawn", ljp_spawn},
   {"zone_handle", l_zone_handle},
   {"zone_intern", l_zone_intern},
   {"zone_push_id", l_zone_push_id},

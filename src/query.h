@@ -51,10 +51,14 @@ void ljp_q_aborts(lua_State *L, ljp_abort_visit fn, void *d);
 /* Push the call counts list (ljprof.calls()). */
 void ljp_q_calls_push(lua_State *L);
 
-/* Exit signals: trap the names in the table at index names and call the
-** function at index fn at the next safe point (pushes the names trapped),
-** or (names == 0) stop trapping. Raises a Lua error when not running. */
-int ljp_q_exit_signals(lua_State *L, int names, int fn);
+/* Exit signals: trap the names in the table at index names; after one,
+** a helper thread calls require(module)[func](arg, name) in a Lua state of
+** its own whose ljprof functions read this run (pushes the names
+** trapped); or (names == 0) stop trapping; or (names < 0) the run writes
+** its outputs itself: a signal waits for the stop of the trapping. Raises
+** a Lua error when not running. */
+int ljp_q_exit_signals(lua_State *L, int names, const char *module,
+                       const char *func, const char *arg, size_t arglen);
 
 /* Zones beyond the C API's handle functions. */
 int ljp_q_zone_intern(lua_State *L, const char *name, size_t len);

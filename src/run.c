@@ -249,10 +249,12 @@ static const ljp_step steps[] = {
 
 static void take_down(ljp_ctx *ctx, lua_State *L)
 {
+  ljp_gate_enter(&ctx->exit);
   while (ctx->steps_up > 0) {
     const ljp_step *s = &steps[--ctx->steps_up];
     if (s->down) s->down(ctx, L);
   }
+  ljp_gate_leave(&ctx->exit);
 }
 
 /* -- Control ---------------------------------------------------------------- */
@@ -323,14 +325,17 @@ int ljp_run_start(ljp_ctx *ctx, lua_State *L, const ljprof_options *opt,
   ctx->tmr.ops = ljp_timer_for(opt->clock);
   ctx->entries = entries;
   ljp_hook_bind(&ctx->hook, entries->hook);
+  ljp_gate_enter(&ctx->exit);
   while (ctx->steps_up < NSTEPS) {
     if (steps[ctx->steps_up].up(ctx, L, err, errlen) != 0) {
       take_down(ctx, L);
+      ljp_gate_leave(&ctx->exit);
       return -1;
     }
     ctx->steps_up++;
   }
   ctx->started = 1;
+  ljp_gate_leave(&ctx->exit);
   return 0;
 }
 

@@ -14,7 +14,10 @@
 ** ljp_hook is one ordered sequence: the rest hook state back, the pending
 ** records completed with this stack (complete.c), aggregation past the
 ** high-water mark (store), the jit.profile callback, a stop the callback
-** asked for, an exit signal, and the program's own event forwarded.
+** asked for, an exit signal handed over, and the program's own event
+** forwarded. The hook and the trace handler are regions of the exit gate
+** (exit_signals.h): once an exit signal's helper owns the context, the
+** profiled thread parks at their entry.
 */
 #include <string.h>
 
@@ -42,6 +45,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   }
   h = &ctx->hook;
   ev = ar->event == LUA_HOOKTAILRET ? LUA_HOOKRET : ar->event;
+  ljp_gate_enter(&ctx->exit);  /* parks here once the exit helper owns it */
   /* Counting calls (calls.c): our hook stays installed between samples.
   ** Count the call; unless a sample or an exit signal waits, hand the
   ** event to the program's hook (a count event too: it is the program's
@@ -49,8 +53,12 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   ** even if its arming was lost. */
   if (h->counting) {
     int armed = ljp_hook_armed(h);
-    if (ev == LUA_HOOKCALL && ljp_calls_count(ctx, L, ar)) return;
+    if (ev == LUA_HOOKCALL && ljp_calls_count(ctx, L, ar)) {
+      ljp_gate_leave(&ctx->exit);
+      return;
+    }
     if (!armed && !ljp_ring_pending(&ctx->ring) && !ctx->exit.signal) {
+      ljp_gate_leave(&ctx->exit);
       ljp_hook_forward(h, L, ar, ev);
       return;
     }
@@ -80,8 +88,10 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   /* 5. A stop asked by the callback, else samples that came meanwhile. */
   if (ctx->stop_requested) ljp_run_stop(ctx, L);
   else ljp_hook_settle(h);
-  /* 6. An exit signal: write the profile and die of it. */
-  if (ctx->exit.signal) ljp_exit_signal_run(ctx, L); /* may not return */
+  ljp_gate_leave(&ctx->exit);
+  /* 6. An exit signal: the samples are complete; the exit helper writes
+  ** the profile and the program dies of the signal (exit_signals.c). */
+  if (ctx->exit.signal) ljp_exit_handover(ctx);  /* does not return */
   /* 7. A program event that arrived while we were armed, or the
   ** program's count event that came due during the sample. */
   if (ev != LUA_HOOKCOUNT || user_count_ev || ljp_hook_take_due(h))
@@ -144,7 +154,11 @@ static int ljp_gethook_wrap(lua_State *L)
 static int ljp_trace_event(lua_State *L)
 {
   ljp_ctx *ctx = ljp_slot_find(lua_topointer(L, LUA_REGISTRYINDEX));
-  return ljp_traces_event(ctx, L);
+  int nargs;
+  if (ctx) ljp_gate_enter(&ctx->exit);
+  nargs = ljp_traces_event(ctx, L);
+  if (ctx) ljp_gate_leave(&ctx->exit);
+  return ljp_traces_chain(L, nargs);
 }
 
 const ljp_entries ljp_safepoint_entries = {

@@ -64,6 +64,7 @@ void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped)
   for (pos = tail; pos < done; pos++) {
     ljp_record *r = ljp_ring_at(ring, pos);
     uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
+    if (!w) continue;  /* nothing known of it: counted dropped */
     if (ljp_counts_add(&s->stacks, ljp_stack_key(r->stack, r->vmstate,
                                                  r->zone), w) != 0)
       atomic_fetch_add(dropped, w);  /* out of memory */

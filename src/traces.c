@@ -319,6 +319,12 @@ int ljp_traces_event(ljp_ctx *ctx, lua_State *L)
     ** otherwise keep them all). */
     ljp_epoch_collect();
   }
+  return nargs;
+}
+
+/* Then the handler ours replaced, with the event's nargs arguments. */
+int ljp_traces_chain(lua_State *L, int nargs)
+{
   if (lua_isfunction(L, UP_PREV)) {
     lua_pushvalue(L, UP_PREV);
     lua_insert(L, 1);

@@ -71,7 +71,10 @@ typedef struct ljp_ctx ljp_ctx;
 void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
-int ljp_traces_event(ljp_ctx *ctx, lua_State *L);  /* the handler's work */
+/* The handler's work: returns the event's argument count, for
+** ljp_traces_chain, which then calls the handler ours replaced. */
+int ljp_traces_event(ljp_ctx *ctx, lua_State *L);
+int ljp_traces_chain(lua_State *L, int nargs);
 ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace);
 void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
 /* Trace infos survive between runs of a state (validated at each start by

@@ -12,9 +12,11 @@
 --       launcher src/ljprof.in passes in LJPROF_VERSION).
 --
 -- The script runs in a child luajit (`-jprof=.../format=raw,<tmp>`), which
--- writes a raw profile at exit (normal exit, os.exit, an error); every
+-- writes a raw profile at exit (normal exit, os.exit, an error, SIGTERM
+-- and SIGHUP, which the command passes on to it: ljprof.spawn); every
 -- output is then rendered here from that raw profile, so `report` and the
--- command share one path. Choosing formats, rendering and writing files is
+-- command share one path. Killed by a signal, the script's status is
+-- 128 + the signal's number. Choosing formats, rendering and writing files is
 -- jit.prof.output's job (the same as for -jprof); this file parses the
 -- command line, runs the child and reports. Errors are one line on
 -- standard error and exit status 2. Options: see usage() below.
@@ -60,10 +62,6 @@ end
 local function fail(msg)
   io.stderr:write("ljprof: ", msg, "\n")
   os.exit(2)
-end
-
-local function shell_quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
 -- Render p into each output (jit.prof.output); a failure ends the command
@@ -179,13 +177,13 @@ local function run(argv, luajit)
   if o.native then opts = opts .. "/native=" .. o.native end
   if o.calls then opts = opts .. "/calls=on" end
   opts = opts .. "/format=raw"
-  local cmd = { shell_quote(luajit), shell_quote("-jprof=" .. opts .. "," .. tmp) }
-  for _, a in ipairs(o.rest) do cmd[#cmd + 1] = shell_quote(a) end
-  local status = os.execute(table.concat(cmd, " "))
-  local code = status
-  if type(status) == "number" then
-    code = status >= 256 and math.floor(status / 256) or (status > 0 and 128 + status or 0)
-  end
+  local argv = {luajit, "-jprof=" .. opts .. "," .. tmp}
+  for _, a in ipairs(o.rest) do argv[#argv + 1] = a end
+  -- The child, with SIGTERM and SIGHUP passed on to it (it writes its raw
+  -- profile and dies of the signal; the outputs are written here).
+  local how, n = require("ljprof").spawn(argv)
+  if not how then os.remove(tmp); fail(n) end
+  local code = how == "signal" and 128 + n or n
   local p, meta = raw.read(tmp)
   os.remove(tmp)
   if not p then

@@ -398,28 +398,38 @@ t.case("profile written on SIGTERM and SIGHUP, then the default action", functio
   end
 end)
 
-t.case("signal contract: on_signal's callback writes the profile, stop removes the trap", function()
-  -- The Lua side of ljprof.on_signal, with the C part mocked: the
-  -- callback is what the library runs at the safe point after a signal.
+t.case("signal contract: on_signal's writer writes the profile, stop holds then removes the trap", function()
+  -- The Lua side of ljprof.on_signal, with the C part mocked: the writer
+  -- is what the library's helper thread calls, in a state of its own,
+  -- after a signal (here: in this state, while the run goes on).
   write(path("sigmock.lua"), [[
 local ljprof = require("ljprof")
-local trap, removed
-ljprof.on_signal = function(sigs, fn)
-  if sigs == nil then removed = true else trap = {sigs = sigs, fn = fn} end
+local trap, calls = nil, {}
+ljprof.on_signal = function(sigs, mod, fn, spec)
+  calls[#calls + 1] = tostring(sigs)
+  if sigs then trap = {sigs = sigs, mod = mod, fn = fn, spec = spec} end
 end
 jit.off()
 local prof = require("jit.prof")
-prof.start("r", "sigmock.txt")
+prof.start("r", "sigmock.txt", "sigmock.folded")
 local function spin(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
 for k = 1, 300 do spin(100000) end
 print("signals " .. table.concat(trap.sigs, ","))
-trap.fn("TERM")
-print("removed " .. tostring(removed) .. ", running " .. tostring(ljprof.running()))
+print("writer " .. trap.mod .. "." .. trap.fn .. " " .. trap.spec:gsub("%z", "|"))
+require(trap.mod)[trap.fn](trap.spec, "TERM")
+print("running " .. tostring(ljprof.running()))
 io.write(io.open("sigmock.txt"):read("*a"))
+print(io.open("sigmock.folded") ~= nil)
+prof.stop()
+print("then " .. table.concat(calls, " ", 2))
 ]])
   local s = run("", "sigmock.lua")
   t.ok(s:find("signals TERM,HUP,INT\n", 1, true), "trapped signals: " .. s)
-  t.ok(s:find("removed true, running false\n%s*%d+  spin\n"), "profile written: " .. s)
+  t.ok(s:find("writer jit.prof.write_after_signal sigmock.lua|r|sigmock.txt|sigmock.folded\n", 1, true),
+       "the writer and its spec: " .. s)
+  t.ok(s:find("running true\n%s*%d+  spin\n"), "profile written: " .. s)
+  t.ok(s:find("\ntrue\n", 1, true), "both outputs: " .. s)
+  t.ok(s:find("then false nil\n", 1, true), "stop holds, then removes the trap: " .. s)
 end)
 
 t.case("bad options: one line naming the input and what is accepted", function()

@@ -1,0 +1,223 @@
+-- SIGTERM and SIGHUP end a profiled program as promptly as an unprofiled
+-- one, with its profile written and the exit status it would have had,
+-- wherever the program is: interpreting, in a compiled loop that never
+-- reaches a safe point, blocked in read(), waiting in os.execute, in a
+-- long C call (FFI) from the interpreter or from compiled code. Each kind
+-- runs under both signals and the cpu and wall clocks, with two outputs;
+-- LJPROF_STRESS_RUNS=n repeats the whole matrix n times. "Promptly" is
+-- checked without timing: every blocking operation would last 30 s or
+-- forever, and a run that is still alive 20 s after the signal is a hang.
+local t = require("t")
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local dir = os.tmpname()
+os.remove(dir)
+os.execute("mkdir -p " .. q(dir))
+local function path(name) return dir .. "/" .. name end
+
+local function sh(cmd)
+  local p = io.popen("cd " .. q(dir) .. " && { " .. cmd .. "; } 2>&1")
+  local s = p:read("*a")
+  p:close()
+  return s
+end
+
+-- Warm up in spin (0.3 s of CPU), say "ready", then block() forever.
+local PRELUDE = [[
+local function spin(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
+local t0 = os.clock()
+while os.clock() - t0 < 0.3 do spin(1e5) end
+]]
+local KINDS = {
+  interpreted = [[
+local function block() local x = 0 while true do x = x + x % 3 end end
+jit.off(block)
+]],
+  compiled = [[
+local function block() local x = 0 for i = 1, 1e15 do x = x + i % 3 end return x end
+]],
+  read = [[
+local function block() return io.read("*l") end
+]],
+  execute = [[
+local function block() return os.execute("sleep 29.5") end
+]],
+  ccall = [[
+local ffi = require("ffi")
+ffi.cdef("double ljpf_outer(long n);")
+local lib = ffi.load(os.getenv("LJPROF_FFITEST"))
+local function block() return lib.ljpf_outer(1e13) end
+]],
+  ccall_compiled = [[
+local ffi = require("ffi")
+ffi.cdef("double ljpf_outer(long n);")
+local lib = ffi.load(os.getenv("LJPROF_FFITEST"))
+local function block() local s = 0 for i = 1, 1e9 do s = s + lib.ljpf_outer(1e5) end return s end
+]],
+}
+local ORDER = {"interpreted", "compiled", "read", "execute", "ccall", "ccall_compiled"}
+for _, kind in ipairs(ORDER) do
+  t.write(path(kind .. ".lua"), PRELUDE .. KINDS[kind] ..
+    'io.stdout:write("ready\\n") io.stdout:flush()\nblock()\nprint("not reached")\n')
+end
+
+-- Run kind under luajit (with -jprof options opt, or none; or under
+-- launcher), send the signals once it is ready; returns status ("hung" if still alive 20 s
+-- later), stdout, stderr.
+local function run(kind, opt, signals, launcher)
+  local cmd = table.concat({
+    "rm -f out err; mkfifo fifo 2>/dev/null; exec 3<>fifo",
+    string.format("%s %s %s.lua <fifo >out 2>err & pid=$!", launcher or "luajit", opt or "", kind),
+    "for i in $(seq 200); do grep -q ready out && break; sleep 0.05; done",
+    "sleep 0.2",
+  }, "; ")
+  cmd = cmd .. "; t0=$(date +%s%N)"
+  for _, sig in ipairs(signals) do  -- "-": a pause between two signals
+    cmd = cmd .. (sig == "-" and "; sleep 0.05" or "; kill -" .. sig .. " $pid")
+  end
+  cmd = cmd .. "; for i in $(seq 2000); do kill -0 $pid 2>/dev/null || break; sleep 0.01; done" ..
+    "; if kill -0 $pid 2>/dev/null; then kill -9 $pid; wait $pid; echo status=hung; " ..
+    "else wait $pid; echo status=$?; fi; echo ms=$((($(date +%s%N) - t0) / 1000000)); exec 3>&-; pkill -f '^sleep 29.5$'" ..
+    "; for i in $(seq 100); do pgrep -f '^sh -c sleep 29.5$' >/dev/null || break; sleep 0.02; done; true"
+  local s = sh(cmd)
+  return s:match("status=(%w+)"), t.read(path("out")) or "", t.read(path("err")) or "",
+         tonumber(s:match("ms=(%d+)"))
+end
+
+-- Milliseconds from the signal to the end, per kind (printed: the machine
+-- is noisy; the 10 ms polling of run() is included).
+local times = {}
+local function took(kind, ms)
+  local l = times[kind] or {}
+  times[kind] = l
+  l[#l + 1] = ms or 0
+end
+local function print_times(label)
+  for _, kind in ipairs({"interpreted", "compiled", "read", "execute", "ccall", "ccall_compiled"}) do
+    local l = times[kind]
+    if l then
+      table.sort(l)
+      print(string.format("  %-9s %-15s median %4d ms, max %4d ms (%d runs)", label, kind,
+                          l[math.ceil(#l / 2)], l[#l], #l))
+    end
+  end
+  times = {}
+end
+
+local runs = tonumber(os.getenv("LJPROF_STRESS_RUNS")) or 1
+local counts = {runs = 0, hangs = 0, crashes = 0, changed = 0, lost = 0}
+
+-- The status without ljprof, per signal (the same for every kind), and
+-- the stderr per kind and signal (os.execute's shell says "Terminated"
+-- when the test ends its sleep).
+local plain, plain_err = {}, {}
+t.case("unprofiled: every kind dies of the signal at once", function()
+  for _, sig in ipairs({"TERM", "HUP"}) do
+    for _, kind in ipairs(ORDER) do
+      local status, out, err, ms = run(kind, nil, {sig})
+      took(kind, ms)
+      t.eq(out, "ready\n", kind .. " " .. sig .. ": output")
+      plain_err[kind .. sig] = err
+      plain[sig] = plain[sig] or status
+      t.eq(status, plain[sig], kind .. " " .. sig .. ": status")
+    end
+  end
+  print_times("unprofiled")
+  t.eq(plain.TERM, "143", "SIGTERM's status")
+  t.eq(plain.HUP, "129", "SIGHUP's status")
+end)
+
+t.case("profiled: dies at once of the signal, same output and status, profile written", function()
+  for _ = 1, runs do
+    for _, clock in ipairs({"cpu", "wall"}) do
+      for _, sig in ipairs({"TERM", "HUP"}) do
+        for _, kind in ipairs(ORDER) do
+          local what = kind .. " " .. sig .. " " .. clock
+          os.remove(path("prof.txt"))
+          os.remove(path("prof.folded"))
+          local status, out, err, ms = run(kind, "-jprof=f/clock=" .. clock ..
+                                           ",prof.txt,prof.folded", {sig})
+          took(kind, ms)
+          counts.runs = counts.runs + 1
+          if status == "hung" then counts.hangs = counts.hangs + 1 end
+          if status ~= plain[sig] and status ~= "hung" then counts.crashes = counts.crashes + 1 end
+          if out ~= "ready\n" or err ~= plain_err[kind .. sig] then
+            counts.changed = counts.changed + 1
+          end
+          t.eq(status, plain[sig], what .. ": status")
+          t.eq(out, "ready\n", what .. ": output")
+          t.eq(err, plain_err[kind .. sig], what .. ": stderr as without ljprof")
+          local prof, fold = t.read(path("prof.txt")), t.read(path("prof.folded"))
+          if not (prof and fold) then counts.lost = counts.lost + 1 end
+          t.ok(prof and prof:find("%d+%%  spin\n"), what .. ": the report: " .. tostring(prof))
+          t.ok(fold and fold:find("spin %d+\n"), what .. ": the folded stacks: " .. tostring(fold))
+          if kind == "interpreted" or kind == "compiled" then  -- CPU in block()
+            t.ok(prof and prof:find("%d+%%  block\n"), what .. ": block's samples: " ..
+                 tostring(prof))
+          end
+        end
+      end
+    end
+  end
+  print_times("profiled")
+  print(string.format("  %d runs: %d hangs, %d crashes, %d changed outputs, %d lost profiles",
+                      counts.runs, counts.hangs, counts.crashes, counts.changed, counts.lost))
+end)
+
+t.case("a second signal while the profile is written changes nothing", function()
+  for _, kind in ipairs({"interpreted", "compiled", "read"}) do
+    os.remove(path("prof.txt"))
+    local status, out, err = run(kind, "-jprof=f,prof.txt", {"TERM", "TERM", "-", "HUP"})
+    t.eq(status, "143", kind .. ": status of the first signal")
+    t.eq(out, "ready\n", kind .. ": output")
+    t.eq(err, "", kind .. ": stderr")
+    local prof = t.read(path("prof.txt"))
+    t.ok(prof and prof:find("%d+%%  spin\n"), kind .. ": the report: " .. tostring(prof))
+  end
+end)
+
+t.case("no helper thread nor trap is left after stop", function()
+  -- stop() removes the trap: a later SIGTERM has its default action at
+  -- once, with no second profile; the helper thread is gone.
+  t.write(path("stopped.lua"), PRELUDE .. [[
+local prof = require("jit.prof")
+prof.start("f", "stopped.txt")
+spin(1e6)
+prof.stop()
+os.remove("stopped.txt")
+local f = io.open("/proc/self/status")
+local threads = f:read("*a"):match("Threads:%s*(%d+)")
+f:close()
+io.stdout:write("threads ", threads, "\nready\n") io.stdout:flush()
+io.read("*l")
+]])
+  local status, out = run("stopped", nil, {"TERM"})
+  t.eq(status, "143", "status")
+  t.eq(out, "threads 1\nready\n", "one thread after stop")
+  t.eq(t.read(path("stopped.txt")), nil, "no profile written by the signal")
+end)
+
+t.case("the ljprof command passes SIGTERM and SIGHUP to the script, then writes", function()
+  local ljprof = (os.getenv("LJPROF_BUILD") or "build") .. "/ljprof"
+  if ljprof:sub(1, 1) ~= "/" then ljprof = os.getenv("PWD") .. "/" .. ljprof end
+  for _, sig in ipairs({"TERM", "HUP"}) do
+    for _, kind in ipairs({"compiled", "read", "execute"}) do
+      local what = "ljprof " .. kind .. " " .. sig
+      os.remove(path("cmd.svg"))
+      os.remove(path("cmd.txt"))
+      local status, out, err = run(kind, nil, {sig}, q(ljprof) .. " -o cmd.svg -o cmd.txt")
+      t.eq(status, plain[sig], what .. ": status")
+      t.eq(out, "ready\n", what .. ": output")
+      t.ok(err:find("^Samples: %d+ %(dropped %d+%) %-> cmd.svg, cmd.txt\n"), what .. ": " .. err)
+      local svg, txt = t.read(path("cmd.svg")), t.read(path("cmd.txt"))
+      t.ok(svg and svg:find("</svg>", 1, true), what .. ": the flame graph")
+      t.ok(txt and txt:find("%d+%%  spin\n"), what .. ": the report: " .. tostring(txt))
+      local left = sh("pgrep -f '" .. kind .. ".lua$' || echo none")
+      t.eq(left, "none\n", what .. ": no script left running")
+    end
+  end
+end)
+
+os.execute("rm -rf " .. q(dir))
+t.done()

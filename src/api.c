@@ -400,7 +400,8 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->vmstate_exact = ctx->vm_g != 0;
   ri->cfunc_names = ctx->vm_g && ljp_vml.cfunc_ok;
   ri->jit_state = ctx->vm_g && ljp_vml.jstate_ok;
-  ri->expired = ctx->tmr.expired;
+  ri->expired = ctx->tmr.expired && !ctx->sig_lost;
+  ri->signal_lost = ctx->sig_lost;
   ri->aborts_lost = ctx->tr.aborts_lost;
   ri->exact = ctx->exact_on;
   ri->exact_lines = ctx->exact_on && ljp_lsl.lines_ok;

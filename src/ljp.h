@@ -133,6 +133,9 @@ struct ljp_ctx {
 
   /* Safe point and aggregation (normal context). */
   int in_safepoint, stop_requested;
+  uint64_t sig_checked_ns;  /* last check that the signal is still ours */
+  uint64_t sig_ticks, sig_clock_ns; /* ticks and run clock then */
+  int sig_lost;             /* the program took the signal: run stopped */
   ljp_buf dump;             /* current stack dump */
   uint32_t last_stack;      /* id of the previous dump, for reuse */
   ljp_store store;           /* texts and aggregated ticks (store.c) */
@@ -169,6 +172,8 @@ struct ljp_ctx {
 int ljp_signal_install(int signo, char *err, size_t errlen);
 /* A run installed the handler and pinned the library (never unloaded). */
 int ljp_signal_pinned(void);
+/* Is ljprof's handler still the one installed for signo? Normal context. */
+int ljp_signal_is_ours(int signo);
 static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 extern _Atomic uint64_t ljp_stale_signals;
 
@@ -207,6 +212,10 @@ int ljp_run_busy(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen);
 /* stop() was called from the callback and no start() came after it: the
 ** run ends when the callback returns, and a start() may follow. */
 int ljp_run_stopping(const ljp_ctx *ctx);
+/* At a safe point (about every 100 ms) and at stop: is the sampling
+** signal still ours? If the program changed its disposition, sampling
+** ends (the data stays) and one line says so. */
+void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now);
 void ljp_run_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */
 /* Keep the trace handler attached until the state closes (ljprof.watch). */
 int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries);

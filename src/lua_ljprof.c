@@ -423,6 +423,8 @@ static int l_stats(lua_State *L)
     setnum(L, "stack_mismatches", ri.stack_mismatches);
     lua_pushboolean(L, ri.expired);
     lua_setfield(L, -2, "expired");    /* the duration option ran out */
+    lua_pushboolean(L, ri.signal_lost);
+    lua_setfield(L, -2, "signal_lost"); /* the program took the signal */
     lua_pushboolean(L, ri.jit_state);
     lua_setfield(L, -2, "jit_state");  /* trace compiler state learnt */
     if (ri.error) {

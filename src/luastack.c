@@ -232,15 +232,19 @@ int ljp_luastack_live(lua_State *L, ljp_lframe *out, int max, int *bottom,
   return walk(read_direct, *stack, base, out, max, bottom);
 }
 
-static int checking = -1;
+/* LJPROF_STACKS=check, read once; safe points of several threads may
+** ask first at the same time (an atomic: they all compute the same). */
+static _Atomic int checking = -1;
 
 int ljp_luastack_checking(void)
 {
-  if (checking < 0) {
+  int c = atomic_load_explicit(&checking, memory_order_relaxed);
+  if (c < 0) {
     const char *env = getenv("LJPROF_STACKS");
-    checking = env && !strcmp(env, "check");
+    c = env && !strcmp(env, "check");
+    atomic_store_explicit(&checking, c, memory_order_relaxed);
   }
-  return checking;
+  return c;
 }
 
 static int getstack_fns(lua_State *L, uintptr_t *fns, int max);

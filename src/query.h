@@ -22,6 +22,7 @@ typedef struct ljp_q_run {
   int cfunc_names;           /* the running C function is readable */
   int jit_state;             /* the trace compiler's state was learnt */
   int expired;               /* the duration option ran out */
+  int signal_lost;           /* the program took the sampling signal */
   uint64_t aborts_lost;      /* abort records beyond the table */
   int exact;                 /* Lua frames are captured at the signal */
   int exact_lines;           /* ... and their PCs turned into lines */

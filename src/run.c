@@ -83,6 +83,8 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ctx->hook.user = NULL;
   ctx->stop_requested = 0;
   ctx->tmr.expired = 0;
+  ctx->sig_lost = 0;
+  ctx->sig_ticks = ctx->sig_clock_ns = 0;
   ctx->tmr.deadline_ns = o->duration_us ?
                      ljp_now_ns() + o->duration_us * 1000u : 0;
   return 0;
@@ -259,6 +261,49 @@ static void take_down(ljp_ctx *ctx, lua_State *L)
 
 /* -- Control ---------------------------------------------------------------- */
 
+/* The time of the run's clock: ticks are due in proportion to it. */
+static uint64_t run_clock_ns(const ljp_ctx *ctx)
+{
+  struct timespec ts;
+  clockid_t id = ctx->opt.clock == LJPROF_CLOCK_CPU ? CLOCK_THREAD_CPUTIME_ID
+               : ctx->opt.clock == LJPROF_CLOCK_ITIMER ? CLOCK_PROCESS_CPUTIME_ID
+               : CLOCK_MONOTONIC;
+  if (clock_gettime(id, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
+{
+  uint64_t t = ljp_now_ns(), ticks, clk;
+  if (ctx->sig_lost || !ctx->tmr.live) return;
+  if (!now && t - ctx->sig_checked_ns < 100000000u) return;
+  ctx->sig_checked_ns = t;
+  ticks = atomic_load(&ctx->n_signals);
+  clk = run_clock_ns(ctx);
+  /* Ours, or another handler that passes the ticks on to ours (a
+  ** wrapper): ticks still come. Lost: not ours, and no tick over three
+  ** intervals of the run's clock. */
+  if (ljp_signal_is_ours(ctx->opt.signo) || ticks != ctx->sig_ticks ||
+      !ctx->sig_clock_ns) {
+    ctx->sig_ticks = ticks;
+    ctx->sig_clock_ns = clk;
+    return;
+  }
+  if (clk - ctx->sig_clock_ns < 3u * (uint64_t)ctx->opt.interval_us * 1000u)
+    return;
+  /* Taken over, ignored or reset by the program: no more ticks (a reset
+  ** real-time signal would end the process at the next one), keep what
+  ** was sampled. */
+  ctx->sig_lost = 1;
+  ctx->tmr.expired = 1;
+  timer_down(ctx, L);
+  fprintf(stderr, "ljprof: the program changed the handling of signal %d "
+          "(%s), which ljprof samples with; sampling stopped, the profile "
+          "keeps the %llu samples taken before (choose another signal with "
+          "the signal option)\n", ctx->opt.signo, strsignal(ctx->opt.signo),
+          (unsigned long long)atomic_load(&ctx->n_ticks));
+}
+
 const ljp_timer_ops *ljp_timer_for(ljprof_clock c)
 {
   switch (c) {
@@ -364,6 +409,7 @@ void ljp_run_stop(ljp_ctx *ctx, lua_State *L)
     return;
   }
   ctx->stop_requested = 0;
+  if (ctx->state == LJP_RUNNING) ljp_run_check_signal(ctx, L, 1);
   take_down(ctx, L);
   if (ctx->restart_pending) {
     ljprof_options opt = ctx->restart_opt;

@@ -76,7 +76,9 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   ljp_complete(ctx, L);
   ljp_hook_leave(h);
   ctx->complete_ns += ljp_now_ns() - t0;
-  /* 3. Aggregate past the high-water mark; our trace handler still in? */
+  /* 3. The sampling signal still ours (every 100 ms)? Aggregate past the
+  ** high-water mark; our trace handler still in? */
+  ljp_run_check_signal(ctx, L, 0);
   if (ljp_ring_completed(&ctx->ring) >= ctx->ring.cap / 2) {
     ljp_aggregate(ctx);
     ljp_traces_check(ctx, L);

@@ -26,6 +26,13 @@
 
 _Atomic uint64_t ljp_stale_signals;
 
+/* What each signal did before ljprof took it: SIG_DFL or SIG_IGN (a
+** signal with a handler is refused). A foreign signal, one the program or
+** another process sends, gets that. */
+static volatile sig_atomic_t prev_ignored[_NSIG];
+static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv);
+#define ljp_signal_handler_ptr ljp_signal_handler
+
 /* -- Signal context ------------------------------------------------------ */
 
 static inline uintptr_t ucontext_pc(void *ucv)
@@ -134,6 +141,30 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
                             memory_order_relaxed);
 }
 
+/* Signal context: the previous disposition of sig, SIG_IGN or SIG_DFL.
+** The default action of the signals ljprof may take is to ignore them
+** (SIGURG, SIGWINCH, SIGCONT), to stop, or to end the process: for the
+** last two it is restored and the signal raised again. */
+static void foreign(int sig)
+{
+  struct sigaction dfl;
+  sigset_t set;
+  if (prev_ignored[sig] || sig == SIGURG || sig == SIGWINCH ||
+      sig == SIGCONT)
+    return;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, NULL);
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigprocmask(SIG_UNBLOCK, &set, NULL);
+  raise(sig);
+  /* a stop signal: the process stopped and goes on; take it back */
+  dfl.sa_sigaction = ljp_signal_handler_ptr;
+  dfl.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigaction(sig, &dfl, NULL);
+}
+
 static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
 {
   int saved_errno = errno;
@@ -165,6 +196,14 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
                                     memory_order_relaxed);
       ljp_sample(ctx, ucv, w);
     }
+  } else if ((si->si_code == SI_USER || si->si_code == SI_TKILL) &&
+             si->si_pid != getpid()) {
+    /* Sent by another process (kill -USR1): not a tick. It gets what it
+    ** would have had without ljprof. */
+    ljp_slot_leave(token);
+    foreign(sig);
+    errno = saved_errno;
+    return;
   } else {
     atomic_fetch_add_explicit(&ljp_stale_signals, 1, memory_order_relaxed);
   }
@@ -185,6 +224,13 @@ static void ljp_pin_library(void)
   pinned = 1;
   if (dladdr((void *)ljp_signal_handler, &di) && di.dli_fname)
     dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+int ljp_signal_is_ours(int signo)
+{
+  struct sigaction cur;
+  if (sigaction(signo, NULL, &cur) != 0) return 1;  /* cannot tell */
+  return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == ljp_signal_handler;
 }
 
 int ljp_signal_install(int signo, char *err, size_t errlen)
@@ -222,6 +268,7 @@ int ljp_signal_install(int signo, char *err, size_t errlen)
     /* ours already */
   } else if (!(old.sa_flags & SA_SIGINFO) && (old.sa_handler == SIG_DFL ||
                                               old.sa_handler == SIG_IGN)) {
+    prev_ignored[signo] = old.sa_handler == SIG_IGN;
     ljp_pin_library();
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = ljp_signal_handler;

@@ -403,6 +403,8 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->expired = ctx->tmr.expired && !ctx->sig_lost;
   ri->signal_lost = ctx->sig_lost;
   ri->aborts_lost = ctx->tr.aborts_lost;
+  ri->trace_events = ctx->tr.events;
+  ri->trace_event_ns = ctx->tr.event_ns;
   ri->exact = ctx->exact_on;
   ri->exact_lines = ctx->exact_on && ljp_lsl.lines_ok;
   ri->lua_captures = atomic_load(&ctx->n_lua_captures);

@@ -413,6 +413,10 @@ static int l_stats(lua_State *L)
     lua_pushboolean(L, ri.cfunc_names);
     lua_setfield(L, -2, "cfunc_names");
     setnum(L, "aborts_lost", ri.aborts_lost);
+    /* Trace events handled (jit.attach) and the time ljprof spent in them
+    ** (not LuaJIT's dispatch of the event). */
+    setnum(L, "trace_events", ri.trace_events);
+    setnum(L, "trace_event_ns", ri.trace_event_ns);
     /* Lua frames captured at the signal (exact stacks under traces). */
     lua_pushboolean(L, ri.exact);
     lua_setfield(L, -2, "exact_stacks");

@@ -529,6 +529,17 @@ int ljp_luastack_line(uintptr_t fn, uintptr_t pc)
                    ljp_lsl.bc_lineinfo);
 }
 
+int ljp_luastack_line_at(uintptr_t fn, int32_t pc)
+{
+  uintptr_t bc;
+  if (!ljp_lsl.lines_ok || !fn || pc < 0 ||
+      read_direct(&bc, fn + (uintptr_t)ljp_lsl.fn_pc, 8) || bc < 4096)
+    return -1;
+  /* A frame's PC points past its instruction: index pc is bc + 4 (pc+1). */
+  return line_with(read_direct, fn, bc + 4u * ((uintptr_t)pc + 1), ljp_lsl.fn_pc,
+                   ljp_lsl.bc_first, ljp_lsl.bc_lineinfo);
+}
+
 /* Find the layout that turns every observed (function, PC) into the line
 ** lua_getinfo gave, and the function's first line and line count: exactly
 ** one must fit. */

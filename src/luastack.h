@@ -60,6 +60,10 @@ int ljp_luastack_live(lua_State *L, ljp_lframe *out, int max, int *bottom,
 /* Normal context: the line of Lua function fn (alive) at bytecode PC pc
 ** (an instruction after a call, as a frame's link holds), or -1. */
 int ljp_luastack_line(uintptr_t fn, uintptr_t pc);
+/* The line of bytecode index pc of Lua function fn, as
+** jit.util.funcinfo(fn, pc).currentline gives it (0: the first line), or
+** -1 when the layout was not proven. */
+int ljp_luastack_line_at(uintptr_t fn, int32_t pc);
 
 /* Self-check (LJPROF_STACKS=check, used by the tests): at a safe point,
 ** the raw walk of thread L against lua_getstack, function by function.

@@ -24,6 +24,7 @@ typedef struct ljp_q_run {
   int expired;               /* the duration option ran out */
   int signal_lost;           /* the program took the sampling signal */
   uint64_t aborts_lost;      /* abort records beyond the table */
+  uint64_t trace_events, trace_event_ns; /* jit.attach events, our time */
   int exact;                 /* Lua frames are captured at the signal */
   int exact_lines;           /* ... and their PCs turned into lines */
   uint64_t lua_captures;     /* records with frames captured at the signal */

@@ -157,9 +157,14 @@ static int ljp_trace_event(lua_State *L)
 {
   ljp_ctx *ctx = ljp_slot_find(lua_topointer(L, LUA_REGISTRYINDEX));
   int nargs;
+  uint64_t t0 = ljp_now_ns();
   if (ctx) ljp_gate_enter(&ctx->exit);
   nargs = ljp_traces_event(ctx, L);
-  if (ctx) ljp_gate_leave(&ctx->exit);
+  if (ctx) {
+    ctx->tr.events++;
+    ctx->tr.event_ns += ljp_now_ns() - t0;
+    ljp_gate_leave(&ctx->exit);
+  }
   return ljp_traces_chain(L, nargs);
 }
 

@@ -28,6 +28,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "luastack.h"
 #include "objects.h"
 
 #define UP_GEN    lua_upvalueindex(1)
@@ -126,6 +127,12 @@ static int func_where(ljp_ctx *ctx, lua_State *L, int fidx, int pcidx,
   if (!pcidx) { *line = ar->linedefined; return 1; }
   if (lua_type(L, pcidx) == LUA_TNUMBER) {
     pc = lua_tointeger(L, pcidx);
+    /* Read from the prototype where its layout was proven (luastack.c):
+    ** no jit.util.funcinfo table per event. LJPROF_STACKS=check compares
+    ** with funcinfo. */
+    *line = ljp_luastack_line_at((uintptr_t)lua_topointer(L, fidx),
+                                 (int32_t)pc);
+    if (*line >= 0 && !ljp_luastack_checking()) return 1;
     h = str_hash(ar->source) ^ ((uint64_t)(uint32_t)ar->linedefined << 20) ^
         (uint64_t)pc;
     c = &ctx->tr.linecache[(h ^ (h >> 17)) & (LJP_LINECACHE - 1)];
@@ -136,6 +143,8 @@ static int func_where(ljp_ctx *ctx, lua_State *L, int fidx, int pcidx,
   }
   lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.funcinfo_ref);
   if (lua_isfunction(L, -1)) {
+    int direct = *line;
+    *line = -1;
     lua_pushvalue(L, fidx);
     lua_pushvalue(L, pcidx);
     if (lua_pcall(L, 2, 1, 0) == 0 && lua_istable(L, -1)) {
@@ -143,6 +152,12 @@ static int func_where(ljp_ctx *ctx, lua_State *L, int fidx, int pcidx,
       if (lua_isnumber(L, -1)) *line = (int)lua_tointeger(L, -1);
       lua_pop(L, 1);
     }
+    if (direct >= 0) {  /* checking */
+      ctx->stack_checks++;
+      if (direct != *line) ctx->stack_mismatches++;
+    }
+  } else {
+    *line = -1;
   }
   lua_pop(L, 1);
   if (*line < 0) *line = ar->linedefined;
@@ -224,6 +239,7 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
   int code = (int)lua_tointeger(L, 5), isnum = lua_type(L, 6) == LUA_TNUMBER;
   int line, start = ctx->tr.pending.line;
   uint32_t i;
+  uint64_t h;
   if (!ctx->tr.pending.source) return;
   ljp_put_location(&b, ctx->tr.pending.source, ctx->tr.pending.linedefined,
                    ctx->tr.pending.linedefined);
@@ -245,10 +261,14 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
   info = buf_take(&b);
   ljp_buf_free(&b);
   if (!func || !at || !info) goto out;
+  /* Thousands of aborts of the same few kinds: compare hashes first. */
+  h = (str_hash(func) * 31 + str_hash(info)) * 31 + str_hash(at);
+  h ^= ((uint64_t)(uint32_t)code << 32) ^ (uint32_t)start;
   for (i = 0; i < ctx->tr.naborts; i++) {
     ljp_abort *a = &ctx->tr.aborts[i];
-    if (a->code == code && a->line == start && !strcmp(a->func, func) &&
-        !strcmp(a->info, info) && !strcmp(a->at, at)) {
+    if (a->hash == h && a->code == code && a->line == start &&
+        !strcmp(a->func, func) && !strcmp(a->info, info) &&
+        !strcmp(a->at, at)) {
       a->count++;
       goto out;
     }
@@ -270,6 +290,7 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
   ctx->tr.aborts[ctx->tr.naborts].info_is_num = isnum;
   ctx->tr.aborts[ctx->tr.naborts].at = at;
   ctx->tr.aborts[ctx->tr.naborts].count = 1;
+  ctx->tr.aborts[ctx->tr.naborts].hash = h;
   ctx->tr.naborts++;
   return;
 out:
@@ -441,6 +462,7 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     trinfo_clear(&ctx->tr.pending);
   }
   aborts_reset(ctx);             /* per run */
+  ctx->tr.events = ctx->tr.event_ns = 0;
   if (!keep && !traces_install(ctx, L)) {
     ljp_traces_reset(ctx);
     return;

@@ -35,6 +35,7 @@ typedef struct ljp_abort {
   int info_is_num;
   char *at;                 /* where recording stopped: chunk:line */
   uint64_t count;
+  uint64_t hash;            /* of all the above but count: a quick compare */
 } ljp_abort;
 
 #define LJP_MAX_ABORTS 512  /* distinct abort records kept per run */
@@ -63,6 +64,7 @@ typedef struct ljp_tracest {
   uint32_t naborts;
   ljp_linecache linecache[LJP_LINECACHE];
   uint64_t aborts_lost;     /* abort events beyond LJP_MAX_ABORTS records */
+  uint64_t events, event_ns; /* trace events handled, time in our handler */
 } ljp_tracest;
 
 typedef struct ljp_ctx ljp_ctx;

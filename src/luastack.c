@@ -138,7 +138,7 @@ static int mapped(uintptr_t lo, uintptr_t hi)
   l[1].iov_base = &b; l[1].iov_len = 8;
   r[0].iov_base = (void *)lo; r[0].iov_len = 8;
   r[1].iov_base = (void *)hi; r[1].iov_len = 8;
-  return process_vm_readv(getpid(), l, 2, r, 2, 0) == 16;
+  return process_vm_readv(ljp_self_pid(), l, 2, r, 2, 0) == 16;
 }
 
 int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
@@ -282,7 +282,7 @@ static struct {
   /* The trace base. */
   uintptr_t g, loopfn, L;
   int jcand[GSNAP / 8];
-  int jcalls;
+  int jcalls, jseen;            /* calls examined, calls seen in the trace */
 } pb;
 
 /* The frames lua_getstack sees, as function pointers, innermost first. */
@@ -415,16 +415,27 @@ static const char frames_chunk[] =
 
 /* Called through the FFI from a compiled loop (vmstate is a trace
 ** number): which word of G points at the loop function's frame base? */
+/* The calls from the trace that are examined (each costs a few
+** process_vm_readv): the first JIT_SETTLE ones are skipped, the next
+** JIT_CALLS decide; later calls return at once. */
+#define JIT_SETTLE 20
+#define JIT_CALLS 50
+
 static int probe_jit(int i)
 {
   const ljp_vmlayout *v = &ljp_vml;
   uintptr_t gw[GSNAP / 8], stack;
   int32_t st;
   int o;
-  ljp_vm_jstate_probe(pb.g, i == 1, i >= 200);
-  if (i < 200) return 0;   /* long compiled by now */
-  if (ljp_peek(&st, pb.g + (uintptr_t)v->g_vmstate, 4) != 0 || st < 0)
+  if (pb.jcalls >= JIT_CALLS) return 0;
+  if (ljp_peek(&st, pb.g + (uintptr_t)v->g_vmstate, 4) != 0) {
+    pb.jcalls = JIT_CALLS + 1;   /* unreadable: give up (counted failed) */
     return 0;
+  }
+  /* The trace compiler's state: interpreted and recording calls, then a
+  ** few from the trace. */
+  if (st < 0 || pb.jseen < 10) ljp_vm_jstate_probe(pb.g, i == 1, st >= 0);
+  if (st < 0 || ++pb.jseen <= JIT_SETTLE) return 0;
   if (ljp_peek(gw, pb.g, sizeof(gw)) != 0 ||
       ljp_peek(&stack, pb.L + (uintptr_t)ljp_lsl.l_stack, 8) != 0)
     return 0;
@@ -467,10 +478,10 @@ static void learn_jit(lua_State *L)
   pb.loopfn = (uintptr_t)lua_topointer(th, -1);
   pb.L = (uintptr_t)th;
   pb.g = ljp_vm_global(th);
-  pb.jcalls = 0;
+  pb.jcalls = pb.jseen = 0;
   for (o = 0; o < GSNAP / 8; o++) pb.jcand[o] = 1;
   lua_pushinteger(th, 1000);
-  if (lua_pcall(th, 1, 0, 0) != 0 || pb.jcalls < 100) {
+  if (lua_pcall(th, 1, 0, 0) != 0 || pb.jcalls != JIT_CALLS) {
     ljp_vm_jstate_probe_done();
     snprintf(ljp_lsl.why, sizeof(ljp_lsl.why), "the probe loop was not "
              "compiled (%d calls in a trace)", pb.jcalls);
@@ -543,26 +554,76 @@ int ljp_luastack_line_at(uintptr_t fn, int32_t pc)
 /* Find the layout that turns every observed (function, PC) into the line
 ** lua_getinfo gave, and the function's first line and line count: exactly
 ** one must fit. */
+/* The candidates are tried on copies: each observed function object's
+** first 64 bytes, and for each candidate o_pc the 256 bytes before its
+** bytecode, are read once (fault-safe); only a line table entry is read
+** per candidate. (Reading every candidate word with its own
+** process_vm_readv took ~3,900 system calls, ~10 ms, per start.) */
+#define LN_FN 64
+#define LN_HDR 256
+static struct {
+  uintptr_t fn[96][LN_FN / 8];
+  unsigned char fn_ok[96];
+  unsigned char hdr[96][LN_HDR];  /* [bc - LN_HDR, bc) for the o_pc tried */
+  uintptr_t bc[96];
+} ln;
+
+/* 8 bytes at bc - d of observation i (d in 8..LN_HDR). */
+static int ln_read(int i, ptrdiff_t d, void *dst)
+{
+  memcpy(dst, ln.hdr[i] + LN_HDR - d, 8);
+  return 0;
+}
+
 static void learn_lines(void)
 {
   ptrdiff_t o_pc, d1, d2;
   int found = 0, i, k;
   if (pb.nobs < 6) return;
+  for (i = 0; i < pb.nobs; i++)
+    ln.fn_ok[i] = ljp_peek(ln.fn[i], pb.obs[i].fn, LN_FN) == 0;
   for (o_pc = 8; o_pc < 64; o_pc += 8) {
+    int ok = 1;
+    for (i = 0; ok && i < pb.nobs; i++) {
+      ln.bc[i] = ln.fn[i][o_pc / 8];
+      ok = ln.fn_ok[i] && ln.bc[i] > 4096 + LN_HDR &&
+           ljp_peek(ln.hdr[i], ln.bc[i] - LN_HDR, LN_HDR) == 0;
+    }
+    if (!ok) continue;
     for (d1 = 8; d1 <= 256; d1 += 4) {
-      int ok = 1;
-      for (i = 0; ok && i < pb.nobs; i++) {
-        uintptr_t bc;
+      for (ok = 1, i = 0; ok && i < pb.nobs; i++) {
         int32_t fl[2];
-        ok = ljp_peek(&bc, pb.obs[i].fn + (uintptr_t)o_pc, 8) == 0 &&
-             bc > 4096 && ljp_peek(fl, bc - (uintptr_t)d1, 8) == 0 &&
-             fl[0] == pb.obs[i].first && fl[1] == pb.obs[i].numline;
+        ln_read(i, d1, fl);
+        ok = fl[0] == pb.obs[i].first && fl[1] == pb.obs[i].numline;
       }
       if (!ok) continue;
       for (d2 = 8; d2 <= 256; d2 += 8) {
-        for (k = 0, i = 0; i < pb.nobs; i++)
-          k += line_with(ljp_peek, pb.obs[i].fn, pb.obs[i].pc, o_pc, d1,
-                         d2) == pb.obs[i].line;
+        for (k = 0, i = 0; i < pb.nobs; i++) {
+          uintptr_t li, pos, bc = ln.bc[i], pc = pb.obs[i].pc;
+          int32_t fl[2];
+          int line = -1;
+          ln_read(i, d1, fl);
+          ln_read(i, d2, &li);
+          if (pc > bc && pc - bc <= (4u << 24) && !((pc - bc) & 3) &&
+              fl[1] >= 0 && li >= 4096) {
+            /* as line_with: the entry before pc's position */
+            pos = (pc - bc) / 4 - 1;
+            if (pos == 0) {
+              line = fl[0];
+            } else if (fl[1] < 256) {
+              uint8_t v;
+              if (!ljp_peek(&v, li + pos - 1, 1)) line = fl[0] + v;
+            } else if (fl[1] < 65536) {
+              uint16_t v;
+              if (!ljp_peek(&v, li + 2 * (pos - 1), 2)) line = fl[0] + v;
+            } else {
+              uint32_t v;
+              if (!ljp_peek(&v, li + 4 * (pos - 1), 4)) line = fl[0] + (int)v;
+            }
+          }
+          k += line == pb.obs[i].line;
+          if (k != i + 1) break;   /* one miss rules the candidate out */
+        }
         if (k == pb.nobs) {
           found++;
           ljp_lsl.fn_pc = o_pc;

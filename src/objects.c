@@ -210,7 +210,7 @@ uint64_t ljp_objects_print(void)
   int n = 0;
   for (; l && n < 1024; l = w[3], n++) {
     struct iovec li = {w, sizeof(w)}, ri = {(void *)l, sizeof(w)};
-    if (l < 4096 || process_vm_readv(getpid(), &li, 1, &ri, 1, 0) !=
+    if (l < 4096 || process_vm_readv(ljp_self_pid(), &li, 1, &ri, 1, 0) !=
                         (ssize_t)sizeof(w))
       return 0;  /* unreadable: never a snapshot's print */
     h = (h ^ (uint64_t)w[0]) * 1099511628211ull;
@@ -230,7 +230,7 @@ static uint32_t lm_walk(ljp_lmnode *out, uint32_t max)
   for (; l; l = w[3]) {
     struct iovec li = {w, sizeof(w)}, ri = {(void *)l, sizeof(w)};
     if (n == max || l < 4096 ||
-        process_vm_readv(getpid(), &li, 1, &ri, 1, 0) != (ssize_t)sizeof(w))
+        process_vm_readv(ljp_self_pid(), &li, 1, &ri, 1, 0) != (ssize_t)sizeof(w))
       return 0;
     out[n].node = l;
     out[n].addr = w[0];
@@ -257,7 +257,7 @@ int ljp_objects_unchanged(const ljp_objsnap *s)
       ri[k].iov_base = (void *)s->lm[i + k].node;
       ri[k].iov_len = sizeof(w[k]);
     }
-    if (process_vm_readv(getpid(), li, m, ri, m, 0) !=
+    if (process_vm_readv(ljp_self_pid(), li, m, ri, m, 0) !=
         (ssize_t)(m * sizeof(w[0])))
       return 0;
     for (k = 0; k < m; k++) {

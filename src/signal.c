@@ -224,6 +224,7 @@ static void ljp_pin_library(void)
   pinned = 1;
   if (dladdr((void *)ljp_signal_handler, &di) && di.dli_fname)
     dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  ljp_self_pid_cache();  /* its fork handler needs the library pinned */
 }
 
 int ljp_signal_is_ours(int signo)

@@ -64,6 +64,24 @@ static int probe_done;
 
 /* -- Fault-safe reads (async-signal-safe) ---------------------------------- */
 
+static volatile pid_t cached_pid;  /* 0: ask the kernel */
+static int pid_atfork;
+
+static void pid_forget(void) { cached_pid = 0; }
+
+void ljp_self_pid_cache(void)
+{
+  if (!pid_atfork && pthread_atfork(NULL, NULL, pid_forget) == 0)
+    pid_atfork = 1;
+  if (pid_atfork) cached_pid = getpid();
+}
+
+pid_t ljp_self_pid(void)
+{
+  pid_t p = cached_pid;
+  return p ? p : getpid();
+}
+
 int ljp_peek(void *dst, uintptr_t src, size_t n)
 {
   struct iovec l, r;
@@ -72,7 +90,7 @@ int ljp_peek(void *dst, uintptr_t src, size_t n)
   r.iov_base = (void *)src;
   r.iov_len = n;
   if (src < 4096) return -1;
-  return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+  return process_vm_readv(ljp_self_pid(), &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
 }
 
 static int peek_word(uintptr_t src, uintptr_t *v)

@@ -61,6 +61,11 @@ int32_t ljp_vm_hookcount_get(uintptr_t g);
 void ljp_vm_hookcount(uintptr_t g, int32_t count);
 /* Fault-safe read of our own memory: 0, or -1 for an unreadable range. */
 int ljp_peek(void *dst, uintptr_t src, size_t n);
+/* This process's id for process_vm_readv, without a getpid() system call
+** once ljp_self_pid_cache has run (the library is pinned: a fork handler
+** forgets it in the child). Signal-safe. */
+pid_t ljp_self_pid(void);
+void ljp_self_pid_cache(void);
 
 static inline int ljp_vm_index(int vmstate)
 {

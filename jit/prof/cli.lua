@@ -190,6 +190,12 @@ local function run(argv, luajit)
     io.stderr:write("ljprof: no profile from ", app, ": ", meta, "\n")
     return code ~= 0 and code or 1
   end
+  if p.total == 0 and not o.calls then  -- nothing to show: no empty flame graph
+    io.stderr:write("ljprof: no samples from ", app, code ~= 0 and
+      (" (exit status " .. code .. ")") or "", "; nothing written",
+      code == 0 and " (a longer run, or a higher --rate)" or "", "\n")
+    return code ~= 0 and code or 1
+  end
   if to_stdout then
     write_outputs(p, meta, {"-"}, o)
     io.stderr:write(string.format("Samples: %d (dropped %d) -> standard output\n", p.total,

@@ -61,6 +61,21 @@ t.case("an error in the script: profile written, status 1", function()
   t.ok(err:find("Samples: %d+") ~= nil, "Samples line: " .. err)
 end)
 
+t.case("no samples: nothing written, one line, a failing status", function()
+  -- A missing script and one too short for a sample (before: an empty
+  -- nofile.svg was written)
+  local quick = dir .. "/quick.lua"
+  write(quick, "local x = 1\n")
+  for _, c in ipairs({{dir .. "/nofile.lua", "nofile", "(exit status 1)"},
+                      {quick, "quick", "(a longer run, or a higher --rate)"}}) do
+    local code, _, err = sh("cd " .. dir .. " && " .. LJPROF .. " -r 1 " .. c[1])
+    t.ok(code ~= 0, c[2] .. ": status " .. code)
+    t.ok(err:find("ljprof: no samples from " .. c[1], 1, true) and
+         err:find(c[3], 1, true) and err:find("nothing written", 1, true), c[2] .. ": " .. err)
+    t.eq(read(dir .. "/" .. c[2] .. ".svg"), nil, c[2] .. ": no flame graph")
+  end
+end)
+
 t.case("--duration samples only the first seconds", function()
   local raw = dir .. "/d.ljprof"
   local code, _, err = sh(string.format("%s -c wall -r 1000 -d 0.15 -o %s %s ok 0.8",

@@ -197,6 +197,14 @@ end
 local function write_outputs(r)
   local st = ljprof.stats()
   local p = model.collect(ljprof.summary())
+  -- A C function without a Lua name prints as its address, another one
+  -- every run (ASLR): name it by symbol, or object and offset
+  -- ("luajit+0x86ca"), so that two runs can be compared.
+  for _, fr in ipairs(p.frames) do
+    local a = not fr.lua and fr.name and fr.name:match("^@0x(%x+)$")
+    local name = a and ljprof.code_name and ljprof.code_name(tonumber(a, 16))
+    if name then fr.name = name end
+  end
   if r.kv.calls == "on" then p.calls = ljprof.calls() end
   p.functions, p.aborts = ljprof.functions(), ljprof.aborts()  -- "Hot but interpreted"
   local meta = {

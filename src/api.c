@@ -422,6 +422,17 @@ void ljp_q_fail(lua_State *L, const char *msg)
 
 uint64_t ljp_q_stale_signals(void) { return atomic_load(&ljp_stale_signals); }
 
+int ljp_q_code_name(uintptr_t a, char *buf, size_t len)
+{
+  ljp_objinfo ob;
+  if (!a || !ljp_objects_lookup(a, &ob)) return 0;
+  if (ob.sym_lo && ob.sym_lo <= a && a < ob.sym_hi && ob.sym[0])
+    snprintf(buf, len, "%s", ob.sym);
+  else
+    snprintf(buf, len, "%s+0x%lx", ob.short_name, (unsigned long)(a - ob.base));
+  return 1;
+}
+
 void ljp_q_functions(lua_State *L, ljp_func_visit fn, void *d)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);

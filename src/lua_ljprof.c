@@ -701,6 +701,21 @@ static int l_on_signal(lua_State *L)
   return ljp_q_exit_signals(L, 1, module, func, arg, arglen);
 }
 
+/* ljprof.code_name(address) -> a name stable across runs for code at
+** address (an unnamed C function: "@0x..." in dumps), or nil. */
+static int l_code_name(lua_State *L)
+{
+  char buf[384];
+  lua_Number a = luaL_checknumber(L, 1);
+  if (a > 0 && a < 18446744073709551616.0 &&
+      ljp_q_code_name((uintptr_t)a, buf, sizeof(buf))) {
+    lua_pushstring(L, buf);
+    return 1;
+  }
+  lua_pushnil(L);
+  return 1;
+}
+
 static int l_running(lua_State *L)
 {
   lua_pushboolean(L, ljprof_running(L));
@@ -754,6 +769,7 @@ static const luaL_Reg ljprof_funcs[] = {
   {"watch", l_watch},
   {"on_signal", l_on_signal},
   {"spawn", ljp_spawn},
+  {"code_name", l_code_name},
   {"zone_handle", l_zone_handle},
   {"zone_intern", l_zone_intern},
   {"zone_push_id", l_zone_push_id},

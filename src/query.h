@@ -38,6 +38,11 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri);
 void ljp_q_fail(lua_State *L, const char *msg);
 uint64_t ljp_q_stale_signals(void);
 
+/* A stable name for code at address a (a C function that has no Lua
+** name): its symbol, else "<object>+0x<offset>"; 0 when a lies in no
+** loaded object. */
+int ljp_q_code_name(uintptr_t a, char *buf, size_t len);
+
 /* This OS thread's buffer for dumpstack strings (NULL: out of memory). */
 ljp_buf *ljp_q_dump_buffer(void);
 

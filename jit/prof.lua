@@ -192,6 +192,45 @@ function M.parse_options(opts, outputs)
   return parse(opts, outputs or {})
 end
 
+-- ljprof's own work (the safe point and call counting: "[ljprof]"; the
+-- trace-event handler and what it calls) is shown once, as a root frame
+-- of its own, never inside the program's stacks.
+local OWN = {["[ljprof]"] = true, ["[ljprof trace events]"] = true}
+
+local function own_work_apart(p)
+  local own
+  for id, fr in ipairs(p.frames) do
+    if not fr.lua and OWN[fr.name] then
+      own = own or {}
+      own[id] = true
+    end
+  end
+  if not own then return end
+  local root = #p.frames + 1
+  p.frames[root] = {id = root, lua = false, name = "[ljprof]"}
+  local keep, merged = {}, {}
+  for _, s in ipairs(p.samples) do
+    local mine = false
+    for _, id in ipairs(s.stack) do
+      if own[id] then mine = true break end
+    end
+    if mine then
+      local k = tostring(s.vmstate) .. "\0" .. tostring(s.zone)
+      local m = merged[k]
+      if m then
+        m.count = m.count + s.count
+      else
+        m = {stack = {root}, vmstate = s.vmstate, zone = s.zone, count = s.count}
+        merged[k] = m
+        keep[#keep + 1] = m
+      end
+    else
+      keep[#keep + 1] = s
+    end
+  end
+  p.samples = keep
+end
+
 -- Collect the profile of run r and write its outputs (ljprof's functions
 -- read the run: after stop, or in the exit helper's state, the same run).
 local function write_outputs(r)
@@ -205,6 +244,7 @@ local function write_outputs(r)
     local name = a and ljprof.code_name and ljprof.code_name(tonumber(a, 16))
     if name then fr.name = name end
   end
+  own_work_apart(p)
   if r.kv.calls == "on" then p.calls = ljprof.calls() end
   p.functions, p.aborts = ljprof.functions(), ljprof.aborts()  -- "Hot but interpreted"
   local meta = {

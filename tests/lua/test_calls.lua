@@ -352,6 +352,32 @@ local function report_checks(out, what)
        what .. ": a non-file chunk")
 end
 
+t.case("ljprof's own work is one root frame, never inside the program's stacks", function()
+  -- Counting calls runs ljprof's hook on every call: many samples land in
+  -- it. They used to sit on top of the program's stacks ("mid;[ljprof]").
+  local tmp = t.tmpname(".lua")
+  write(tmp, [[
+local function leaf(x) return x + 1 end
+local function mid(x) return leaf(x) + leaf(x) end
+local s, t0 = 0, os.clock()
+while os.clock() - t0 < 0.5 do for i = 1, 1000 do s = s + mid(i) end end
+]])
+  local out = t.tmpname(".folded")
+  run(ENV .. LUAJIT .. " -jprof=G/calls=on/clock=wall/rate=2000," .. out .. " " .. tmp)
+  local folded = t.read(out) or ""
+  local own, inside = 0, 0
+  for line in folded:gmatch("[^\n]+") do
+    local n = line:match("^%[ljprof%] (%d+)$")
+    if n then own = own + tonumber(n)
+    elseif line:find("[ljprof", 1, true) then inside = inside + 1 end
+  end
+  t.ok(own > 0, "samples in ljprof's own work, as a root: " .. folded)
+  t.eq(inside, 0, "no [ljprof] frame inside a program stack:\n" .. folded)
+  t.ok(folded:find(";mid;leaf %d+\n") or folded:find(";mid %d+\n"), "the program's stacks: " .. folded)
+  os.remove(tmp)
+  os.remove(out)
+end)
+
 t.case("the calls report through -jprof: table and annotated listing", function()
   local tmp = t.tmpname(".lua")
   write(tmp, SCRIPT)

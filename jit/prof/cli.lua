@@ -56,6 +56,7 @@ options:
                    without -o that report goes to standard output
   -V, --version    print "ljprof <version>"
   -h, --help       this text
+Long options take their value as "--rate 1000" or "--rate=1000".
 ]]
 end
 
@@ -85,7 +86,15 @@ local function parse_args(argv, first, anywhere)
   local i = first
   while i <= #argv do
     local a = argv[i]
+    -- --key=value, as well as --key value
+    local inline
+    if a:match("^%-%-[%w%-]+=") then a, inline = a:match("^(%-%-[%w%-]+)=(.*)$") end
     local function val()
+      if inline then
+        local v = inline
+        inline = nil
+        return v
+      end
       i = i + 1
       if argv[i] == nil then fail("option " .. a .. " needs a value") end
       return argv[i]
@@ -113,6 +122,7 @@ local function parse_args(argv, first, anywhere)
       fail("unknown option '" .. a .. "' (ljprof --help lists the options)")
     elseif anywhere then o.rest[#o.rest + 1] = a
     else break end
+    if inline then fail("option " .. a .. " takes no value ('" .. a .. "=" .. inline .. "' given)") end
     i = i + 1
   end
   for j = i, #argv do o.rest[#o.rest + 1] = argv[j] end

@@ -76,6 +76,20 @@ t.case("no samples: nothing written, one line, a failing status", function()
   end
 end)
 
+t.case("--key=value as well as --key value", function()
+  local out = dir .. "/eq.folded"
+  os.remove(out)
+  local code, _, err = sh(LJPROF .. " --rate=200 --clock=cpu --output=" .. out .. " " .. script)
+  t.eq(code, 0, "status: " .. err)
+  t.ok((read(out) or ""):find("busy %d+\n"), "--output= and --rate= taken: " .. (read(out) or ""))
+  os.remove(out)
+  code, _, err = sh(LJPROF .. " --zones=yes " .. script)
+  t.eq(code, 2, "a flag with a value")
+  t.ok(err:find("ljprof: option --zones takes no value ('--zones=yes' given)", 1, true), err)
+  code, _, err = sh(LJPROF .. " --rate=fast " .. script)
+  t.ok(code == 2 and err:find("bad rate 'fast'", 1, true), "a bad value: " .. err)
+end)
+
 t.case("--duration samples only the first seconds", function()
   local raw = dir .. "/d.ljprof"
   local code, _, err = sh(string.format("%s -c wall -r 1000 -d 0.15 -o %s %s ok 0.8",

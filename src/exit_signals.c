@@ -10,8 +10,9 @@
 ** into an "interrupted!" error, which already ends in lua_close).
 **
 ** The profile is written by a helper thread, started with the trap, in a
-** Lua state of its own (created with the trap, so no module is loaded
-** after the signal), so that a program blocked in read(), in a long C
+** Lua state of its own (which the helper makes at once, on its own
+** thread: nothing is loaded after the signal, and the profiled thread
+** does not pay for it), so that a program blocked in read(), in a long C
 ** call or in a compiled loop that never reaches a safe point still dies
 ** at once with its profile:
 **
@@ -47,6 +48,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -77,8 +79,10 @@ static struct {
   volatile sig_atomic_t quit;  /* the trap is removed: the helper ends */
   volatile sig_atomic_t hold;  /* the run writes its own outputs: a signal
                                ** waits for ljp_exit_signals_off */
-  lua_State *HL;               /* the helper's state */
-  const void *view_reg;        /* its registry: ljp_ctx_get gives ctx */
+  lua_State *HL;               /* the helper's state (made by the helper) */
+  _Atomic(const void *) view_reg; /* its registry: ljp_ctx_get gives ctx */
+  char *module, *func, *arg, *path, *cpath; /* what the helper loads */
+  size_t arglen;
   lua_State *empty;            /* a thread of HL with no frames */
 } trap;
 
@@ -126,8 +130,8 @@ void ljp_exit_park(void)
 
 ljp_ctx *ljp_exit_view(const void *registry)
 {
-  return registry && registry == trap.view_reg ? atomic_load(&trap.ctx)
-                                               : NULL;
+  return registry && registry == atomic_load(&trap.view_reg)
+         ? atomic_load(&trap.ctx) : NULL;
 }
 
 /* -- The handler (signal context) -------------------------------------------- */
@@ -181,16 +185,21 @@ static int wait_closed(int ms)
   }
 }
 
+static lua_State *helper_state(void);
+
 static void *helper_main(void *arg)
 {
   ljp_ctx *ctx;
-  lua_State *HL = trap.HL;
+  lua_State *HL;
   int sig, closed, i;
   (void)arg;
+  trap.HL = HL = helper_state();
+  if (HL) atomic_store(&trap.view_reg, lua_topointer(HL, LUA_REGISTRYINDEX));
   while (sem_wait(&trap.wake) != 0) {}
   if (trap.quit) return NULL;
   ctx = atomic_load(&trap.ctx);
   sig = ctx->exit.signal;
+  if (!HL) die_of(sig);           /* no writer: as without ljprof */
   closed = wait_closed(GRACE_MS);
   for (i = 0; !closed && i < FORCE_TRIES; i++) {
     if (syscall(SYS_tgkill, ctx->pid, ctx->tid, sig) != 0 && errno == ESRCH)
@@ -215,50 +224,47 @@ static void *helper_main(void *arg)
   return NULL;
 }
 
-/* The helper's state: the writer and its argument at indexes 1 and 2,
-** the package paths of L. NULL and a message on L on failure. */
-static lua_State *helper_state(lua_State *L, const char *module,
-                               const char *func, const char *arg,
-                               size_t arglen)
+/* The helper's state, made on the helper thread (the profiled thread
+** pays nothing for it: ~2 ms of CPU): the writer and its argument at
+** indexes 1 and 2, the package paths the program had. NULL and a line on
+** stderr on failure (then a signal has its default action). */
+static lua_State *helper_state(void)
 {
   lua_State *HL = luaL_newstate();
   const char *err = NULL;
   if (!HL) {
-    lua_pushstring(L, "ljprof: on_signal: out of memory");
+    say("ljprof: no profile on SIGTERM/SIGHUP: out of memory", NULL);
     return NULL;
   }
   luaL_openlibs(HL);
   lua_getglobal(HL, "package");
-  lua_getglobal(L, "package");
-  if (lua_istable(L, -1)) {
-    static const char *const keys[] = {"path", "cpath"};
-    int k;
-    for (k = 0; k < 2; k++) {
-      lua_getfield(L, -1, keys[k]);
-      if (lua_isstring(L, -1)) {
-        lua_pushstring(HL, lua_tostring(L, -1));
-        lua_setfield(HL, -2, keys[k]);
-      }
-      lua_pop(L, 1);
-    }
+  if (trap.path) {
+    lua_pushstring(HL, trap.path);
+    lua_setfield(HL, -2, "path");
   }
-  lua_pop(L, 1);
+  if (trap.cpath) {
+    lua_pushstring(HL, trap.cpath);
+    lua_setfield(HL, -2, "cpath");
+  }
   lua_pop(HL, 1);
   lua_getglobal(HL, "require");
-  lua_pushstring(HL, module);
+  lua_pushstring(HL, trap.module);
   if (lua_pcall(HL, 1, 1, 0) != 0) {
     err = lua_tostring(HL, -1);
   } else {
-    lua_getfield(HL, -1, func);
+    lua_getfield(HL, -1, trap.func);
     lua_remove(HL, -2);
     if (!lua_isfunction(HL, -1)) err = "no such function";
   }
   if (err) {
-    lua_pushfstring(L, "ljprof: on_signal: %s.%s: %s", module, func, err);
+    char line[512];
+    snprintf(line, sizeof(line), "ljprof: no profile on SIGTERM/SIGHUP: "
+             "%s.%s: %s", trap.module, trap.func, err);
+    say(line, NULL);
     lua_close(HL);
     return NULL;
   }
-  lua_pushlstring(HL, arg, arglen);
+  lua_pushlstring(HL, trap.arg, trap.arglen);
   trap.empty = lua_newthread(HL);
   luaL_ref(HL, LUA_REGISTRYINDEX);
   return HL;
@@ -273,6 +279,51 @@ static void block_exit_signals(sigset_t *old)
   sigemptyset(&set);
   for (i = 0; i < NSIGS; i++) sigaddset(&set, exit_sigs[i].signo);
   pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+static void spec_free(void)
+{
+  free(trap.module);
+  free(trap.func);
+  free(trap.arg);
+  free(trap.path);
+  free(trap.cpath);
+  trap.module = trap.func = trap.arg = trap.path = trap.cpath = NULL;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+  char *d = s ? malloc(n + 1) : NULL;
+  if (d) {
+    memcpy(d, s, n);
+    d[n] = '\0';
+  }
+  return d;
+}
+
+/* What the helper will load: the writer and the program's package paths
+** (copies: the helper reads them on its own thread). */
+static int spec_copy(lua_State *L, const char *module, const char *func,
+                     const char *arg, size_t arglen)
+{
+  spec_free();
+  trap.module = dup_n(module, strlen(module));
+  trap.func = dup_n(func, strlen(func));
+  trap.arg = dup_n(arg, arglen);
+  trap.arglen = arglen;
+  lua_getglobal(L, "package");
+  if (lua_istable(L, -1)) {
+    size_t n;
+    const char *v;
+    lua_getfield(L, -1, "path");
+    if ((v = lua_tolstring(L, -1, &n))) trap.path = dup_n(v, n);
+    lua_pop(L, 1);
+    lua_getfield(L, -1, "cpath");
+    if ((v = lua_tolstring(L, -1, &n))) trap.cpath = dup_n(v, n);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return trap.module && trap.func && trap.arg ? 0 : -1;
 }
 
 /* Restore the program's dispositions, end the helper, free its state.
@@ -296,10 +347,11 @@ static void untrap(void)
     sem_destroy(&trap.wake);
     sem_destroy(&trap.closed);
   }
-  trap.view_reg = NULL;
+  atomic_store(&trap.view_reg, NULL);
   if (trap.HL) lua_close(trap.HL);
   trap.HL = NULL;
   trap.empty = NULL;
+  spec_free();
   atomic_store(&trap.ctx, NULL);
 }
 
@@ -351,12 +403,13 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
     return luaL_error(L, "ljprof: exit signals are trapped for another "
                       "Lua state");
   ljp_exit_signals_off(ctx);      /* a new writer replaces the old one */
-  if (!(trap.HL = helper_state(L, module, func, arg, arglen)))
-    return lua_error(L);
+  if (spec_copy(L, module, func, arg, arglen) != 0) {
+    spec_free();
+    return luaL_error(L, "ljprof: on_signal: out of memory");
+  }
   memset(&ctx->exit, 0, sizeof(ctx->exit));
   trap.quit = trap.hold = 0;
   trap.pid = getpid();
-  trap.view_reg = lua_topointer(trap.HL, LUA_REGISTRYINDEX);
   atomic_store(&trap.ctx, ctx);
   sem_init(&trap.wake, 0, 0);
   sem_init(&trap.closed, 0, 0);

@@ -177,20 +177,30 @@ static void *run(void *arg)
   opt.clock = LJPROF_CLOCK_WALL;
   opt.native = 1;
   opt.signo = SIGRTMIN + 4;
-  j->rc = ljprof_start_ex(L, &opt, j->err, sizeof(j->err));
 #ifdef INTERPOSE
-  if (j->rc == 0) {  /* wrap ljprof's handler (the same for every state) */
+  {  /* wrap ljprof's handler (the same for every state); a later start
+     ** must find ljprof's own handler installed, not the wrapper (which it
+     ** would refuse as a foreign handler): unwrapped around each start */
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     struct sigaction sa;
     pthread_mutex_lock(&mu);
     sigaction(opt.signo, NULL, &sa);
-    if ((sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction != wrapped_handler) {
+    if ((sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction == wrapped_handler) {
+      sa.sa_sigaction = ljp_handler;
+      sigaction(opt.signo, &sa, NULL);
+    }
+    j->rc = ljprof_start_ex(L, &opt, j->err, sizeof(j->err));
+    sigaction(opt.signo, NULL, &sa);
+    if (j->rc == 0 && (sa.sa_flags & SA_SIGINFO) &&
+        sa.sa_sigaction != wrapped_handler) {
       ljp_handler = sa.sa_sigaction;
       sa.sa_sigaction = wrapped_handler;
       sigaction(opt.signo, &sa, NULL);
     }
     pthread_mutex_unlock(&mu);
   }
+#else
+  j->rc = ljprof_start_ex(L, &opt, j->err, sizeof(j->err));
 #endif
   if (j->rc == 0) {
     snprintf(code, sizeof(code),

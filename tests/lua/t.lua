@@ -101,6 +101,25 @@ function t.tmpname(ext)
   return n .. (ext or "")
 end
 
+-- A shell word: s in single quotes.
+function t.q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- A fresh temporary directory (the test removes it: rm -rf).
+function t.tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p " .. t.q(d)) == 0)
+  return d
+end
+
+-- For child processes: the luajit running the tests, the source and
+-- build trees, and the environment that finds jit.prof and ljprof there.
+t.LUAJIT = arg and arg[-1] or "luajit"
+t.SRC = os.getenv("LJPROF_SRC") or "."
+t.BUILD = os.getenv("LJPROF_BUILD") or "build"
+t.CHILD_ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/lib?.so;;' ",
+                            t.SRC, t.SRC, t.BUILD)
+
 function t.done()
   print(string.format("%d cases passed, %d failed", t.passed, t.failed))
   os.exit(t.failed == 0 and 0 or 1)

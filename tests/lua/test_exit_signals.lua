@@ -9,11 +9,8 @@
 -- forever, and a run that is still alive 20 s after the signal is a hang.
 local t = require("t")
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local dir = os.tmpname()
-os.remove(dir)
-os.execute("mkdir -p " .. q(dir))
+local q = t.q
+local dir = t.tmpdir()
 local function path(name) return dir .. "/" .. name end
 
 local function sh(cmd)

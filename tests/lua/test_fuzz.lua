@@ -19,11 +19,7 @@ local model = require "jit.prof.model"
 local prof = require "jit.prof"
 local ljprof = require "ljprof"
 
-local LUAJIT = arg and arg[-1] or "luajit"
-local SRC = os.getenv("LJPROF_SRC") or "."
-local BUILD = os.getenv("LJPROF_BUILD") or "build"
-local ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/lib?.so;;' ",
-                          SRC, SRC, BUILD)
+local LUAJIT, BUILD, ENV = t.LUAJIT, t.BUILD, t.CHILD_ENV
 local SCALE = tonumber(os.getenv("LJPROF_FUZZ_CASES") or "") or 1
 local FINDINGS = BUILD .. "/fuzz-findings"
 

@@ -17,13 +17,11 @@ local function exists(path)
   return f ~= nil
 end
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local q = t.q
 
 -- A directory of its own: workloads run from it with relative names, as
 -- -jp users do (annotation opens the files by the names in the chunks).
-local dir = os.tmpname()
-os.remove(dir)
-os.execute("mkdir -p " .. q(dir))
+local dir = t.tmpdir()
 local function path(name) return dir .. "/" .. name end
 
 -- A shell command in dir; returns its stdout+stderr and its exit status.

@@ -9,17 +9,13 @@
 -- (as root; skipped with a message otherwise), never the system's.
 local t = require "t"
 
-local LUAJIT = arg and arg[-1] or "luajit"
-local SRC = os.getenv("LJPROF_SRC") or "."
-local BUILD = os.getenv("LJPROF_BUILD") or "build"
-local ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/lib?.so;;' ",
-                          SRC, SRC, BUILD)
+local LUAJIT, BUILD, ENV = t.LUAJIT, t.BUILD, t.CHILD_ENV
 local CLI = BUILD .. "/ljprof"
 -- Each face runs under a hard bound: a write that blocks (a FIFO with no
 -- reader, before the fix) fails the case instead of hanging the suite.
 local RUN = "timeout 60 env " .. ENV
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = t.q
 local function sh(cmd)  -- status, combined output
   local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
   local out = p:read("*a")
@@ -28,9 +24,7 @@ local function sh(cmd)  -- status, combined output
   return rc, out:gsub("rc=%d+%s*$", "")
 end
 
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p " .. q(dir)) == 0)
+local dir = t.tmpdir()
 local ROOT = io.popen("id -u"):read("*l") == "0"
 
 local SCRIPT = dir .. "/prog.lua"

@@ -15,11 +15,7 @@
 -- LJPROF_STRESS_RUNS=N runs N per program (e.g. 25 for ~250 runs).
 local t = require "t"
 
-local LUAJIT = arg and arg[-1] or "luajit"
-local SRC = os.getenv("LJPROF_SRC") or "."
-local BUILD = os.getenv("LJPROF_BUILD") or "build"
-local ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/lib?.so;;' ",
-                          SRC, SRC, BUILD)
+local LUAJIT, SRC, ENV = t.LUAJIT, t.SRC, t.CHILD_ENV
 local PER_PROGRAM = tonumber(os.getenv("LJPROF_STRESS_RUNS") or "") or 3
 local TIMEOUT = 120  -- seconds; a run that takes longer is a hang
 

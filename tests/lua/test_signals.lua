@@ -9,17 +9,10 @@
 -- Each child runs under `timeout` so that a hang fails instead of blocking.
 local t = require "t"
 
-local LUAJIT = arg and arg[-1] or "luajit"
-local SRC = os.getenv("LJPROF_SRC") or "."
-local BUILD = os.getenv("LJPROF_BUILD") or "build"
-local ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/lib?.so;;' ",
-                          SRC, SRC, BUILD)
+local LUAJIT, ENV = t.LUAJIT, t.CHILD_ENV
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p " .. q(dir)) == 0)
+local q = t.q
+local dir = t.tmpdir()
 
 local function run(code, pre)
   local path = dir .. "/child.lua"

@@ -8,7 +8,8 @@ unsigned long compressBound(unsigned long len);
 int compress2(uint8_t *dst, unsigned long *dstlen, const uint8_t *src,
               unsigned long srclen, int level);
 ]]
-local okz, zlib = pcall(ffi.load, "z")
+local okz, zlib = pcall(ffi.load, "z")  -- libz.so (zlib1g-dev), else the runtime's
+if not okz then okz, zlib = pcall(ffi.load, "libz.so.1") end
 local okj, cjson = pcall(require, "cjson")
 
 local function make_records(n)

@@ -64,21 +64,29 @@ static int probe_done;
 
 /* -- Fault-safe reads (async-signal-safe) ---------------------------------- */
 
-static volatile pid_t cached_pid;  /* 0: ask the kernel */
-static int pid_atfork;
+/* Written by any thread that starts a run, read by every handler: atomic
+ * (relaxed: a stale 0 only costs a getpid). The fork handler clears it in
+ * the child, so a forked profiler never reads another process. */
+static pid_t cached_pid;  /* 0: ask the kernel */
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+static int pid_atfork;    /* set once, inside pid_once */
 
-static void pid_forget(void) { cached_pid = 0; }
+static void pid_forget(void) { __atomic_store_n(&cached_pid, 0, __ATOMIC_RELAXED); }
+
+static void pid_register(void)
+{
+  pid_atfork = pthread_atfork(NULL, NULL, pid_forget) == 0;
+}
 
 void ljp_self_pid_cache(void)
 {
-  if (!pid_atfork && pthread_atfork(NULL, NULL, pid_forget) == 0)
-    pid_atfork = 1;
-  if (pid_atfork) cached_pid = getpid();
+  pthread_once(&pid_once, pid_register);
+  if (pid_atfork) __atomic_store_n(&cached_pid, getpid(), __ATOMIC_RELAXED);
 }
 
 pid_t ljp_self_pid(void)
 {
-  pid_t p = cached_pid;
+  pid_t p = __atomic_load_n(&cached_pid, __ATOMIC_RELAXED);
   return p ? p : getpid();
 }
 

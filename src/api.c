@@ -236,6 +236,7 @@ __attribute__((destructor)) static void ljp_unload(void)
 {
   if (ljp_signal_pinned()) return;
   ljp_names_release();
+  ljp_objects_release();
   if (dump_key_made) {
     void *sb = pthread_getspecific(dump_key);
     if (sb) dump_free(sb);

@@ -502,6 +502,34 @@ void ljp_objects_refresh(void)
   pthread_mutex_unlock(&reg_mu);
 }
 
+/* The library is being unloaded and no run ever started (api.c's
+** destructor: no handler is installed, so no reader is inside): the
+** snapshot, its objects and everything retired are freed, so that a
+** state that loads the module, builds the registry (ljprof.watch(), a
+** zone) and closes leaks nothing. Normal context. */
+void ljp_objects_release(void)
+{
+  ljp_objsnap *s;
+  uint32_t i;
+  pthread_mutex_lock(&reg_mu);
+  s = atomic_exchange(&reg_cur, NULL);
+  atomic_store(&reg_gen, ~0ull);
+  if (s) {
+    for (i = 0; i < s->nobj; i++) obj_free(s->obj[i]);
+    free(s);
+  }
+  pthread_mutex_unlock(&reg_mu);
+  pthread_mutex_lock(&ep_mu);
+  for (i = 0; i < ep_n; i++) {
+    if (ep_list[i].fn) ep_list[i].fn(ep_list[i].p);
+    else free(ep_list[i].p);
+  }
+  free(ep_list);
+  ep_list = NULL;
+  ep_n = ep_cap = 0;
+  pthread_mutex_unlock(&ep_mu);
+}
+
 int ljp_objects_have_vm(void)
 {
   const ljp_objsnap *s;

@@ -90,6 +90,9 @@ int ljp_objects_unchanged(const ljp_objsnap *s);
 unsigned long long ljp_dl_generation(void);
 /* Rebuild the snapshot if the loader generation changed (or none yet). */
 void ljp_objects_refresh(void);
+/* Free the registry and everything retired: only when the library is
+** unloaded and no run ever started (no handler can be reading). */
+void ljp_objects_release(void);
 /* Was LuaJIT's object found (by the address of lua_gettop)? */
 int ljp_objects_have_vm(void);
 /* The interpreter's extent [lo, hi); must lie in LuaJIT's object.

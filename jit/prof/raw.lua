@@ -193,7 +193,8 @@ function M.parse(data, name)
   local p, meta = {frames = {}, samples = {}, total = 0}, {}
   local calls = ver >= 2 and {} or nil
   if ver >= 3 then p.functions, p.aborts = {}, {} end
-  local ended, ended_at
+  local ended, ended_at, last_sample
+  local meta_at = {}  -- the line of each meta key
   for i = 2, n do
     if i == n and partial then
       return bad(i, "a whole last line (the file is truncated)", lines[i])
@@ -206,6 +207,7 @@ function M.parse(data, name)
       v = tonumber(v) or v
       if META[k] and not META[k](v) then return bad(i, "meta " .. k .. ": " .. META_WHAT[k], f[3]) end
       meta[k] = v
+      meta_at[k] = i
     elseif kind == "frame" and (f[3] == "L" and #f >= 7 or f[3] == "C" and #f >= 4) then
       local id = count_of(f[2])
       if id ~= #p.frames + 1 then return bad(i, "frame id " .. (#p.frames + 1), f[2]) end
@@ -236,6 +238,7 @@ function M.parse(data, name)
       p.samples[#p.samples + 1] = {stack = stack, count = count, vmstate = vm,
                                    zone = unesc(f[4])}
       p.total = p.total + count
+      last_sample = i
       if p.total > 2 ^ 53 then return bad(i, "a total of samples below 2^53", f[2]) end
     elseif kind == "call" and calls and #f >= 8 then
       local c, ld, lld = count_of(f[2]), int_of(f[7]), int_of(f[8])
@@ -285,6 +288,18 @@ function M.parse(data, name)
   end
   if meta.interval_us == nil then
     return bad(1, "a meta interval_us record (the sampling interval)", "none")
+  end
+  -- Times in nanoseconds (counts times the interval, as pprof and
+  -- speedscope write them) must be exact integers too: below 2^53 ns
+  -- (104 days of samples). Counts alone below 2^53 are not enough.
+  local period = math.floor(meta.interval_us * 1000 + 0.5)
+  if p.total * period > 2 ^ 53 then
+    return bad(last_sample, "samples whose total time (counts times interval_us) is below " ..
+      "2^53 ns", lines[last_sample])
+  end
+  if type(meta.samples) == "number" and meta.samples * period > 2 ^ 53 then
+    return bad(meta_at.samples, "meta samples: ticks whose time (times interval_us) is below " ..
+      "2^53 ns", meta.samples)
   end
   return p, meta
 end

@@ -195,6 +195,14 @@ t.case("raw reader: fixed inputs that once broke it", function()
       string.rep("x", 200000)},
     {"negative count", "LJPROF-RAW 1\nmeta\tinterval_us\t1000\nframe\t1\tC\tf\nsample\t-5\tN\t\t1\nend\t1\t1\n"},
     {"unknown vmstate", "LJPROF-RAW 1\nmeta\tinterval_us\t1000\nframe\t1\tC\tf\nsample\t5\tQ\t\t1\nend\t1\t1\n"},
+    -- found by LJPROF_FUZZ_CASES=10: counts below 2^53 whose time in ns
+    -- (count times the interval) is not, which pprof refused in a line
+    -- naming its own source ("pprof.lua:121: ... not an integer exactly
+    -- representable")
+    {"meta samples times the interval above 2^53 ns", "LJPROF-RAW 1\nmeta\tinterval_us\t500\n" ..
+      "meta\tsamples\t9007199254740993\nframe\t1\tC\tf\nsample\t5\tN\t\t1\nend\t1\t1\n"},
+    {"sample total times the interval above 2^53 ns", "LJPROF-RAW 1\nmeta\tinterval_us\t60000000\n" ..
+      "frame\t1\tC\tf\nsample\t9007199254740\tN\t\t1\nend\t1\t1\n"},
   }
   for _, c in ipairs(fixed) do
     local r, why = check_raw(c[2])

@@ -753,9 +753,18 @@ static int l_check_output(lua_State *L)
   return 1;
 }
 
+/* ljprof.remove_output(path): remove path and what writers of it that
+** were killed left (outfile.c). true when path was removed. */
+static int l_remove_output(lua_State *L)
+{
+  lua_pushboolean(L, ljp_outfile_remove(luaL_checkstring(L, 1)) == 0);
+  return 1;
+}
+
 static const luaL_Reg ljprof_funcs[] = {
   {"write_file", l_write_file},
   {"check_output", l_check_output},
+  {"remove_output", l_remove_output},
   {"start", l_start},
   {"stop", l_stop},
   {"dumpstack", l_dumpstack},

@@ -23,10 +23,12 @@
 **            A followed link to a regular file or to nothing is written
 **            through: the temporary file is renamed over the target, so
 **            the link stays a link.
-** The temporary file is "<path>.tmp.<pid>.<n>". One left behind by a
-** process that died during a write (kill -9) is removed by the next
-** write to the same path: only names of that exact form whose pid no
-** longer runs.
+** The temporary file is "<path>.tmp.<pid>.<n>" ("<path>.tmp.<pid>.check"
+** for the probe of a check). One left behind by a process that died
+** during a write (kill -9) is removed by the next write to the same path,
+** or by ljp_outfile_remove (the ljprof command's private raw file, which
+** its child may have been killed writing): only names of that exact form
+** whose pid no longer runs.
 ** Errors are one line: "ljprof: cannot write <path>: <why>".
 */
 #define _GNU_SOURCE
@@ -111,7 +113,9 @@ static void clean_stale(const char *path)
     p += blen + 5;
     pid = strtol(p, &end, 10);
     if (end == p || pid <= 0) continue;
-    if (*end == '.') {
+    if (*end == '.' && !strcmp(end + 1, "check")) {
+      end += 6;
+    } else if (*end == '.') {
       const char *q = end + 1;
       strtol(q, &end, 10);
       if (end == q) continue;
@@ -291,4 +295,10 @@ int ljp_outfile_write(const char *path, const char *data, size_t len,
 int ljp_outfile_check(const char *path, char *err, size_t errlen)
 {
   return output(path, NULL, 0, 1, err, errlen);
+}
+
+int ljp_outfile_remove(const char *path)
+{
+  clean_stale(path);
+  return unlink(path);
 }

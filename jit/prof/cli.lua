@@ -191,11 +191,14 @@ local function run(argv, luajit)
   for _, a in ipairs(o.rest) do argv[#argv + 1] = a end
   -- The child, with SIGTERM and SIGHUP passed on to it (it writes its raw
   -- profile and dies of the signal; the outputs are written here).
-  local how, n = require("ljprof").spawn(argv)
-  if not how then os.remove(tmp); fail(n) end
+  -- The raw file goes with the temporary the child leaves when it is
+  -- killed while writing it (kill -9, the OOM killer): remove_output.
+  local ljprof = require("ljprof")
+  local how, n = ljprof.spawn(argv)
+  if not how then ljprof.remove_output(tmp); fail(n) end
   local code = how == "signal" and 128 + n or n
   local p, meta = raw.read(tmp)
-  os.remove(tmp)
+  ljprof.remove_output(tmp)
   if not p then
     io.stderr:write("ljprof: no profile from ", app, ": ", meta, "\n")
     return code ~= 0 and code or 1

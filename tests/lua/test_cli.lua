@@ -76,6 +76,36 @@ t.case("no samples: nothing written, one line, a failing status", function()
   end
 end)
 
+t.case("a script killed while writing its raw profile leaves no file in /tmp", function()
+  -- What kill -9 (or the OOM killer) during the child's write leaves: its
+  -- temporary file "<raw>.tmp.<pid>.<n>" beside the command's raw file
+  -- (from os.tmpname(), in /tmp). The script makes exactly that file and
+  -- kills itself. Before: the command removed its raw file only, and the
+  -- temporary stayed in /tmp for good.
+  local killer = dir .. "/killed.lua"
+  write(killer, [==[
+local ffi = require("ffi")
+ffi.cdef("int getpid(void); int kill(int, int);")
+local s = 0 for i = 1, 3e6 do s = s + i % 7 end
+local rawpath = arg[-1]:match(",([^,]+)$")
+local f = assert(io.open(rawpath .. ".tmp." .. ffi.C.getpid() .. ".0", "w"))
+f:write("LJPROF-RAW 3\nmeta\tclock\twall\n")  -- half written
+f:close()
+print(rawpath)
+io.stdout:flush()
+ffi.C.kill(ffi.C.getpid(), 9)
+]==])
+  local code, out = sh(string.format("%s -c wall -r 1000 -o %s %s", LJPROF, dir .. "/k.svg", killer))
+  t.eq(code, 128 + 9, "status of a script killed by SIGKILL")
+  local rawpath = out:match("^(%S+)")
+  t.ok(rawpath and rawpath:find("/", 1, true), "the script saw its raw output path: " .. out)
+  if rawpath then
+    local left = io.popen("ls -d " .. t.q(rawpath) .. "* 2>/dev/null"):read("*a")
+    t.eq(left, "", "files left of the raw profile")
+    os.execute("rm -f " .. t.q(rawpath) .. " " .. t.q(rawpath) .. ".tmp.*")
+  end
+end)
+
 t.case("--key=value as well as --key value", function()
   local out = dir .. "/eq.folded"
   os.remove(out)

@@ -174,6 +174,9 @@ int ljp_signal_install(int signo, char *err, size_t errlen);
 int ljp_signal_pinned(void);
 /* Is ljprof's handler still the one installed for signo? Normal context. */
 int ljp_signal_is_ours(int signo);
+/* Is signo's action SIG_DFL now (a tick would apply the default action)?
+** Normal context (the thread timer, before each tick). */
+int ljp_signal_is_default(int signo);
 static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 extern _Atomic uint64_t ljp_stale_signals;
 

@@ -234,6 +234,13 @@ int ljp_signal_is_ours(int signo)
   return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == ljp_signal_handler;
 }
 
+int ljp_signal_is_default(int signo)
+{
+  struct sigaction cur;
+  if (sigaction(signo, NULL, &cur) != 0) return 0;  /* cannot tell */
+  return !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL;
+}
+
 int ljp_signal_install(int signo, char *err, size_t errlen)
 {
   struct sigaction sa, old;

@@ -6,7 +6,11 @@
 ** Gaps are random in [interval/2, 3/2 interval), counted from the
 ** previous scheduled wake-up (see timer_posix.c). Ticks the thread could
 ** not deliver (it overslept, or the signal queue was full) are added to
-** the next sample's weight. Normal context.
+** the next sample's weight. A tick is not sent while the signal's action
+** is SIG_DFL: a program that reset it (many daemons reset every signal)
+** would be ended by the kernel, its profile lost; the run's signal check
+** (run.c) then finds the ticks missing and says so in one line, keeping
+** the samples. Normal context.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -46,7 +50,9 @@ static void *timer_main(void *arg)
     int rc = pthread_cond_timedwait(&ctx->tmr.u.thr.cv, &ctx->tmr.u.thr.mu, &next);
     if (ctx->tmr.u.thr.stop) break;
     if (rc != ETIMEDOUT) continue;
-    if (pthread_sigqueue(ctx->thread, ctx->opt.signo, val) != 0)
+    /* SIG_DFL would kill: no tick (the schedule goes on below). */
+    if (!ljp_signal_is_default(ctx->opt.signo) &&
+        pthread_sigqueue(ctx->thread, ctx->opt.signo, val) != 0)
       atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (ts_diff(&now, &next) > 0) {  /* overslept: skip, but count, ticks */

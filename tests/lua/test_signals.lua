@@ -1,7 +1,7 @@
 -- Signal conflicts are never silent, and foreign signals keep their
 -- meaning:
 --   * a program that takes over ljprof's sampling signal (its own handler,
---     or SIG_IGN) while a run is going: sampling stops, the samples taken
+--     SIG_IGN, or SIG_DFL under the thread clock) while a run is going: sampling stops, the samples taken
 --     stay, and one line on stderr says so (checked every ~100 ms at a safe
 --     point, and at stop); stats().signal_lost tells;
 --   * a signal sent by another process (kill -USR1 when USR1 samples) does
@@ -77,6 +77,12 @@ taken_over("the real-time signal ignored by the program (wall clock)", "wall",
            "ffi.C.__libc_current_sigrtmin() + 4", "ffi.cast('ljt_handler', 1)")
 taken_over("the real-time signal taken over by the program (cpu clock)", "cpu",
            "ffi.C.__libc_current_sigrtmin() + 4", "ffi.cast('ljt_handler', ffi.C.abs)")
+-- Reset to SIG_DFL: the kernel would end the process at the next tick
+-- (status 166, profile lost). The thread clock's timer thread looks
+-- before each tick it sends; the cpu and wall clocks' kernel timers
+-- cannot (docs/design.md, "Timers").
+taken_over("the real-time signal reset to SIG_DFL by the program (thread clock)", "thread",
+           "ffi.C.__libc_current_sigrtmin() + 4", "ffi.cast('ljt_handler', 0)")
 
 t.case("kill -USR1 from another process ends the program as without ljprof", function()
   local pidfile = dir .. "/pid"

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 typedef struct ljp_ctx ljp_ctx;
@@ -27,6 +28,7 @@ typedef struct ljp_timerst {
       pthread_mutex_t mu;
       pthread_cond_t cv;
       int stop;
+      pid_t pid;            /* the process the thread runs in (fork) */
     } thr;                  /* thread */
   } u;
   int live;                 /* started, not yet stopped */

@@ -6,7 +6,8 @@
 ** Gaps are random in [interval/2, 3/2 interval), counted from the
 ** previous scheduled wake-up (see timer_posix.c). Ticks the thread could
 ** not deliver (it overslept, or the signal queue was full) are added to
-** the next sample's weight. A tick is not sent while the signal's action
+** the next sample's weight. A forked child that stops the run leaves the
+** parent's thread alone (it does not exist there). A tick is not sent while the signal's action
 ** is SIG_DFL: a program that reset it (many daemons reset every signal)
 ** would be ended by the kernel, its profile lost; the run's signal check
 ** (run.c) then finds the ticks missing and says so in one line, keeping
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ljp.h"
 
@@ -76,6 +78,7 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
   pthread_cond_init(&ctx->tmr.u.thr.cv, &ca);
   pthread_condattr_destroy(&ca);
   ctx->tmr.u.thr.stop = 0;
+  ctx->tmr.u.thr.pid = getpid();
   if ((rc = pthread_create(&ctx->tmr.u.thr.th, NULL, timer_main, ctx)) != 0) {
     snprintf(err, n, "ljprof: cannot create the timer thread: %s",
              strerror(rc));
@@ -88,6 +91,11 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
 
 static void thread_stop(ljp_ctx *ctx)
 {
+  /* A forked child stopping the run: the timer thread is the parent's
+  ** (threads do not survive fork) and its condition variable may have
+  ** been copied with the thread waiting on it: joining or destroying
+  ** would wait for ever. The child leaves them alone. */
+  if (getpid() != ctx->tmr.u.thr.pid) return;
   pthread_mutex_lock(&ctx->tmr.u.thr.mu);
   ctx->tmr.u.thr.stop = 1;
   pthread_cond_signal(&ctx->tmr.u.thr.cv);

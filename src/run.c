@@ -91,7 +91,9 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 }
 
 /* The run is over: what never reached a safe point, then the output. A
-** start that failed writes nothing. */
+** start that failed writes nothing. An output that cannot be written is
+** one line on stderr and the run's error (Lua's stop() returns false and
+** it), unless the run already failed for another reason. */
 static void results_down(ljp_ctx *ctx, lua_State *L)
 {
   char err[256];
@@ -100,8 +102,10 @@ static void results_down(ljp_ctx *ctx, lua_State *L)
   ljp_complete(ctx, L);
   ljp_aggregate(ctx);
   if (ctx->output &&
-      ljp_store_write_folded(&ctx->store, ctx->output, err, sizeof(err)))
+      ljp_store_write_folded(&ctx->store, ctx->output, err, sizeof(err))) {
     fprintf(stderr, "%s\n", err);
+    if (!ctx->error) ctx->error = strdup(err);
+  }
 }
 
 static int codemap_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)

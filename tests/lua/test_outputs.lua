@@ -112,6 +112,23 @@ t.case("private device nodes stay device nodes (full: one-line error; null: succ
   end
 end)
 
+t.case("record{output}: an output that cannot be written makes stop() return false and why", function()
+  -- A FIFO without a reader passes the check at start (never opened
+  -- there) and fails at stop. Before: one line on stderr, but stop()
+  -- returned true, so a program could not tell its profile was lost.
+  local fifo = dir .. "/fifo-stop"
+  assert(os.execute("mkfifo " .. q(fifo)) == 0)
+  local code = string.format([[local p = require('ljprof') p.record{clock = 'wall', output = %q}
+    local s = 0 for i = 1, 2e7 do s = s + i %% 3 end print('stop', p.stop())
+    print('error', p.stats().error)]], fifo)
+  local rc, out = sh(RUN .. LUAJIT .. " -e " .. q(code))
+  t.eq(rc, 0, "status\n" .. out)
+  t.ok(out:find("stop\tfalse\tljprof: cannot write " .. fifo .. ": a FIFO with no reader", 1, true) ~= nil,
+       "stop() returns false and the line:\n" .. out)
+  t.ok(out:find("error\tljprof: cannot write", 1, true) ~= nil, "stats().error says it too:\n" .. out)
+  os.remove(fifo)
+end)
+
 t.case("a FIFO with a reader gets the whole profile; without one, one line", function()
   for _, face in ipairs(FACES) do
     local fifo, got = dir .. "/fifo-" .. face, dir .. "/fifo-" .. face .. ".got"

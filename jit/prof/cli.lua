@@ -2,24 +2,36 @@
 -- jit.prof.cli: the `ljprof` command.
 --
 --   ljprof [options] app.lua [args...]
---       Runs app.lua under luajit with ljprof sampling, then writes the
+--   ljprof record [options] -- luajit [luajit options] app.lua [args...]
+--       Runs the script under luajit with ljprof sampling, then writes the
 --       requested outputs and prints "Samples: N (dropped M) -> file".
---       The exit status is the script's.
+--       The exit status is the script's. The short form's interpreter is
+--       --luajit PATH (default luajit); after --, the command is a luajit
+--       (by its name: luajit, luajit-2.1...) whose own flags stay, or a
+--       .lua script. Anything else (a C host, a shell script) is refused
+--       in one line: -jprof can only be added to a luajit command line.
 --   ljprof report RAW [-f FORMAT] [-o FILE] [-v VIEW]
 --       Renders a saved raw profile (.ljprof) into any format.
+--       ljprof report --help prints its own usage.
 --   ljprof --version
 --       Prints "ljprof <version>" (meson's project version, which the
 --       launcher src/ljprof.in passes in LJPROF_VERSION).
 --
--- The script runs in a child luajit (`-jprof=.../format=raw,<tmp>`), which
--- writes a raw profile at exit (normal exit, os.exit, an error, SIGTERM
--- and SIGHUP, which the command passes on to it: ljprof.spawn); every
--- output is then rendered here from that raw profile, so `report` and the
--- command share one path. Killed by a signal, the script's status is
--- 128 + the signal's number. Choosing formats, rendering and writing files is
--- jit.prof.output's job (the same as for -jprof); this file parses the
--- command line, runs the child and reports. Errors are one line on
--- standard error and exit status 2. Options: see usage() below.
+-- The script runs in a child luajit (`-jprof=.../format=raw,/dev/fd/N`),
+-- which writes a raw profile at exit (normal exit, os.exit, an error,
+-- SIGINT, SIGTERM and SIGHUP, which the command passes on to it:
+-- ljprof.spawn, src/spawn.c) to an unnamed temporary file it inherits
+-- (ljprof.tmpfd: nothing is ever named in /tmp, so nothing is left, even
+-- when the command is killed); every output is then rendered here from
+-- that raw profile, so `report` and the command share one path. Killed by
+-- a signal, the script's status is 128 + the signal's number. On a
+-- terminal (standard error), unless -q, a progress line ("ljprof: N
+-- samples, S s") is redrawn once a second from the count the child's
+-- ljprof writes to a second unnamed file (LJPROF_PROGRESS, jit/prof.lua),
+-- and cleared before the Samples line. Choosing formats, rendering and
+-- writing files is jit.prof.output's job (the same as for -jprof); this
+-- file parses the command line, runs the child and reports. Errors are
+-- one line on standard error and exit status 2. Options: see usage().
 ----------------------------------------------------------------------------
 
 local model = require("jit.prof.model")

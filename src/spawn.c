@@ -9,7 +9,8 @@
 **                           or /tmp, close-on-exec; id is "fd:dev:ino"
 **   fd_read(fd)          -> its whole content (from offset 0)
 **   fd_close(fd)
-**   isatty(fd)           -> boolean
+**   isatty(fd)           -> is a terminal, the process is its foreground
+**                           job
 **   progress(id)         -> a handle (:close()): in the profiled program,
 **                           a thread writes the run's sample count to the
 **                           file id names about once a second
@@ -153,7 +154,7 @@ static int l_spawn(lua_State *L)
   const char **argv;
   char **envp;
   int n, i, status = 0, err = 0, own_group, tick = 0, after = 0, nres;
-  int ignored[NPASS], seen[NPASS], termed = 0, errpipe[2];
+  int ignored[NPASS], seen[NPASS], termed = 0, errpipe[2], keep[16], nkeep = 0;
   double grace = 1.0, start, next_tick, deadline = 0;
   pid_t pid, parent = getpid();
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -178,6 +179,13 @@ static int l_spawn(lua_State *L)
     if (lua_isfunction(L, -1)) tick = lua_gettop(L); else lua_pop(L, 1);
     lua_getfield(L, 2, "after");
     if (lua_isfunction(L, -1)) after = lua_gettop(L); else lua_pop(L, 1);
+    lua_getfield(L, 2, "keep");
+    for (i = 1; lua_istable(L, -1) && i <= (int)lua_objlen(L, -1) && nkeep < 16; i++) {
+      lua_rawgeti(L, -1, i);
+      keep[nkeep++] = (int)lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
   } else {
     lua_pushnil(L);
     envp = child_env(L, 0);
@@ -213,14 +221,7 @@ static int l_spawn(lua_State *L)
     if (getppid() != parent) _exit(127);  /* the command is already gone */
     for (i = 0; i < NPASS; i++) sigaction(passed[i], &old_act[i], NULL);
     sigaction(SIGCHLD, &old_chld, NULL);
-    if (lua_istable(L, 2)) {  /* keep: inherited across exec */
-      lua_getfield(L, 2, "keep");
-      for (i = 1; lua_istable(L, -1) && i <= (int)lua_objlen(L, -1); i++) {
-        lua_rawgeti(L, -1, i);
-        fcntl((int)lua_tointeger(L, -1), F_SETFD, 0);
-        lua_pop(L, 1);
-      }
-    }
+    for (i = 0; i < nkeep; i++) fcntl(keep[i], F_SETFD, 0);  /* inherited */
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     execvpe(argv[0], (char *const *)argv, envp);
     e = errno;
@@ -281,7 +282,7 @@ static int l_spawn(lua_State *L)
   }
   nres = 2;
   if (pid > 0 && after) {
-    int ok;
+    int ok, top = lua_gettop(L);
     lua_pushvalue(L, after);
     if (WIFSIGNALED(status)) {
       lua_pushliteral(L, "signal");
@@ -291,7 +292,7 @@ static int l_spawn(lua_State *L)
       lua_pushinteger(L, WEXITSTATUS(status));
     }
     ok = lua_pcall(L, 2, LUA_MULTRET, 0) == 0;
-    nres = lua_gettop(L) - after;
+    nres = lua_gettop(L) - top;
     if (!ok) nres = -1;
   }
   {  /* exit signals that came meanwhile are dropped */
@@ -378,10 +379,13 @@ static int l_fd_close(lua_State *L)
   return 0;
 }
 
+/* isatty(fd) -> is a terminal, this process is its foreground job */
 static int l_isatty(lua_State *L)
 {
-  lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)));
-  return 1;
+  int fd = (int)luaL_checkinteger(L, 1), tty = isatty(fd);
+  lua_pushboolean(L, tty);
+  lua_pushboolean(L, tty && tcgetpgrp(fd) == getpgrp());
+  return 2;
 }
 
 /* ---- The progress writer, in the profiled program. ---- */

@@ -258,6 +258,8 @@ local function progress_line(status_fd)
   local function tick(elapsed)
     local n = tonumber((ljprof.fd_read(status_fd) or ""):match("%d+"))
     if not n then return end  -- the child has not counted yet
+    local _, fg = ljprof.isatty(2)
+    if not fg then return end  -- a background job: not on the user's line
     io.stderr:write(string.format("\r\27[Kljprof: %d samples, %d s", n, math.floor(elapsed)))
     io.stderr:flush()
     drawn = true

@@ -59,6 +59,13 @@ for _, kind in ipairs(ORDER) do
     'io.stdout:write("ready\\n") io.stdout:flush()\nblock()\nprint("not reached")\n')
 end
 
+-- The pids of kind's scripts still running in this test's directory (not
+-- another test run's, on a shared machine), or "none\n".
+local function left_running(kind)
+  return sh("for p in $(pgrep -f '" .. kind .. ".lua$'); do " ..
+            "[ \"$(readlink /proc/$p/cwd)\" = " .. q(dir) .. " ] && echo $p; done | grep . || echo none")
+end
+
 -- Run kind under luajit (with -jprof options opt, or none; or under
 -- launcher), send the signals once it is ready; returns status ("hung" if still alive 20 s
 -- later), stdout, stderr.
@@ -210,7 +217,7 @@ t.case("the ljprof command passes SIGTERM and SIGHUP to the script, then writes"
       local svg, txt = t.read(path("cmd.svg")), t.read(path("cmd.txt"))
       t.ok(svg and svg:find("</svg>", 1, true), what .. ": the flame graph")
       t.ok(txt and txt:find("%d+%%  spin\n"), what .. ": the report: " .. tostring(txt))
-      local left = sh("pgrep -f '" .. kind .. ".lua$' || echo none")
+      local left = left_running(kind)
       t.eq(left, "none\n", what .. ": no script left running")
     end
   end
@@ -245,7 +252,7 @@ t.case("the ljprof command passes SIGINT to the script, then writes", function()
     local svg, txt = t.read(path("cmd.svg")), t.read(path("cmd.txt"))
     t.ok(svg and svg:find("</svg>", 1, true), what .. ": the flame graph")
     t.ok(txt and txt:find("%d+%%  spin\n"), what .. ": the report: " .. tostring(txt))
-    local left = sh("pgrep -f '" .. kind .. ".lua$' || echo none")
+    local left = left_running(kind)
     t.eq(left, "none\n", what .. ": no script left running")
   end
 end)
@@ -267,7 +274,7 @@ t.case("under timeout -s INT and -s TERM: outputs written, status 124", function
       t.ok(err:find("Samples: %d+ %(dropped %d+%) %-> to.svg\n"), what .. ": " .. err)
       local svg = t.read(path("to.svg"))
       t.ok(svg and svg:find("spin", 1, true), what .. ": the flame graph")
-      t.eq(sh("pgrep -f '" .. kind .. ".lua$' || echo none"), "none\n", what .. ": nothing left running")
+      t.eq(left_running(kind), "none\n", what .. ": nothing left running")
     end
   end
 end)

@@ -273,6 +273,7 @@ function M.stop()
   if not run then return end
   local r = run
   run, exit_proxy = nil, nil
+  if r.progress then r.progress:close() end
   -- An exit signal from here on waits until the outputs are written,
   -- then kills (on_signal(nil) below).
   if ljprof.on_signal then pcall(ljprof.on_signal, false) end
@@ -329,6 +330,10 @@ function M.start(opts, ...)
   ljprof.record(ropt)
   ropt.calls = counting
   run = r
+  -- The ljprof command's progress line: a thread writes the sample count
+  -- to the file the command passed, about once a second (src/spawn.c).
+  local progress = os.getenv("LJPROF_PROGRESS")
+  if progress and ljprof.progress then r.progress = ljprof.progress(progress) end
   -- Code written for jit.zone gets ljprof's zones, which are read when the
   -- tick happens (only if it has not loaded jit.zone already).
   if not package.loaded["jit.zone"] then

@@ -389,6 +389,12 @@ int ljprof_zone_active_h(void *handle)
 
 /* -- Queries of the Lua binding (query.h) ----------------------------------- */
 
+const _Atomic uint64_t *ljp_q_ticks(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  return ctx ? &ctx->n_ticks : NULL;
+}
+
 int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);

@@ -777,7 +777,6 @@ static const luaL_Reg ljprof_funcs[] = {
   {"calls", l_calls},
   {"watch", l_watch},
   {"on_signal", l_on_signal},
-  {"spawn", ljp_spawn},
   {"code_name", l_code_name},
   {"zone_handle", l_zone_handle},
   {"zone_intern", l_zone_intern},
@@ -795,6 +794,7 @@ int luaopen_ljprof(lua_State *L)
   ljp_ffid_learn(L);  /* fast-function ids, while Lua may be called */
   lua_newtable(L);
   luaL_register(L, NULL, ljprof_funcs);
+  luaL_register(L, NULL, ljp_spawn_funcs);  /* the command's (spawn.c) */
   lua_pushstring(L, LJPROF_VERSION);
   lua_setfield(L, -2, "version");
   lua_newtable(L);                 /* metatable: ljprof.zone on demand */

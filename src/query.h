@@ -34,6 +34,10 @@ typedef struct ljp_q_run {
 
 /* The state's run; -1 when it was never profiled. */
 int ljp_q_run_info(lua_State *L, ljp_q_run *ri);
+/* The run's sample counter (ticks), for a reader on another thread (the
+** command's progress line, spawn.c); NULL when the state has no context.
+** Valid until the context is freed at lua_close. */
+const _Atomic uint64_t *ljp_q_ticks(lua_State *L);
 /* The jit.profile callback raised msg: stop sampling, keep the data. */
 void ljp_q_fail(lua_State *L, const char *msg);
 uint64_t ljp_q_stale_signals(void);

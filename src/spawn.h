@@ -1,13 +1,14 @@
 /*
-** The ljprof command's child process (spawn.c): run a program and wait
-** for it, passing SIGTERM and SIGHUP on to it.
+** The ljprof command's child process and its side channels (spawn.c):
+** run a program and wait for it, passing exit signals on to it; unnamed
+** temporary files; the progress writer of a profiled child.
 */
 #ifndef LJP_SPAWN_H
 #define LJP_SPAWN_H
 
-#include <lua.h>
+#include <lauxlib.h>
 
-/* ljprof.spawn(argv) -> "exit", code | "signal", signo; nil, message. */
-int ljp_spawn(lua_State *L);
+/* spawn, tmpfd, fd_read, fd_close, isatty, progress (see spawn.c). */
+extern const luaL_Reg ljp_spawn_funcs[];
 
 #endif

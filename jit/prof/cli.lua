@@ -2,24 +2,36 @@
 -- jit.prof.cli: the `ljprof` command.
 --
 --   ljprof [options] app.lua [args...]
---       Runs app.lua under luajit with ljprof sampling, then writes the
+--   ljprof record [options] -- luajit [luajit options] app.lua [args...]
+--       Runs the script under luajit with ljprof sampling, then writes the
 --       requested outputs and prints "Samples: N (dropped M) -> file".
---       The exit status is the script's.
+--       The exit status is the script's. The short form's interpreter is
+--       --luajit PATH (default luajit); after --, the command is a luajit
+--       (by its name: luajit, luajit-2.1...) whose own flags stay, or a
+--       .lua script. Anything else (a C host, a shell script) is refused
+--       in one line: -jprof can only be added to a luajit command line.
 --   ljprof report RAW [-f FORMAT] [-o FILE] [-v VIEW]
 --       Renders a saved raw profile (.ljprof) into any format.
+--       ljprof report --help prints its own usage.
 --   ljprof --version
 --       Prints "ljprof <version>" (meson's project version, which the
 --       launcher src/ljprof.in passes in LJPROF_VERSION).
 --
--- The script runs in a child luajit (`-jprof=.../format=raw,<tmp>`), which
--- writes a raw profile at exit (normal exit, os.exit, an error, SIGTERM
--- and SIGHUP, which the command passes on to it: ljprof.spawn); every
--- output is then rendered here from that raw profile, so `report` and the
--- command share one path. Killed by a signal, the script's status is
--- 128 + the signal's number. Choosing formats, rendering and writing files is
--- jit.prof.output's job (the same as for -jprof); this file parses the
--- command line, runs the child and reports. Errors are one line on
--- standard error and exit status 2. Options: see usage() below.
+-- The script runs in a child luajit (`-jprof=.../format=raw,/dev/fd/N`),
+-- which writes a raw profile at exit (normal exit, os.exit, an error,
+-- SIGINT, SIGTERM and SIGHUP, which the command passes on to it:
+-- ljprof.spawn, src/spawn.c) to an unnamed temporary file it inherits
+-- (ljprof.tmpfd: nothing is ever named in /tmp, so nothing is left, even
+-- when the command is killed); every output is then rendered here from
+-- that raw profile, so `report` and the command share one path. Killed by
+-- a signal, the script's status is 128 + the signal's number. On a
+-- terminal (standard error), unless -q, a progress line ("ljprof: N
+-- samples, S s") is redrawn once a second from the count the child's
+-- ljprof writes to a second unnamed file (LJPROF_PROGRESS, jit/prof.lua),
+-- and cleared before the Samples line. Choosing formats, rendering and
+-- writing files is jit.prof.output's job (the same as for -jprof); this
+-- file parses the command line, runs the child and reports. Errors are
+-- one line on standard error and exit status 2. Options: see usage().
 ----------------------------------------------------------------------------
 
 local model = require("jit.prof.model")
@@ -31,7 +43,15 @@ local M = {}
 local function usage()
   return [[
 usage: ljprof [options] app.lua [args...]
+       ljprof record [options] -- luajit [luajit options] app.lua [args...]
        ljprof report RAW.ljprof [-f FORMAT] [-o FILE] [-v VIEW]
+       ljprof --version
+
+The first two run the script under luajit with ljprof sampling (-jprof is
+added after the interpreter's name), then write the outputs and print
+"Samples: N (dropped M) -> files". The exit status is the script's.
+SIGINT, SIGTERM and SIGHUP are passed on to the script, which writes its
+profile; a run interrupted by ^C still gets its outputs.
 
 options:
   -o FILE          output file; repeatable. The format comes from the name:
@@ -54,9 +74,39 @@ options:
                    text outputs end with calls, self/total time and time
                    per call per function and an annotated source listing;
                    without -o that report goes to standard output
+      --luajit PATH  the interpreter of the short form (default: luajit on
+                   PATH); after --, the command names its own
+  -q, --quiet      no progress line (samples so far and seconds, shown on
+                   standard error once a second when it is a terminal)
   -V, --version    print "ljprof <version>"
-  -h, --help       this text
+  -h, --help       this text (ljprof report --help: report's)
 Long options take their value as "--rate 1000" or "--rate=1000".
+]]
+end
+
+local function report_usage()
+  return [[
+usage: ljprof report RAW.ljprof [-f FORMAT] [-o FILE]... [-v VIEW] [-z] [-N]
+
+Renders a raw profile saved by "ljprof -o app.ljprof" or
+"luajit -jprof=...,app.ljprof" into any format, without running the
+script again. Without -o, the report goes to standard output (the text
+report unless -f says otherwise).
+
+options:
+  -o FILE          output file; repeatable. The format comes from the name:
+                   .svg flame graph, .speedscope.json, .pb.gz (pprof),
+                   .folded, .ljprof (raw profile), .txt or anything else:
+                   text report; "-" is standard output
+  -f, --format F   format (text, folded, speedscope, pprof, svg, raw): with
+                   one output, its format whatever the name; with several,
+                   that of the names without a known ending (.txt is text)
+  -v, --view V     -jp view letters for text reports and the frame labels
+                   of folded stacks (default f)
+  -z, --zones      zones as root frames ("[zone AI]") in the stack formats
+  -N, --show-native  text reports show the C frames above the Lua caller
+  -h, --help       this text
+Long options take their value as "--format pprof" or "--format=pprof".
 ]]
 end
 
@@ -109,7 +159,11 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-n" or a == "--no-native" then o.native = "off"
     elseif a == "-N" or a == "--show-native" then o.show_native = true
     elseif a == "--calls" then o.calls = true
-    elseif a == "-h" or a == "--help" then io.stdout:write(usage()); os.exit(0)
+    elseif a == "--luajit" then o.luajit = val()
+    elseif a == "-q" or a == "--quiet" then o.quiet = true
+    elseif a == "-h" or a == "--help" then
+      io.stdout:write(anywhere and report_usage() or usage())
+      os.exit(0)
     elseif a == "-V" or a == "--version" then
       local version = os.getenv("LJPROF_VERSION")
       if not version or version == "" then
@@ -117,7 +171,7 @@ local function parse_args(argv, first, anywhere)
       end
       io.stdout:write("ljprof ", version, "\n")
       os.exit(0)
-    elseif a == "--" then i = i + 1; break
+    elseif a == "--" then o.dashdash = true; i = i + 1; break
     elseif a:sub(1, 1) == "-" and a ~= "-" then
       fail("unknown option '" .. a .. "' (ljprof --help lists the options)")
     elseif anywhere then o.rest[#o.rest + 1] = a
@@ -153,7 +207,11 @@ end
 local function report(argv)
   local o = parse_args(argv, 2, true)
   local src = o.rest[1]
-  if not src then fail("report needs a raw profile file (ljprof report FILE.ljprof)") end
+  if not src then
+    io.stderr:write("ljprof: report needs a raw profile file\n",
+      "usage: ljprof report RAW.ljprof [-f FORMAT] [-o FILE] [-v VIEW]   (ljprof report --help for more)\n")
+    os.exit(2)
+  end
   local p, meta = raw.read(src)
   if not p then fail(meta) end
   if #o.outputs == 0 then  -- to standard output, no Samples line
@@ -166,10 +224,80 @@ local function report(argv)
   return 0
 end
 
-local function run(argv, luajit)
-  local o = parse_args(argv, 1)
-  local app = o.rest[1]
-  if not app then io.stderr:write(usage()); os.exit(2) end
+-- Is prog (a command name or path) a LuaJIT interpreter? By its name:
+-- luajit, luajit-2.1.0-beta3, luajit2.1...
+local function is_luajit(prog)
+  local base = prog:match("([^/]+)$") or prog
+  return base:match("^luajit") ~= nil
+end
+
+-- The script a luajit command line runs (args after the interpreter's
+-- name), or nil: the first argument that is not an option or an
+-- option's value (-e, -l, -j take one, attached or not; "-" is standard
+-- input; "--" ends the options).
+local function script_of(args)
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    if a == "--" then return args[i + 1]
+    elseif a == "-" then return nil
+    elseif a:sub(1, 1) ~= "-" then return a
+    elseif a:match("^%-[elj]$") then i = i + 1
+    elseif a:match("^%-b") then return nil  -- -b: saves bytecode, runs nothing
+    end
+    i = i + 1
+  end
+  return nil
+end
+
+-- "ljprof: 1234 samples, 12 s" redrawn in place on standard error (a
+-- terminal), from the count the child writes to status_fd once a second.
+local function progress_line(status_fd)
+  local ljprof = require("ljprof")
+  local drawn = false
+  local function tick(elapsed)
+    local n = tonumber((ljprof.fd_read(status_fd) or ""):match("%d+"))
+    if not n then return end  -- the child has not counted yet
+    local _, fg = ljprof.isatty(2)
+    if not fg then return end  -- a background job: not on the user's line
+    io.stderr:write(string.format("\r\27[Kljprof: %d samples, %d s", n, math.floor(elapsed)))
+    io.stderr:flush()
+    drawn = true
+  end
+  local function clear()
+    if drawn then io.stderr:write("\r\27[K"); io.stderr:flush() end
+    drawn = false
+  end
+  return tick, clear
+end
+
+local function run(argv, luajit, record)
+  local o = parse_args(argv, record and 2 or 1)
+  local ljprof = require("ljprof")
+  local cmd, app = {}, nil
+  if o.dashdash then
+    -- ljprof [record] [options] -- command args...
+    local prog = o.rest[1]
+    if not prog then fail("nothing to run after -- (ljprof record [options] -- luajit app.lua)") end
+    if o.luajit then fail("--luajit is for the short form: after --, the command names its interpreter") end
+    local args = {}
+    for k = 2, #o.rest do args[#args + 1] = o.rest[k] end
+    if prog:match("%.lua$") then  -- a script: run by luajit
+      cmd[1], app = luajit, prog
+      table.insert(args, 1, prog)
+    elseif is_luajit(prog) then
+      cmd[1], app = prog, script_of(args) or "luajit"
+    else
+      fail("'" .. prog .. "' is not luajit: ljprof runs luajit commands only (it adds -jprof after " ..
+           "the interpreter's name); for a host that embeds LuaJIT, or a script that starts luajit, " ..
+           "call require(\"ljprof\") in the host for now (docs/usage.md)")
+    end
+    cmd.args = args
+  else
+    app = o.rest[1]
+    if not app then io.stderr:write(usage()); os.exit(2) end
+    cmd[1], cmd.args = o.luajit or luajit, o.rest
+  end
   local to_stdout = o.calls and #o.outputs == 0  -- the calls report
   if #o.outputs == 0 and not to_stdout then
     o.outputs[1] = (app:match("([^/]+)$"):gsub("%.lua$", "")) ..
@@ -179,7 +307,10 @@ local function run(argv, luajit)
     local ok, err = output.check(path)
     if not ok then fail(err) end
   end
-  local tmp = os.tmpname()
+  -- The raw profile goes to an unnamed temporary file the child inherits
+  -- (/dev/fd/N): nothing is left in /tmp, whatever kills the command.
+  local raw_fd, rerr = ljprof.tmpfd()
+  if not raw_fd then fail(rerr) end
   local opts = "f"
   if o.rate then opts = opts .. "/rate=" .. o.rate end
   if o.clock then opts = opts .. "/clock=" .. o.clock end
@@ -187,42 +318,63 @@ local function run(argv, luajit)
   if o.native then opts = opts .. "/native=" .. o.native end
   if o.calls then opts = opts .. "/calls=on" end
   opts = opts .. "/format=raw"
-  local argv = {luajit, "-jprof=" .. opts .. "," .. tmp}
-  for _, a in ipairs(o.rest) do argv[#argv + 1] = a end
-  -- The child, with SIGTERM and SIGHUP passed on to it (it writes its raw
-  -- profile and dies of the signal; the outputs are written here).
-  -- The raw file goes with the temporary the child leaves when it is
-  -- killed while writing it (kill -9, the OOM killer): remove_output.
-  local ljprof = require("ljprof")
-  local how, n = ljprof.spawn(argv)
-  if not how then ljprof.remove_output(tmp); fail(n) end
-  local code = how == "signal" and 128 + n or n
-  local p, meta = raw.read(tmp)
-  ljprof.remove_output(tmp)
-  if not p then
-    io.stderr:write("ljprof: no profile from ", app, ": ", meta, "\n")
-    return code ~= 0 and code or 1
+  local child = {cmd[1], "-jprof=" .. opts .. ",/dev/fd/" .. raw_fd}
+  for _, a in ipairs(cmd.args) do child[#child + 1] = a end
+  local spawn_opts = {keep = {raw_fd}}
+  local status_fd, clear
+  if not o.quiet and ljprof.isatty(2) and os.getenv("TERM") ~= "dumb" then
+    local id
+    status_fd, id = ljprof.tmpfd()
+    if status_fd then
+      spawn_opts.keep[2] = status_fd
+      spawn_opts.env = {"LJPROF_PROGRESS=" .. id}
+      spawn_opts.tick, clear = progress_line(status_fd)
+    end
   end
-  if p.total == 0 and not o.calls then  -- nothing to show: no empty flame graph
-    io.stderr:write("ljprof: no samples from ", app, code ~= 0 and
-      (" (exit status " .. code .. ")") or "", "; nothing written",
-      code == 0 and " (a longer run, or a higher --rate)" or "", "\n")
-    return code ~= 0 and code or 1
-  end
-  if to_stdout then
-    write_outputs(p, meta, {"-"}, o)
-    io.stderr:write(string.format("Samples: %d (dropped %d) -> standard output\n", p.total,
-      tonumber(meta.dropped) or 0))
+  -- After the child: with exit signals still held, so that the outputs
+  -- are written whatever comes meanwhile (ljprof.spawn, src/spawn.c).
+  spawn_opts.after = function(how, n)
+    if clear then clear() end
+    local code = how == "signal" and 128 + n or n
+    local data = ljprof.fd_read(raw_fd)
+    ljprof.fd_close(raw_fd)
+    if status_fd then ljprof.fd_close(status_fd) end
+    local p, meta
+    if data and data ~= "" then p, meta = raw.parse(data, app)
+    else meta = "the script wrote no profile" end
+    if not p then
+      io.stderr:write("ljprof: no profile from ", app, ": ", meta, "\n")
+      return code ~= 0 and code or 1
+    end
+    if p.total == 0 and not o.calls then  -- nothing to show: no empty flame graph
+      io.stderr:write("ljprof: no samples from ", app, code ~= 0 and
+        (" (exit status " .. code .. ")") or "", "; nothing written",
+        code == 0 and " (a longer run, or a higher --rate)" or "", "\n")
+      return code ~= 0 and code or 1
+    end
+    if to_stdout then
+      write_outputs(p, meta, {"-"}, o)
+      io.stderr:write(string.format("Samples: %d (dropped %d) -> standard output\n", p.total,
+        tonumber(meta.dropped) or 0))
+      return code
+    end
+    write_outputs(p, meta, o.outputs, o)
+    io.stderr:write(string.format("Samples: %d (dropped %d) -> %s\n", p.total,
+      tonumber(meta.dropped) or 0, table.concat(o.outputs, ", ")))
     return code
   end
-  write_outputs(p, meta, o.outputs, o)
-  io.stderr:write(string.format("Samples: %d (dropped %d) -> %s\n", p.total,
-    tonumber(meta.dropped) or 0, table.concat(o.outputs, ", ")))
+  local code, err = ljprof.spawn(child, spawn_opts)
+  if not code then
+    ljprof.fd_close(raw_fd)
+    if status_fd then ljprof.fd_close(status_fd) end
+    fail(err)
+  end
   return code
 end
 
 function M.main(argv, luajit)
   if argv[1] == "report" then return report(argv) end
+  if argv[1] == "record" then return run(argv, luajit or "luajit", true) end
   return run(argv, luajit or "luajit")
 end
 

@@ -39,9 +39,12 @@
 -- was mostly sampled in): N compiled green, I interpreted blue, C code orange, G
 -- garbage collector red, J JIT compiler purple, anything else grey; the
 -- root is grey. Within a hue the shade comes from a hash of the label,
--- so that neighbours differ and the same function has the same shade in
--- every graph. The legend at the top gives each state's share of all
--- samples.
+-- so that the same function mostly has the same shade in every graph;
+-- but a frame touching its left neighbour in the row (a sibling, or a
+-- cousin at its parent's border) takes another shade of its hue when the
+-- two would look alike (contrast, the sum of the R, G and B differences,
+-- under M.MIN_CONTRAST). The legend at the top gives each state's share
+-- of all samples.
 --
 -- Zoom (script): clicking a frame widens it to the full width with its
 -- callees; its callers stay as full-width, faded rows below it; other
@@ -50,6 +53,14 @@
 -- (document order, from 0); clicks update it. Hovering shows the frame
 -- in the line at the bottom. Frames left out are not shown when zoomed
 -- either.
+--
+-- Search (script), as flamegraph.pl and inferno have it: "Search" (top
+-- right) or Ctrl-F asks for a regular expression (text that is not one
+-- is taken literally); frames whose label matches turn magenta, and
+-- "Matched: N%" (bottom right) is the share of all samples under them,
+-- each sample counted once (a match nested in a match adds nothing).
+-- "Clear search" (the same button), Ctrl-F again or Escape clear it. The
+-- URL keeps it with the zoom: #zoom=<n>&search=<regex, URI-encoded>.
 --
 -- Text is UTF-8: bytes that are not well-formed UTF-8 and control
 -- characters (which XML 1.0 does not allow) become U+FFFD; & < > " ' are
@@ -256,15 +267,38 @@ local function dominant(t)
   return STATE[best] or OTHER
 end
 
--- A shade of the state's hue picked by a hash of the label.
-local function fill(state, label)
+-- The shade of a label within its hue: 0..1 from a hash of the label.
+local function shade(label)
   local h = 0
   for i = 1, #label do h = (h * 31 + byte(label, i)) % 16777213 end
-  local v = (h % 1000) / 999
-  local lo, hi = state[3], state[4]
-  return format("#%02x%02x%02x", floor(lo[1] + (hi[1] - lo[1]) * v + 0.5),
-    floor(lo[2] + (hi[2] - lo[2]) * v + 0.5), floor(lo[3] + (hi[3] - lo[3]) * v + 0.5))
+  return (h % 1000) / 999
 end
+
+-- The colour at shade v (0..1) of the state's hue, as {r, g, b}.
+local function rgb_at(state, v)
+  local lo, hi = state[3], state[4]
+  return {floor(lo[1] + (hi[1] - lo[1]) * v + 0.5), floor(lo[2] + (hi[2] - lo[2]) * v + 0.5),
+          floor(lo[3] + (hi[3] - lo[3]) * v + 0.5)}
+end
+
+local function hex(c) return format("#%02x%02x%02x", c[1], c[2], c[3]) end
+
+-- A shade of the state's hue picked by a hash of the label.
+local function fill(state, label)
+  return hex(rgb_at(state, shade(label)))
+end
+
+-- Contrast of two colours: the sum of the differences of R, G and B.
+function M.contrast(a, b)
+  return math.abs(a[1] - b[1]) + math.abs(a[2] - b[2]) + math.abs(a[3] - b[3])
+end
+
+-- Adjacent frames of a row (touching, whether siblings or not) differ by
+-- at least this contrast: a frame whose hashed shade is too close to its
+-- left neighbour's takes the first of the shades half, a quarter and
+-- three quarters of its hue's range away that is far enough (each hue
+-- spans at least 108, so half of it always is).
+M.MIN_CONTRAST = 48
 
 -- "Compiled 80.0%, C code 20.0%": the states of t, in legend order.
 local function state_shares(t, n)
@@ -376,7 +410,50 @@ local SCRIPT = [==[
     f.text.textContent = fit(f, w);
     f.g.setAttribute('class', cls);
   }
-  var zoomed = null;
+  var zoomed = null, searched = null, MATCH = 'rgb(230,0,230)';
+  var searchBtn = document.getElementById('search'), matchedEl = document.getElementById('matched');
+  for (var j = 0; j < fr.length; j++) fr[j].fill = fr[j].rect.getAttribute('fill');
+  /* The state in the URL: #zoom=<n>&search=<regex> */
+  function keep() {
+    var parts = [];
+    if (zoomed) parts.push('zoom=' + zoomed.i);
+    if (searched !== null) parts.push('search=' + encodeURIComponent(searched));
+    svg.setAttribute('data-zoom', zoomed ? String(zoomed.i) : '');
+    try { history.replaceState(null, '', parts.length ? '#' + parts.join('&') : location.pathname + location.search); } catch (e) {}
+  }
+  /* Highlight the frames whose label matches src (a regular expression,
+     else plain text); "Matched" is the share of all samples under them,
+     each sample counted once (a match inside a match is not added). */
+  function search(src) {
+    var re = null;
+    if (src) {
+      try { re = new RegExp(src); } catch (e) { re = new RegExp(src.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')); }
+    }
+    var spans = [];
+    for (var i = 0; i < fr.length; i++) {
+      var f = fr[i], m = re !== null && f.d > 0 && re.test(f.label);
+      f.rect.setAttribute('fill', m ? MATCH : f.fill);
+      if (m) spans.push([f.s, f.s + f.n]);
+    }
+    spans.sort(function (a, b) { return a[0] - b[0] || b[1] - a[1]; });
+    var sum = 0, end = -Infinity;
+    for (i = 0; i < spans.length; i++) {
+      if (spans[i][1] <= end) continue;
+      sum += spans[i][1] - Math.max(spans[i][0], end);
+      end = spans[i][1];
+    }
+    var all = fr.length ? fr[0].n : 0, share = re && all ? sum * 100 / all : 0;
+    searched = re ? src : null;
+    svg.setAttribute('data-matched', re ? share.toFixed(4) : '');
+    matchedEl.textContent = re ? 'Matched: ' + share.toFixed(1) + '% (' + spans.length + (spans.length === 1 ? ' frame)' : ' frames)') : '';
+    searchBtn.getElementsByTagName('text')[0].textContent = re ? 'Clear search' : 'Search';
+    keep();
+  }
+  function ask() {
+    if (searched !== null) return search(null);
+    var v = window.prompt('Search frames (regular expression):', '');
+    if (v) search(v);
+  }
   function zoom(z) {
     var S = z.s, N = z.n, D = z.d, k = W / N;
     for (var i = 0; i < fr.length; i++) {
@@ -387,19 +464,23 @@ local SCRIPT = [==[
     }
     zoomed = z.d > 0 ? z : null;
     reset.setAttribute('class', zoomed ? '' : 'h');
-    svg.setAttribute('data-zoom', zoomed ? String(z.i) : '');
-    try { history.replaceState(null, '', zoomed ? '#zoom=' + z.i : location.pathname + location.search); } catch (e) {}
+    keep();
+  }
+  function within(t, g) {
+    for (; t && t !== svg; t = t.parentNode) if (t === g) return true;
+    return false;
   }
   function frameOf(e) {
     for (var t = e.target; t && t !== svg; t = t.parentNode)
       if (t.getAttribute && /(^| )f( |$)/.test(t.getAttribute('class') || '')) return fr[+t.getAttribute('data-i')];
     return null;
   }
-  for (var j = 0; j < fr.length; j++) fr[j].g.setAttribute('data-i', j);
+  for (j = 0; j < fr.length; j++) fr[j].g.setAttribute('data-i', j);
   svg.addEventListener('click', function (e) {
     var f = frameOf(e);
     if (f) zoom(f);
-    else if (e.target === reset || (e.target && e.target.parentNode === reset)) zoom(fr[0]);
+    else if (within(e.target, reset)) zoom(fr[0]);
+    else if (within(e.target, searchBtn)) ask();
   });
   svg.addEventListener('mouseover', function (e) {
     var f = frameOf(e);
@@ -407,11 +488,21 @@ local SCRIPT = [==[
   });
   svg.addEventListener('mouseout', function () { details.textContent = hint; });
   document.addEventListener('keydown', function (e) {
-    if (e.key === 'Escape' && fr.length) zoom(fr[0]);
+    if (e.key === 'Escape' && fr.length) { zoom(fr[0]); search(null); }
+    if ((e.ctrlKey || e.metaKey) && (e.key === 'f' || e.key === 'F') && fr.length) {
+      e.preventDefault();
+      ask();
+    }
   });
   if (fr.length) {
-    var h = /^#zoom=(\d+)$/.exec(location.hash || ''), z = h && fr[+h[1]];
+    var h = (location.hash || '').replace(/^#/, '').split('&'), z = null, q = null;
+    for (var k = 0; k < h.length; k++) {
+      var kv = /^(zoom|search)=(.*)$/.exec(h[k]);
+      if (kv && kv[1] === 'zoom' && /^\d+$/.test(kv[2])) z = fr[+kv[2]];
+      if (kv && kv[1] === 'search') try { q = decodeURIComponent(kv[2]); } catch (e) { q = kv[2]; }
+    }
     zoom(z || fr[0]);
+    search(q);
   }
   svg.setAttribute('data-ready', '1');
 })();
@@ -429,8 +520,9 @@ text { font-family: "DejaVu Sans", Verdana, Arial, sans-serif; fill: #222; }
 .f:hover rect { stroke: #000; stroke-width: 1; }
 .a rect { opacity: 0.5; }
 .h { display: none; }
-#reset { cursor: pointer; }
-#reset rect { fill: #eee; stroke: #888; }
+#reset, #search { cursor: pointer; }
+#reset rect, #search rect { fill: #eee; stroke: #888; }
+#matched { font-size: 12px; fill: #333; }
 .btn { font-size: 12px; }
 #details { font-size: 12px; fill: #333; }
 ]]
@@ -527,10 +619,46 @@ function M.render(p, meta)
   w('</g>\n')
   w('<g id="reset" class="h"><rect x="10" y="10" width="84" height="20" rx="3"/>' ..
     '<text x="52" y="24" text-anchor="middle" class="btn">Reset zoom</text></g>\n')
+  if total > 0 then
+    w(format('<g id="search"><title>Highlight the frames whose name matches a regular expression ' ..
+      '(Ctrl-F); again to clear</title><rect x="%d" y="10" width="84" height="20" rx="3"/>' ..
+      '<text x="%d" y="24" text-anchor="middle" class="btn">Search</text></g>\n',
+      M.WIDTH - 94, M.WIDTH - 52))
+  end
 
   if total == 0 then
     w(format('<text class="sub empty" x="%d" y="%d" text-anchor="middle">No samples collected</text>\n',
       M.WIDTH / 2, M.TOP + 12))
+  end
+
+  -- Colours, row by row from the left: a frame touching its left
+  -- neighbour gets a shade that stands out from it (M.MIN_CONTRAST).
+  local rows = {}
+  for _, node in ipairs(drawn) do
+    local r = rows[node.depth] or {}
+    rows[node.depth] = r
+    r[#r + 1] = node
+  end
+  for _, r in pairs(rows) do
+    table.sort(r, function(a, b) return a.start < b.start end)
+    local prev
+    for _, node in ipairs(r) do
+      if not node.parent then
+        node.rgb = {0xc4, 0xc4, 0xc4}
+      else
+        local st, v = dominant(node.states), shade(node.label)
+        local c = rgb_at(st, v)
+        if prev and prev.start + prev.count == node.start and
+           M.contrast(c, prev.rgb) < M.MIN_CONTRAST then
+          for _, d in ipairs({0.5, 0.25, 0.75}) do
+            local alt = rgb_at(st, (v + d) % 1)
+            if M.contrast(alt, prev.rgb) >= M.MIN_CONTRAST then c = alt; break end
+          end
+        end
+        node.rgb = c
+      end
+      prev = node
+    end
   end
 
   -- Frames.
@@ -539,7 +667,7 @@ function M.render(p, meta)
   for _, node in ipairs(drawn) do
     local fx, fw = PAD + node.start * scale, node.count * scale
     local y = base - node.depth * FH
-    local colour = node.parent and fill(dominant(node.states), node.label) or ROOT_FILL
+    local colour = node.parent and hex(node.rgb) or ROOT_FILL
     local short = node.short ~= node.label and node.short or nil
     w(format('<g class="f" data-s="%.0f" data-n="%.0f" data-d="%d"%s>', node.start, node.count,
       node.depth, short and (' data-short="' .. esc(short) .. '"') or ""))
@@ -550,7 +678,9 @@ function M.render(p, meta)
   end
 
   w(format('<text id="details" x="%d" y="%d">%s</text>\n', PAD, height - 10,
-    total > 0 and "Click a frame to zoom in; Escape or Reset zoom to go back. Hover for details." or ""))
+    total > 0 and "Click a frame to zoom in; Escape or Reset zoom to go back; Ctrl-F or Search " ..
+    "highlights frames. Hover for details." or ""))
+  w(format('<text id="matched" x="%d" y="%d" text-anchor="end"></text>\n', M.WIDTH - PAD, height - 10))
   w('<script type="text/ecmascript"><![CDATA[\n', SCRIPT, ']]></script>\n')
   w('</svg>\n')
   return concat(out)

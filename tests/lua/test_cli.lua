@@ -37,6 +37,9 @@ local mode, secs = ...
 spin(tonumber(secs) or 0.4)
 if mode == "exit3" then os.exit(3) end
 if mode == "error" then error("boom") end
+if mode == "jit" then print("jit " .. tostring(jit.status())) end
+if mode == "say" then print("finished") end
+if mode == "say3" then print("finished") os.exit(3) end
 ]])
 
 t.case("outputs by name, Samples line, the script's exit status", function()
@@ -73,36 +76,6 @@ t.case("no samples: nothing written, one line, a failing status", function()
     t.ok(err:find("ljprof: no samples from " .. c[1], 1, true) and
          err:find(c[3], 1, true) and err:find("nothing written", 1, true), c[2] .. ": " .. err)
     t.eq(read(dir .. "/" .. c[2] .. ".svg"), nil, c[2] .. ": no flame graph")
-  end
-end)
-
-t.case("a script killed while writing its raw profile leaves no file in /tmp", function()
-  -- What kill -9 (or the OOM killer) during the child's write leaves: its
-  -- temporary file "<raw>.tmp.<pid>.<n>" beside the command's raw file
-  -- (from os.tmpname(), in /tmp). The script makes exactly that file and
-  -- kills itself. Before: the command removed its raw file only, and the
-  -- temporary stayed in /tmp for good.
-  local killer = dir .. "/killed.lua"
-  write(killer, [==[
-local ffi = require("ffi")
-ffi.cdef("int getpid(void); int kill(int, int);")
-local s = 0 for i = 1, 3e6 do s = s + i % 7 end
-local rawpath = arg[-1]:match(",([^,]+)$")
-local f = assert(io.open(rawpath .. ".tmp." .. ffi.C.getpid() .. ".0", "w"))
-f:write("LJPROF-RAW 3\nmeta\tclock\twall\n")  -- half written
-f:close()
-print(rawpath)
-io.stdout:flush()
-ffi.C.kill(ffi.C.getpid(), 9)
-]==])
-  local code, out = sh(string.format("%s -c wall -r 1000 -o %s %s", LJPROF, dir .. "/k.svg", killer))
-  t.eq(code, 128 + 9, "status of a script killed by SIGKILL")
-  local rawpath = out:match("^(%S+)")
-  t.ok(rawpath and rawpath:find("/", 1, true), "the script saw its raw output path: " .. out)
-  if rawpath then
-    local left = io.popen("ls -d " .. t.q(rawpath) .. "* 2>/dev/null"):read("*a")
-    t.eq(left, "", "files left of the raw profile")
-    os.execute("rm -f " .. t.q(rawpath) .. " " .. t.q(rawpath) .. ".tmp.*")
   end
 end)
 
@@ -234,6 +207,107 @@ t.case("bad options: one line naming the input and what is accepted", function()
     t.ok(err:find(c[2], 1, true) and select(2, err:gsub("\n", "")) == 1,
          c[1] .. ": " .. err)
   end
+end)
+
+t.case("record -- luajit with its own flags; --luajit; what is not luajit", function()
+  -- The interpreter's flags stay (-joff: jit.status() is false).
+  local out = dir .. "/rec.folded"
+  local code, o, err = sh(string.format("%s record -o %s -- %s -joff %s jit 0.3", LJPROF, out,
+                                        t.q(t.LUAJIT), script))
+  t.eq(code, 0, "record -- luajit: status: " .. err)
+  t.eq(o, "jit false\n", "-joff reached luajit")
+  t.ok((read(out) or ""):find("busy %d+\n"), "profile written: " .. err)
+  t.ok(err:find("Samples: %d+ %(dropped %d+%) %-> " .. out), "Samples line: " .. err)
+  -- Default output name from the script, not the interpreter.
+  code, o, err = sh(string.format("cd %s && %s record -- %s -e 'x=1' %s jit 0.3", dir, LJPROF,
+                                  t.q(t.LUAJIT), script))
+  t.eq(code, 0, "default output: " .. err)
+  t.ok(err:find("-> app.svg", 1, true) and read(dir .. "/app.svg"), "app.svg: " .. err)
+  os.remove(dir .. "/app.svg")
+  -- A .lua command runs under luajit; "record" without -- is the short form.
+  for _, c in ipairs({"record -o %s -- %s ok 0.3", "record -o %s %s ok 0.3"}) do
+    os.remove(out)
+    code, o, err = sh(LJPROF .. " " .. string.format(c, out, script))
+    t.eq(code, 0, c .. ": " .. err)
+    t.ok((read(out) or ""):find("busy %d+\n"), c .. ": profile written")
+  end
+  -- --luajit PATH: the short form's interpreter.
+  local fake = dir .. "/myluajit"
+  write(fake, "#!/bin/sh\necho used >" .. t.q(dir .. "/used") .. "\nexec " .. t.q(t.LUAJIT) .. " \"$@\"\n")
+  os.execute("chmod +x " .. t.q(fake))
+  code, o, err = sh(string.format("%s --luajit %s -o %s %s jit 0.3", LJPROF, fake, out, script))
+  t.eq(code, 0, "--luajit: " .. err)
+  t.eq(read(dir .. "/used"), "used\n", "--luajit: that interpreter ran")
+  code, _, err = sh(string.format("%s --luajit=%s -o %s -- %s ok", LJPROF, fake, out, t.q(t.LUAJIT)))
+  t.ok(code == 2 and err:find("--luajit is for the short form", 1, true), "--luajit with --: " .. err)
+  -- Not luajit: one line, status 2, nothing run.
+  code, o, err = sh(LJPROF .. " record -- sh -c 'echo ran'")
+  t.eq(code, 2, "sh: status")
+  t.eq(o, "", "sh: nothing ran")
+  t.ok(err:find("^ljprof: 'sh' is not luajit: ") and select(2, err:gsub("\n", "")) == 1, "sh: " .. err)
+  code, _, err = sh(LJPROF .. " record -- luajit-nonexistent x.lua")
+  t.ok(code == 2 and err == "ljprof: cannot run luajit-nonexistent: No such file or directory\n",
+       "a missing interpreter: " .. code .. " " .. err)
+  code, _, err = sh(LJPROF .. " record --")
+  t.ok(code == 2 and err:find("nothing to run after --", 1, true), "nothing after --: " .. err)
+end)
+
+-- The progress line: only on a terminal (script(1) gives a pty), redrawn
+-- in place ("\r\27[K"), cleared before the Samples line; off with -q and
+-- when standard error is not a terminal. The script's output and status
+-- are its own.
+t.case("progress line on a terminal: samples so far, seconds; -q and pipes: none", function()
+  if not t.ok(os.execute("command -v script >/dev/null 2>&1") == 0,
+              "script (util-linux) is needed for a pty") then return end
+  local out = dir .. "/pg.folded"
+  local function pty(opts)
+    local log = dir .. "/pty.log"
+    local code, s = sh(string.format("script -qec %s /dev/null </dev/null",
+      t.q(string.format("%s %s -c cpu -o %s %s say3 2.5", LJPROF, opts, out, script))))
+    return code, s
+  end
+  local code, s = pty("")
+  t.eq(code, 3, "the script's status through the pty")
+  t.ok(s:find("finished\r\n", 1, true), "the script's output: " .. s)
+  local lines, last = {}, 0
+  for n, sec in s:gmatch("\r\27%[Kljprof: (%d+) samples, (%d+) s") do
+    lines[#lines + 1] = {tonumber(n), tonumber(sec)}
+  end
+  t.ok(#lines >= 1, "progress lines drawn: " .. s:gsub("\27", "ESC"))
+  for i, l in ipairs(lines) do
+    t.ok(l[1] >= last, "samples never go down: " .. l[1])
+    last = l[1]
+    if i > 1 then t.ok(l[2] >= lines[i - 1][2], "seconds never go down") end
+  end
+  t.ok(last > 0, "samples counted so far: " .. last)
+  t.ok(s:find("\r\27%[KSamples: %d+ %(dropped %d+%) %-> ") ~= nil, "cleared before the Samples line")
+  t.ok(not s:find("Samples:.*\27%["), "nothing drawn after the Samples line")
+  code, s = pty("-q")
+  t.eq(code, 3, "-q: status")
+  t.ok(s:find("finished", 1, true) and s:find("Samples: ", 1, true), "-q: output and Samples line")
+  t.ok(not s:find("\27", 1, true) and not s:find("ljprof: %d"), "-q: no progress line: " .. s)
+  local c2, o2, e2 = sh(string.format("%s -o %s %s say 1.5", LJPROF, out, script))
+  t.eq(c2, 0, "pipe: status")
+  t.eq(o2, "finished\n", "pipe: the script's output")
+  t.ok(not e2:find("\27", 1, true) and not e2:find("\r", 1, true), "pipe: no progress line: " .. e2)
+end)
+
+t.case("help: the command's and report's; bare report: one line and a hint", function()
+  local code, out = sh(LJPROF .. " --help")
+  t.eq(code, 0, "--help status")
+  t.ok(out:find("ljprof record [options] -- luajit", 1, true) and out:find("--luajit PATH", 1, true)
+       and out:find("-q, --quiet", 1, true), "--help names record, --luajit, --quiet:\n" .. out)
+  code, out = sh(LJPROF .. " report --help")
+  t.eq(code, 0, "report --help status")
+  t.ok(out:find("^usage: ljprof report RAW%.ljprof") and out:find("-o FILE", 1, true) and
+       out:find("speedscope", 1, true) and not out:find("--rate", 1, true),
+       "report's own usage:\n" .. out)
+  local e
+  code, out, e = sh(LJPROF .. " report")
+  t.eq(code, 2, "bare report: status")
+  t.eq(out, "", "bare report: nothing on standard output")
+  t.ok(e:find("^ljprof: report needs a raw profile file\n") and e:find("ljprof report --help", 1, true)
+       and select(2, e:gsub("\n", "")) == 2, "bare report: an error line and a hint:\n" .. e)
 end)
 
 os.execute("rm -rf " .. dir)

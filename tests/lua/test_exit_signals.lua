@@ -59,6 +59,13 @@ for _, kind in ipairs(ORDER) do
     'io.stdout:write("ready\\n") io.stdout:flush()\nblock()\nprint("not reached")\n')
 end
 
+-- The pids of kind's scripts still running in this test's directory (not
+-- another test run's, on a shared machine), or "none\n".
+local function left_running(kind)
+  return sh("for p in $(pgrep -f '" .. kind .. ".lua$'); do " ..
+            "[ \"$(readlink /proc/$p/cwd)\" = " .. q(dir) .. " ] && echo $p; done | grep . || echo none")
+end
+
 -- Run kind under luajit (with -jprof options opt, or none; or under
 -- launcher), send the signals once it is ready; returns status ("hung" if still alive 20 s
 -- later), stdout, stderr.
@@ -210,10 +217,102 @@ t.case("the ljprof command passes SIGTERM and SIGHUP to the script, then writes"
       local svg, txt = t.read(path("cmd.svg")), t.read(path("cmd.txt"))
       t.ok(svg and svg:find("</svg>", 1, true), what .. ": the flame graph")
       t.ok(txt and txt:find("%d+%%  spin\n"), what .. ": the report: " .. tostring(txt))
-      local left = sh("pgrep -f '" .. kind .. ".lua$' || echo none")
+      local left = left_running(kind)
       t.eq(left, "none\n", what .. ": no script left running")
     end
   end
+end)
+
+-- SIGINT: luajit turns it into an "interrupted!" error at the next hook
+-- (interpreted code: status 1, profile written at exit); in a compiled
+-- loop, blocked in read() or in os.execute it never ends, so the command
+-- sends SIGTERM a grace period later, and the profile is still written
+-- (before: the command ignored SIGINT, "hung").
+local function cmd_path()
+  local ljprof = (os.getenv("LJPROF_BUILD") or "build") .. "/ljprof"
+  if ljprof:sub(1, 1) ~= "/" then ljprof = os.getenv("PWD") .. "/" .. ljprof end
+  return ljprof
+end
+
+t.case("the ljprof command passes SIGINT to the script, then writes", function()
+  local ljprof = cmd_path()
+  for _, c in ipairs({{"interpreted", "1"}, {"compiled", "143"}, {"read", "143"},
+                      {"execute", "143"}}) do
+    local kind, want = c[1], c[2]
+    local what = "ljprof " .. kind .. " INT"
+    os.remove(path("cmd.svg"))
+    os.remove(path("cmd.txt"))
+    local status, out, err = run(kind, nil, {"INT"}, q(ljprof) .. " -q -o cmd.svg -o cmd.txt")
+    t.eq(status, want, what .. ": status")
+    t.eq(out, "ready\n", what .. ": output")
+    if kind == "interpreted" then
+      t.ok(err:find("interrupted!", 1, true), what .. ": luajit's interrupted! error: " .. err)
+    end
+    t.ok(err:find("Samples: %d+ %(dropped %d+%) %-> cmd.svg, cmd.txt\n"), what .. ": " .. err)
+    local svg, txt = t.read(path("cmd.svg")), t.read(path("cmd.txt"))
+    t.ok(svg and svg:find("</svg>", 1, true), what .. ": the flame graph")
+    t.ok(txt and txt:find("%d+%%  spin\n"), what .. ": the report: " .. tostring(txt))
+    local left = left_running(kind)
+    t.eq(left, "none\n", what .. ": no script left running")
+  end
+end)
+
+-- timeout(1) signals the command and then its whole process group: the
+-- script must get the signal once (a second SIGINT kills luajit at once,
+-- without its profile). Before: SIGINT ignored, rc 137 after -k, no
+-- outputs.
+t.case("under timeout -s INT and -s TERM: outputs written, status 124", function()
+  local ljprof = cmd_path()
+  for _, sig in ipairs({"INT", "TERM"}) do
+    for _, kind in ipairs({"compiled", "interpreted"}) do
+      local what = "timeout -s " .. sig .. " " .. kind
+      os.remove(path("to.svg"))
+      local s = sh(string.format("timeout -k 15 -s %s 3 %s -q -o to.svg %s.lua </dev/null >/dev/null 2>err; echo rc=$?",
+                                 sig, q(ljprof), kind))
+      local err = t.read(path("err")) or ""
+      t.eq(s:match("rc=(%d+)"), "124", what .. ": timeout's status (137: killed): " .. err)
+      t.ok(err:find("Samples: %d+ %(dropped %d+%) %-> to.svg\n"), what .. ": " .. err)
+      local svg = t.read(path("to.svg"))
+      t.ok(svg and svg:find("spin", 1, true), what .. ": the flame graph")
+      t.eq(left_running(kind), "none\n", what .. ": nothing left running")
+    end
+  end
+end)
+
+-- The raw profile goes to an unnamed temporary file (/dev/fd/N): nothing
+-- is named in TMPDIR or /tmp while the script runs, and when the command
+-- is killed with SIGKILL the script gets SIGTERM (it does not run on
+-- alone) and nothing is left. Before: -jprof=...,/tmp/lua_XXXXXX, left
+-- behind, and the script ran on.
+t.case("temporary files: none named, none left when the command is killed", function()
+  local ljprof = cmd_path()
+  local tmp = path("tmp")
+  os.execute("mkdir -p " .. q(tmp))
+  local s = sh(table.concat({
+    "rm -f out; mkfifo fifo2 2>/dev/null; exec 3<>fifo2",
+    string.format("TMPDIR=%s %s -q -o k.svg compiled.lua <fifo2 >out 2>err & pid=$!", q(tmp), q(ljprof)),
+    "for i in $(seq 200); do grep -q ready out && break; sleep 0.05; done",
+    "child=$(pgrep -P $pid)",
+    "echo child=$child",
+    "echo cmdline=$(tr '\\0' ' ' </proc/$child/cmdline)",
+    "echo named=$(ls -A " .. q(tmp) .. " | wc -l)",
+    "kill -9 $pid; wait $pid; echo rc=$?",
+    "for i in $(seq 400); do kill -0 $child 2>/dev/null || break; sleep 0.05; done",
+    "kill -0 $child 2>/dev/null && { echo child=alive; kill -9 $child; } || echo child=gone",
+    "exec 3>&-",
+  }, "; "))
+  local cmdline = s:match("cmdline=([^\n]*)") or ""
+  local raw = cmdline:match("%-jprof=[^ ]*,([^ ]+)")
+  t.ok(raw and raw:match("^/dev/fd/%d+$"), "the raw profile goes to a descriptor: " .. cmdline)
+  if raw and not raw:match("^/dev/fd/") then
+    t.eq(t.read(raw), nil, "no raw profile file left: " .. raw)
+    os.remove(raw)
+  end
+  t.eq(s:match("named=(%d+)"), "0", "nothing named in TMPDIR while running")
+  t.eq(s:match("rc=(%d+)"), "137", "the command was killed")
+  t.ok(s:find("child=gone", 1, true), "the script ended with the command:\n" .. s)
+  t.eq(sh("ls -A " .. q(tmp) .. " | wc -l"), "0\n", "nothing left in TMPDIR")
+  t.eq(t.read(path("k.svg")), nil, "no output from a killed command")
 end)
 
 os.execute("rm -rf " .. q(dir))

@@ -290,6 +290,62 @@ t.case("empty profile", function()
   t.ok(svg.render({frames = {}, samples = {}}, nil):find("</svg>", 1, true) ~= nil, "meta optional")
 end)
 
+-- Touching frames of a row (siblings or not) must not look alike: the
+-- contrast (sum of the R, G, B differences) of each such pair. Returns
+-- the number of pairs and the smallest contrast.
+local function adjacent_contrast(doc)
+  local rows = {}
+  for _, f in ipairs(doc.frames) do
+    rows[f.d] = rows[f.d] or {}
+    table.insert(rows[f.d], f)
+  end
+  local pairs_n, least = 0, math.huge
+  local function rgb(h) return {tonumber(h:sub(2, 3), 16), tonumber(h:sub(4, 5), 16), tonumber(h:sub(6, 7), 16)} end
+  for _, r in pairs(rows) do
+    table.sort(r, function(a, b) return a.x < b.x end)
+    for k = 2, #r do
+      local a, b = r[k - 1], r[k]
+      if math.abs(a.x + a.w - b.x) < 0.02 then
+        local c = svg.contrast and svg.contrast(rgb(a.fill), rgb(b.fill))
+        if not c then
+          local x, y = rgb(a.fill), rgb(b.fill)
+          c = math.abs(x[1] - y[1]) + math.abs(x[2] - y[2]) + math.abs(x[3] - y[3])
+        end
+        pairs_n = pairs_n + 1
+        if c < least then least = c end
+        t.ok(c >= 40, string.format("%s | %s: fills %s and %s nearly the same (contrast %d)",
+                                    a.label, b.label, a.fill, b.fill, c))
+      end
+    end
+  end
+  return pairs_n, least
+end
+
+t.case("adjacent frames of a row stand out from each other", function()
+  -- 60 compiled siblings (one hue) under one parent, and 30 under each of
+  -- two neighbouring parents (cousins touch at the parents' border).
+  local e = {}
+  local main = "/src/m.lua:0" .. FI .. "/src/m.lua:1"
+  for i = 1, 60 do
+    e[#e + 1] = {stack = main .. FR .. string.format("f%02d", i) .. FI .. "/src/m.lua:" .. (10 + i),
+                 vmstate = "N", count = 10 + i % 7}
+  end
+  for _, p in ipairs({"pa", "pb"}) do
+    for i = 1, 30 do
+      e[#e + 1] = {stack = main .. FR .. p .. FI .. "/src/m.lua:200" .. FR .. p .. i .. FI .. "/src/p.lua:" .. i,
+                   vmstate = "I", count = 5 + i % 3}
+    end
+  end
+  local path = t.tmpname(".svg")
+  write(path, svg.render(model.collect(e), {clock = "cpu", interval_us = 1000}))
+  local doc = parse_svg(path)
+  os.remove(path)
+  if not doc then return end
+  local n, least = adjacent_contrast(doc)
+  t.ok(n >= 100, "touching pairs checked: " .. n)
+  print(string.format("  %d touching pairs, least contrast %d", n, least))
+end)
+
 ------------------------------------------------------------------------
 -- Headless Chromium (package chromium).
 -- Its command: $CHROMIUM if set, else the first of the usual names found.
@@ -392,6 +448,7 @@ return function(sec) local t0, r = os.clock(), 0 repeat r = r + step() until os.
 ]]
 
 t.case("real run (wall clock, 1 ms): XML, names, widths, Chromium", function()
+  collectgarbage()  -- the earlier cases' garbage: no GC cycle inside string.rep
   local workload = assert(loadstring(WORKLOAD, "@" .. CHUNK))()
   jit.off(workload, true)
   jit.off()
@@ -463,6 +520,27 @@ t.case("real run (wall clock, 1 ms): XML, names, widths, Chromium", function()
   t.ok(zoomed, "zoomed frame at full width, full label")
   t.ok(hidden.light and hidden.cwork, "its siblings hidden")
 
+  -- Search (#search=<regex>, as the Search button and Ctrl-F set it):
+  -- the matched share is that of the frames whose label matches, each
+  -- sample once.
+  local want = {}
+  for _, fr in ipairs(doc.frames) do
+    if fr.d > 0 and (fr.label:find("heavy", 1, true) or fr.label:find("light", 1, true)) then
+      want[#want + 1] = fr
+    end
+  end
+  local share = 0
+  for _, fr in ipairs(want) do share = share + fr.n end  -- no nesting among them
+  share = share * 100 / p.total
+  ok, dom = run_chromium(string.format("--dump-dom 'file://%s#search=heavy%%7Clight'", path))
+  local got = tonumber(dom:match('data%-matched="([%d.]+)"') or "")
+  t.ok(ok and got and math.abs(got - share) < 0.01,
+       string.format("matched %s%%, want %.4f%%", tostring(got), share))
+  local _, lit = dom:gsub('fill="rgb%(230,0,230%)"', "")
+  t.eq(lit, #want, "the matching frames are highlighted")
+  t.ok(dom:find(string.format(">Matched: %.1f%%", share), 1, true) ~= nil, "the Matched line is shown")
+  adjacent_contrast(doc)
+
   local png = t.tmpname(".png")
   local sok, out = run_chromium(string.format("--screenshot='%s' --window-size=1200,800 'file://%s'", png, path))
   local data = read(png)
@@ -481,6 +559,43 @@ t.case("real run (wall clock, 1 ms): XML, names, widths, Chromium", function()
     end
   end
   os.remove(png)
+  os.remove(path)
+end)
+
+-- Search in Chromium on a profile with recursion: a match inside a match
+-- counts once; regex alternatives add up; search and zoom share the URL.
+t.case("search: matched share de-duplicated, kept with zoom in the URL", function()
+  if not chromium() then t.ok(false, "chromium not found (apt-get install chromium)"); return end
+  local function fr(name) return name .. FI .. "/src/r.lua:" .. #name end
+  local main = fr("main")
+  local p = model.collect({
+    {stack = main .. FR .. fr("rec") .. FR .. fr("rec") .. FR .. fr("leaf"), vmstate = "I", count = 300},
+    {stack = main .. FR .. fr("rec"), vmstate = "I", count = 100},
+    {stack = main .. FR .. fr("other"), vmstate = "N", count = 200},
+    {stack = main .. FR .. fr("other") .. FR .. fr("rec"), vmstate = "N", count = 100},
+  })
+  local path = t.tmpname(".svg")
+  write(path, svg.render(p, {clock = "cpu", interval_us = 1000}))
+  local function matched(hash)
+    local ok, dom = run_chromium(string.format("--dump-dom 'file://%s#%s'", path, hash))
+    t.ok(ok and dom:find('data-ready="1"', 1, true), hash .. ": script ran")
+    local _, lit = dom:gsub('fill="rgb%(230,0,230%)"', "")
+    return tonumber(dom:match('data%-matched="([%d.]+)"') or ""), lit, dom
+  end
+  local m, lit = matched("search=rec")
+  t.eq(m, 71.4286, "rec: (400 + 100) of 700, the nested rec not added again")
+  t.eq(lit, 3, "rec: three frames highlighted")
+  m, lit = matched("search=leaf%7Cother")
+  t.eq(m, 85.7143, "leaf|other: 300 + 300 of 700")
+  m, lit = matched("search=rec(")
+  t.eq(m, 0, "not a regex: plain text, nothing matches")
+  local doc = parse_svg(path)
+  local zi
+  for i, f in ipairs(doc and doc.frames or {}) do if f.label == "r.lua:other" then zi = i - 1 end end
+  local dom
+  m, lit, dom = matched("zoom=" .. tostring(zi) .. "&search=rec")
+  t.ok(zi and dom:find('data-zoom="' .. zi .. '"', 1, true), "zoomed with a search")
+  t.eq(m, 71.4286, "the share is of all samples, zoomed or not")
   os.remove(path)
 end)
 

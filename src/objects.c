@@ -44,6 +44,7 @@
 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -155,7 +156,7 @@ typedef struct sym {
 
 struct ljp_object {
   char *name;               /* copy of dlpi_name ("": the main program) */
-  const char *short_name;   /* basename, for "object+0x..." */
+  const char *short_name;   /* file name, for "object+0x..." */
   uintptr_t base;           /* load bias */
   ljp_ehtab eh;             /* unwind table and mapped segments (cfi.h) */
   unsigned char print[12];  /* the header's first bytes at the scan */
@@ -298,6 +299,26 @@ typedef struct scan {
   int oom;
 } scan;
 
+/* The main program's file, read once (normal context, reg_mu held): its
+** path (for its debug link) and its name ("luajit", "nginx"): the loader
+** calls it "", and "main+0x12c0" would read like the function main. */
+static char exe_path[4096];
+static char exe_short[128];
+
+static void exe_init(void)
+{
+  ssize_t n;
+  const char *slash;
+  if (exe_short[0]) return;
+  n = readlink("/proc/self/exe", exe_path, sizeof(exe_path) - 1);
+  exe_path[n > 0 ? n : 0] = '\0';
+  if (n > 10 && !strcmp(exe_path + n - 10, " (deleted)")) exe_path[n - 10] = '\0';
+  slash = strrchr(exe_path, '/');
+  snprintf(exe_short, sizeof(exe_short), "%s",
+           slash && slash[1] ? slash + 1 :
+           program_invocation_short_name[0] ? program_invocation_short_name : "exe");
+}
+
 /* Called with the loader's lock held: copy everything needed now. */
 static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -351,7 +372,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
     const char *slash = strrchr(o->name, '/');
     o->short_name = slash ? slash + 1 : o->name;
   } else {
-    o->short_name = o->kind == LJP_SPAN_VM ? "luajit" : "main";
+    o->short_name = exe_short;  /* the main program: its file's name */
   }
   sc->o[sc->n++] = o;
   return 0;
@@ -445,6 +466,7 @@ static void refresh_locked(int force)
   if (old && !force && old->dlgen == gen) return;
   if (!(lm = malloc(LJP_LM_MAX * sizeof(*lm)))) return;
   nlm = lm_walk(lm, LJP_LM_MAX);
+  exe_init();
   memset(&sc, 0, sizeof(sc));
   dl_iterate_phdr(scan_cb, &sc);
   used = old ? calloc(old->nobj + 1, 1) : NULL;

@@ -792,6 +792,41 @@ static const sym *find_sym(const ljp_object *ob, uintptr_t a)
   return NULL;
 }
 
+/* A C++ name demangled ("_ZN4game4Phys4stepEmi" is "game::Phys::step(
+** unsigned long, int)"), by the process's own C++ runtime when it has one
+** (libstdc++ or libc++abi, loaded by the program, even privately: dlopen
+** RTLD_NOLOAD never loads anything, and the handle holds the runtime for
+** the call), else by one the program exports. Normal context only (the
+** loader's lock, malloc). 1 and the name in buf, or 0: left as it is. */
+typedef char *(*cxa_demangle_fn)(const char *, char *, size_t *, int *);
+
+static int demangle(const char *name, char *buf, size_t len)
+{
+  static const char *const rt[] = {"libstdc++.so.6", "libc++abi.so.1", "libc++.so.1"};
+  cxa_demangle_fn fn = NULL;
+  void *h = NULL;
+  char *d = NULL;
+  int status = -1;
+  size_t i;
+  if (strncmp(name, "_Z", 2) != 0) return 0;
+  for (i = 0; i < sizeof(rt) / sizeof(rt[0]) && !fn; i++)
+    if ((h = dlopen(rt[i], RTLD_NOLOAD | RTLD_LAZY)) &&
+        !(fn = (cxa_demangle_fn)(uintptr_t)dlsym(h, "__cxa_demangle"))) {
+      dlclose(h);
+      h = NULL;
+    }
+  if (!fn) fn = (cxa_demangle_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+  if (fn) d = fn(name, NULL, NULL, &status);
+  if (h) dlclose(h);
+  if (!d || status != 0) {
+    free(d);
+    return 0;
+  }
+  snprintf(buf, len, "%s", d);
+  free(d);
+  return 1;
+}
+
 int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out)
 {
   const ljp_span *e;
@@ -816,7 +851,8 @@ int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out)
   s = ob->s ? find_sym(ob, a) : NULL;
   out->sym_lo = s ? s->lo : 0;
   out->sym_hi = s ? s->hi : 0;
-  snprintf(out->sym, sizeof(out->sym), "%s", s ? ob->names + s->name : "");
+  if (!s || !demangle(ob->names + s->name, out->sym, sizeof(out->sym)))
+    snprintf(out->sym, sizeof(out->sym), "%s", s ? ob->names + s->name : "");
   pthread_mutex_unlock(&reg_mu);
   return 1;
 }

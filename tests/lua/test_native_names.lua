@@ -1,7 +1,7 @@
--- Names of native frames, as perf and gdb give them (issue 15): a
--- stripped executable's own code is named after its file
--- ("ljp_host+0x11c9"), never after the nearest symbol ("main+0x11c9").
--- Fixture: tests/native/host.c. Each case runs children.
+-- Names of native frames, as perf and gdb give them (issue 15): C++
+-- names demangled, and a stripped executable's own code named after its
+-- file ("ljp_host+0x11c9"), never after the nearest symbol ("main+0x11c9").
+-- Fixtures: tests/native/ (host.c, cxxtest.cpp). Each case runs children.
 local t = require("t")
 local ffi = require("ffi")
 
@@ -95,6 +95,30 @@ t.case("a stripped -rdynamic host: its code is ljp_host+0xSTART, the root frame 
   t.ok(count(list, function(s) return s:find("main+0x", 1, true) end) == 0, "no main+0x:\n" .. top(list))
 end)
 
+
+-- -- C++ -----------------------------------------------------------------
+
+t.case("C++ names demangled (the process's own __cxa_demangle)", function()
+  local lib = os.getenv("LJPROF_CXXTEST")
+  if not lib then
+    print("  SKIP: no C++ compiler when the build was configured")
+    return
+  end
+  local out, ok = child(PROFILE .. [[
+    ffi.cdef("double ljpx_run(long n);")
+    local l = ffi.load(]] .. string.format("%q", lib) .. [[)
+    profile(1.0, function() return l.ljpx_run(2e4) end)
+  ]])
+  t.ok(ok, "the child ran:\n" .. out)
+  local list = stacks(out)
+  local all = count(list, function() return true end)
+  local chain = count(list, function(s)
+    return s:find(";ljpx_run;game::Phys::step(unsigned long, int);unsigned long twice<unsigned long>(unsigned long, int)", 1, true)
+  end)
+  print(string.format("  %d samples, %d in ljpx_run;game::Phys::step(...);twice<unsigned long>(...)", all, chain))
+  t.ok(chain / all > 0.5, "the C++ chain, demangled:\n" .. top(list))
+  t.ok(count(list, function(s) return s:find(";_Z", 1, true) end) == 0, "no mangled name:\n" .. top(list))
+end)
 
 os.execute("rm -rf " .. t.q(dir))
 t.done()

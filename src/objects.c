@@ -16,12 +16,13 @@
 **
 ** A snapshot is a sorted array of executable spans (kind: LuaJIT's
 ** object, its interpreter, ljprof itself, other) pointing at objects. An
-** object carries its copied name, load bias, segments, its .eh_frame_hdr
+** object carries its copied name, build ID, load bias, segments, its .eh_frame_hdr
 ** search table with every mapped segment (ljp_ehtab: what the signal
 ** handler's own unwinder, cfi.c, may read) and, loaded on first use,
-** its function symbols (.symtab, else .dynsym; the vDSO from memory),
-** plus the IFUNC implementations the program calls, named by their public
-** names ("sin", "memcpy"; see add_ifunc_impls).
+** its function symbols (.symtab, else the .symtab of its separate debug
+** file, else .dynsym; the vDSO from memory; see load_symbols), plus the
+** IFUNC implementations the program calls that no symbol names, named by
+** their public names ("sin", "memcpy"; see add_ifunc_impls).
 ** Objects still loaded are shared by consecutive snapshots; an object
 ** that is gone is retired.
 **
@@ -44,6 +45,7 @@
 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -148,14 +150,20 @@ void ljp_epoch_collect(void)
 typedef struct sym {
   uintptr_t lo, hi;
   uint32_t name;      /* offset in the object's name arena */
-  uint32_t ifunc;     /* an STT_GNU_IFUNC symbol (lo: its resolver) */
+  uint8_t ifunc;      /* an STT_GNU_IFUNC symbol (lo: its resolver) */
+  uint8_t bind;       /* STB_* (which alias is shown: pick_aliases) */
+  uint8_t sized;      /* st_size was not 0 */
 } sym;
+
+#define BUILD_ID_MAX 64
 
 #define OBJ_SEGS 8
 
 struct ljp_object {
   char *name;               /* copy of dlpi_name ("": the main program) */
-  const char *short_name;   /* basename, for "object+0x..." */
+  const char *short_name;   /* file name, for "object+0x..." */
+  unsigned char build_id[BUILD_ID_MAX];  /* NT_GNU_BUILD_ID, from memory */
+  int build_id_len;
   uintptr_t base;           /* load bias */
   ljp_ehtab eh;             /* unwind table and mapped segments (cfi.h) */
   unsigned char print[12];  /* the header's first bytes at the scan */
@@ -298,6 +306,47 @@ typedef struct scan {
   int oom;
 } scan;
 
+/* The main program's file, read once (normal context, reg_mu held): its
+** path (for its debug link) and its name ("luajit", "nginx"): the loader
+** calls it "", and "main+0x12c0" would read like the function main. */
+static char exe_path[4096];
+static char exe_short[128];
+
+static void exe_init(void)
+{
+  ssize_t n;
+  const char *slash;
+  if (exe_short[0]) return;
+  n = readlink("/proc/self/exe", exe_path, sizeof(exe_path) - 1);
+  exe_path[n > 0 ? n : 0] = '\0';
+  if (n > 10 && !strcmp(exe_path + n - 10, " (deleted)")) exe_path[n - 10] = '\0';
+  slash = strrchr(exe_path, '/');
+  snprintf(exe_short, sizeof(exe_short), "%s",
+           slash && slash[1] ? slash + 1 :
+           program_invocation_short_name[0] ? program_invocation_short_name : "exe");
+}
+
+/* The build ID (NT_GNU_BUILD_ID) in the notes [p, p + n) of an object,
+** in memory or in a file: its length, 0 when there is none. */
+static int note_build_id(const unsigned char *p, uint64_t n, unsigned char *id)
+{
+  uint64_t off = 0;
+  while (off + sizeof(ElfW(Nhdr)) <= n) {
+    const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)(p + off);
+    uint64_t name = off + sizeof(*nh), desc = name + ((nh->n_namesz + 3ull) & ~3ull);
+    uint64_t end = desc + ((nh->n_descsz + 3ull) & ~3ull);
+    if (end > n || desc + nh->n_descsz > n) break;
+    if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+        !memcmp(p + name, "GNU", 4) && nh->n_descsz > 0 &&
+        nh->n_descsz <= BUILD_ID_MAX) {
+      memcpy(id, p + desc, nh->n_descsz);
+      return (int)nh->n_descsz;
+    }
+    off = end;
+  }
+  return 0;
+}
+
 /* Called with the loader's lock held: copy everything needed now. */
 static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -306,7 +355,8 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
   uintptr_t vm = (uintptr_t)(void *)lua_gettop;
   uintptr_t self = (uintptr_t)(void *)ljp_objects_refresh;
   uintptr_t hdr = 0;
-  int i;
+  const ElfW(Phdr) *note[4];
+  int i, nnote = 0;
   (void)size;
   if (sc->n == sc->cap) {
     uint32_t c = sc->cap ? sc->cap * 2 : 32;
@@ -322,6 +372,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type == PT_GNU_EH_FRAME)
       hdr = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_NOTE && nnote < 4) note[nnote++] = ph;
     if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && ph->p_memsz &&
         o->eh.nseg < LJP_EH_SEGS) {  /* what the unwinder may read */
       o->eh.lo[o->eh.nseg] = info->dlpi_addr + ph->p_vaddr;
@@ -342,6 +393,18 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
   }
   if (hdr && ljp_cfi_init(&o->eh, hdr) == 0)
     memcpy(o->print, (const void *)hdr, sizeof(o->print));
+  for (i = 0; i < nnote && !o->build_id_len; i++) {
+    /* read only when it lies in a mapped segment */
+    uintptr_t a = info->dlpi_addr + note[i]->p_vaddr;
+    uint32_t k;
+    for (k = 0; k < o->eh.nseg; k++)
+      if (a >= o->eh.lo[k] && a < o->eh.hi[k] &&
+          note[i]->p_memsz <= o->eh.hi[k] - a) {
+        o->build_id_len = note_build_id((const unsigned char *)a,
+                                        note[i]->p_memsz, o->build_id);
+        break;
+      }
+  }
   if (!(o->name = strdup(info->dlpi_name ? info->dlpi_name : ""))) {
     free(o);
     sc->oom = 1;
@@ -351,7 +414,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
     const char *slash = strrchr(o->name, '/');
     o->short_name = slash ? slash + 1 : o->name;
   } else {
-    o->short_name = o->kind == LJP_SPAN_VM ? "luajit" : "main";
+    o->short_name = exe_short;  /* the main program: its file's name */
   }
   sc->o[sc->n++] = o;
   return 0;
@@ -445,6 +508,7 @@ static void refresh_locked(int force)
   if (old && !force && old->dlgen == gen) return;
   if (!(lm = malloc(LJP_LM_MAX * sizeof(*lm)))) return;
   nlm = lm_walk(lm, LJP_LM_MAX);
+  exe_init();
   memset(&sc, 0, sizeof(sc));
   dl_iterate_phdr(scan_cb, &sc);
   used = old ? calloc(old->nobj + 1, 1) : NULL;
@@ -599,29 +663,54 @@ static int func_sym(const ElfW(Sym) *sy, const ElfW(Shdr) *ss)
          sy->st_value && sy->st_name < ss->sh_size;
 }
 
-/* Read the function symbols of an ELF image of size bytes at map. */
-static void parse_symbols(ljp_object *ob, const void *map, uint64_t size)
+/* Do len bytes at offset off fit in a file of size bytes? */
+static int fits(uint64_t off, uint64_t len, uint64_t size)
+{
+  return len <= size && off <= size - len;
+}
+
+/* The section headers of the ELF image of size bytes at map (a file
+** mapped, or the vDSO), NULL when it is not one of this process's class or
+** its headers do not fit. */
+static const ElfW(Shdr) *elf_shdrs(const void *map, uint64_t size)
 {
   const ElfW(Ehdr) *eh = map;
-  const ElfW(Shdr) *sh, *tab = NULL;
-  size_t bytes = 0, i, nsym, n = 0, used = 0;
-  int pass;
   if (size < sizeof(ElfW(Ehdr)) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
       eh->e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
       eh->e_shentsize != sizeof(ElfW(Shdr)) ||
-      eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)) > size)
-    return;
-  sh = (const ElfW(Shdr) *)((const char *)map + eh->e_shoff);
-  for (pass = 0; pass < 2 && !tab; pass++)
-    for (i = 0; i < eh->e_shnum; i++)
-      if (sh[i].sh_type == (pass ? SHT_DYNSYM : SHT_SYMTAB) &&
-          sh[i].sh_link < eh->e_shnum && sh[i].sh_entsize == sizeof(ElfW(Sym)) &&
-          sh[i].sh_offset + sh[i].sh_size <= size &&
-          sh[sh[i].sh_link].sh_offset + sh[sh[i].sh_link].sh_size <= size) {
-        tab = &sh[i];
-        break;
-      }
-  if (!tab) return;
+      !fits(eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)), size))
+    return NULL;
+  return (const ElfW(Shdr) *)(const void *)((const char *)map + eh->e_shoff);
+}
+
+/* The symbol table of type type (SHT_SYMTAB, SHT_DYNSYM) with its strings
+** in the image, NULL when it has none (or none stored in the file). */
+static const ElfW(Shdr) *elf_symtab(const void *map, uint64_t size, uint32_t type)
+{
+  const ElfW(Ehdr) *eh = map;
+  const ElfW(Shdr) *sh = elf_shdrs(map, size);
+  size_t i;
+  for (i = 0; sh && i < eh->e_shnum; i++)
+    if (sh[i].sh_type == type && sh[i].sh_link < eh->e_shnum &&
+        sh[i].sh_entsize == sizeof(ElfW(Sym)) &&
+        sh[sh[i].sh_link].sh_type == SHT_STRTAB &&
+        fits(sh[i].sh_offset, sh[i].sh_size, size) &&
+        fits(sh[sh[i].sh_link].sh_offset, sh[sh[i].sh_link].sh_size, size))
+      return &sh[i];
+  return NULL;
+}
+
+/* Read the function symbols of the ELF image of size bytes at map: its
+** .symtab, else (unless symtab_only) its .dynsym. Returns their number. */
+static uint32_t parse_symbols(ljp_object *ob, const void *map, uint64_t size,
+                              int symtab_only)
+{
+  const ElfW(Shdr) *sh = elf_shdrs(map, size), *tab;
+  size_t bytes = 0, i, nsym, n = 0, used = 0;
+  if (!sh) return 0;
+  if (!(tab = elf_symtab(map, size, SHT_SYMTAB)) &&
+      (symtab_only || !(tab = elf_symtab(map, size, SHT_DYNSYM))))
+    return 0;
   {
     const ElfW(Sym) *sy = (const ElfW(Sym) *)((const char *)map + tab->sh_offset);
     const ElfW(Shdr) *ss = &sh[tab->sh_link];
@@ -635,7 +724,7 @@ static void parse_symbols(ljp_object *ob, const void *map, uint64_t size)
     if (!n || !(ob->s = malloc(n * sizeof(sym))) || !(ob->names = malloc(bytes))) {
       free(ob->s);
       ob->s = NULL;
-      return;
+      return 0;
     }
     for (i = 0; i < nsym; i++)
       if (func_sym(&sy[i], ss)) {
@@ -646,12 +735,54 @@ static void parse_symbols(ljp_object *ob, const void *map, uint64_t size)
         e->hi = e->lo + (sy[i].st_size ? sy[i].st_size : 1);
         e->name = (uint32_t)used;
         e->ifunc = ELF64_ST_TYPE(sy[i].st_info) == STT_GNU_IFUNC;
+        e->bind = (uint8_t)ELF64_ST_BIND(sy[i].st_info);
+        e->sized = sy[i].st_size != 0;
         memcpy(ob->names + used, nm, len);
         ob->names[used + len] = '\0';
         used += len + 1;
       }
     qsort(ob->s, ob->ns, sizeof(sym), sym_cmp);
   }
+  return ob->ns;
+}
+
+/* Several symbols at one address (aliases: memcpy and __memcpy_avx...,
+** malloc and __libc_malloc): keep the one perf shows (its
+** choose_best_symbol): one with a size, then not weak, then global, then
+** with fewer leading underscores, then the longest name. */
+static int leading_(const char *s)
+{
+  int n = 0;
+  while (s[n] == '_') n++;
+  return n;
+}
+
+static int better_alias(const ljp_object *ob, const sym *a, const sym *b)
+{
+  const char *na = ob->names + a->name, *nb = ob->names + b->name;
+  size_t la, lb;
+  if (a->sized != b->sized) return a->sized;
+  if ((a->bind == STB_WEAK) != (b->bind == STB_WEAK)) return b->bind == STB_WEAK;
+  if ((a->bind == STB_GLOBAL) != (b->bind == STB_GLOBAL)) return a->bind == STB_GLOBAL;
+  if (leading_(na) != leading_(nb)) return leading_(na) < leading_(nb);
+  la = strlen(na);
+  lb = strlen(nb);
+  if (la != lb) return la > lb;
+  return strcmp(na, nb) < 0;  /* the same in every run */
+}
+
+static void pick_aliases(ljp_object *ob)
+{
+  uint32_t i, k, n = 0;
+  for (i = 0; i < ob->ns; i = k) {
+    uint32_t best = i;
+    for (k = i + 1; k < ob->ns && ob->s[k].lo == ob->s[i].lo; k++)
+      if (better_alias(ob, &ob->s[k], &ob->s[best])) best = k;
+    ob->s[n] = ob->s[best];
+    if (ob->s[n].hi < ob->s[i].hi) ob->s[n].hi = ob->s[i].hi;  /* the longest */
+    n++;
+  }
+  ob->ns = n;
 }
 
 /* -- IFUNC implementations --------------------------------------------------
@@ -745,40 +876,199 @@ static void add_ifunc_impls(ljp_object *ob)
       e->hi = next;
       e->name = im[i].name;
       e->ifunc = 0;
+      e->bind = STB_GLOBAL;
+      e->sized = 1;
     }
     qsort(ob->s, ob->ns, sizeof(sym), sym_cmp);
   }
   free(im);
 }
 
+/* -- Separate debug files ---------------------------------------------------
+** A stripped library's static functions are named by its separate debug
+** file when one is installed (Debian's *-dbg and *-dbgsym packages), found
+** as gdb and perf find it:
+**  1. by build ID (the object's NT_GNU_BUILD_ID note, read from memory):
+**     DIR/.build-id/xx/rest.debug, whose own build ID must be the same;
+**  2. by the object's .gnu_debuglink (a file name and a CRC-32 of the
+**     debug file): OBJDIR/NAME, OBJDIR/.debug/NAME, DIR/OBJDIR/NAME, the
+**     first whose CRC matches (OBJDIR: the object's directory, as loaded
+**     and with links resolved);
+** for each DIR of LJPROF_DEBUG_DIR (a colon-separated list, default
+** /usr/lib/debug; set and empty: no separate debug files at all). Its
+** .symtab is read with the object's load bias (a debug file keeps the
+** object's addresses). Only for an object without a .symtab of its own. */
+
+static void *map_file(const char *path, uint64_t *size)
+{
+  struct stat st;
+  void *map;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
+    close(fd);
+    return NULL;
+  }
+  map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return NULL;
+  *size = (uint64_t)st.st_size;
+  return map;
+}
+
+/* The contents of the section named name, NULL when absent or not in the
+** file. */
+static const unsigned char *elf_section(const void *map, uint64_t size,
+                                        const char *name, uint64_t *len)
+{
+  const ElfW(Ehdr) *eh = map;
+  const ElfW(Shdr) *sh = elf_shdrs(map, size), *ss;
+  size_t i, nl = strlen(name) + 1;
+  if (!sh || eh->e_shstrndx >= eh->e_shnum) return NULL;
+  ss = &sh[eh->e_shstrndx];
+  if (!fits(ss->sh_offset, ss->sh_size, size)) return NULL;
+  for (i = 0; i < eh->e_shnum; i++)
+    if (sh[i].sh_type != SHT_NOBITS && sh[i].sh_name < ss->sh_size &&
+        ss->sh_size - sh[i].sh_name >= nl &&
+        !memcmp((const char *)map + ss->sh_offset + sh[i].sh_name, name, nl) &&
+        fits(sh[i].sh_offset, sh[i].sh_size, size)) {
+      *len = sh[i].sh_size;
+      return (const unsigned char *)map + sh[i].sh_offset;
+    }
+  return NULL;
+}
+
+/* The CRC-32 of .gnu_debuglink (that of zlib and binutils). */
+static uint32_t crc32_gnu(const unsigned char *p, uint64_t n)
+{
+  static uint32_t tab[256];
+  uint32_t c = 0xffffffffu, k;
+  uint64_t i;
+  if (!tab[1])
+    for (i = 0; i < 256; i++) {
+      c = (uint32_t)i;
+      for (k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      tab[i] = c;
+    }
+  for (c = 0xffffffffu, i = 0; i < n; i++) c = tab[(c ^ p[i]) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+/* Map path if it is a debug file of ob: by build ID (want_id) or by CRC. */
+static void *map_debug(const char *path, const ljp_object *ob, int want_id,
+                       uint32_t crc, uint64_t *size)
+{
+  uint64_t len = 0;
+  const unsigned char *note;
+  unsigned char id[BUILD_ID_MAX];
+  void *map = map_file(path, size);
+  int ok;
+  if (!map) return NULL;
+  if (want_id)
+    ok = (note = elf_section(map, *size, ".note.gnu.build-id", &len)) &&
+         note_build_id(note, len, id) == ob->build_id_len &&
+         !memcmp(id, ob->build_id, (size_t)ob->build_id_len);
+  else
+    ok = crc32_gnu(map, *size) == crc;
+  if (ok && elf_symtab(map, *size, SHT_SYMTAB)) return map;
+  munmap(map, (size_t)*size);
+  return NULL;
+}
+
+/* The debug file of ob (its own file mapped at map), mapped, or NULL. */
+#define DBG_PATH 4096
+
+static void *find_debug(const ljp_object *ob, const char *path,
+                        const void *map, uint64_t size, uint64_t *dsize)
+{
+  const char *env = getenv("LJPROF_DEBUG_DIR"), *d, *e;
+  const char *dirs = env ? env : "/usr/lib/debug";
+  const unsigned char *link;
+  char *buf, *real, *odir[2], *slash;  /* 4 paths: off the (Lua) stack */
+  uint64_t len = 0;
+  size_t at;
+  uint32_t crc;
+  void *dbg = NULL;
+  int i, k, nodir = 0;
+  if (!dirs[0] || !(buf = malloc(4 * DBG_PATH))) return NULL;
+  real = buf + DBG_PATH;
+  odir[0] = buf + 2 * DBG_PATH;
+  odir[1] = buf + 3 * DBG_PATH;
+  if (ob->build_id_len >= 2)
+    for (d = dirs; *d && !dbg; d = *e ? e + 1 : e) {
+      int n;
+      e = strchr(d, ':');
+      if (!e) e = d + strlen(d);
+      n = snprintf(buf, DBG_PATH, "%.*s/.build-id/%02x/", (int)(e - d), d,
+                   ob->build_id[0]);
+      for (i = 1; i < ob->build_id_len && n > 0 && n + 3 < DBG_PATH; i++)
+        n += snprintf(buf + n, DBG_PATH - (size_t)n, "%02x", ob->build_id[i]);
+      if (n > 0 && n + 7 < DBG_PATH && e > d) {
+        memcpy(buf + n, ".debug", 7);
+        dbg = map_debug(buf, ob, 1, 0, dsize);
+      }
+    }
+  /* .gnu_debuglink: a file name, padding to 4 bytes, the CRC-32 */
+  if (dbg || !(link = elf_section(map, size, ".gnu_debuglink", &len)) ||
+      len < 8 || !memchr(link, 0, (size_t)len - 4) ||
+      (at = (strlen((const char *)link) + 4) & ~(size_t)3) + 4 > len) {
+    free(buf);
+    return dbg;
+  }
+  memcpy(&crc, link + at, 4);
+  for (i = 0; i < 2; i++) {  /* the directory as loaded, and resolved */
+    const char *p = i ? (realpath(path, real) ? real : NULL) : path;
+    if (!p || snprintf(odir[nodir], DBG_PATH, "%s", p) >= DBG_PATH) continue;
+    if ((slash = strrchr(odir[nodir], '/'))) *slash = '\0';
+    else strcpy(odir[nodir], ".");
+    if (!nodir || strcmp(odir[0], odir[1])) nodir++;
+  }
+  for (k = 0; k < nodir && !dbg; k++) {
+    if (snprintf(buf, DBG_PATH, "%s/%s", odir[k], link) < DBG_PATH)
+      dbg = map_debug(buf, ob, 0, crc, dsize);
+    if (!dbg && snprintf(buf, DBG_PATH, "%s/.debug/%s", odir[k], link) < DBG_PATH)
+      dbg = map_debug(buf, ob, 0, crc, dsize);
+    for (d = dirs; *d && !dbg; d = *e ? e + 1 : e) {
+      e = strchr(d, ':');
+      if (!e) e = d + strlen(d);
+      if (e > d && odir[k][0] == '/' &&
+          snprintf(buf, DBG_PATH, "%.*s%s/%s", (int)(e - d), d, odir[k], link) <
+              DBG_PATH)
+        dbg = map_debug(buf, ob, 0, crc, dsize);
+    }
+  }
+  free(buf);
+  return dbg;
+}
+
 /* Read the function symbols of ob, from its file (by the copied path), or
 ** from memory for the kernel's vDSO (it has no file). */
 static void load_symbols(ljp_object *ob)
 {
-  const char *path = ob->name[0] ? ob->name : "/proc/self/exe";
-  struct stat st;
-  void *map;
-  int fd;
+  const char *path = ob->name[0] ? ob->name : exe_path[0] ? exe_path : "/proc/self/exe";
+  void *map, *dbg;
+  uint64_t size, dsize;
   ob->syms_loaded = 1;
   if (!strncmp(ob->name, "linux-vdso", 10) || !strncmp(ob->name, "linux-gate", 10)) {
     const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)getauxval(AT_SYSINFO_EHDR);
     if (eh && (uintptr_t)eh >= ob->base && (uintptr_t)eh < ob->hi[ob->nseg - 1] &&
         !memcmp(eh->e_ident, ELFMAG, SELFMAG) &&
         eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)) <= 65536)
-      parse_symbols(ob, eh, eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)));
+      parse_symbols(ob, eh, eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)), 0);
+    pick_aliases(ob);
     return;
   }
-  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return;
-  if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
-    close(fd);
-    return;
+  if (!(map = map_file(ob->name[0] ? ob->name : "/proc/self/exe", &size))) return;
+  if (!elf_symtab(map, size, SHT_SYMTAB) &&
+      (dbg = find_debug(ob, path, map, size, &dsize))) {
+    parse_symbols(ob, dbg, dsize, 1);
+    munmap(dbg, (size_t)dsize);
   }
-  map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED) return;
-  parse_symbols(ob, map, (uint64_t)st.st_size);
-  munmap(map, (size_t)st.st_size);
+  if (!ob->s) parse_symbols(ob, map, size, 0);
+  munmap(map, (size_t)size);
   add_ifunc_impls(ob);
+  pick_aliases(ob);
 }
 
 static const sym *find_sym(const ljp_object *ob, uintptr_t a)
@@ -796,6 +1086,41 @@ static const sym *find_sym(const ljp_object *ob, uintptr_t a)
     if (a < s->hi) return s;
   }
   return NULL;
+}
+
+/* A C++ name demangled ("_ZN4game4Phys4stepEmi" is "game::Phys::step(
+** unsigned long, int)"), by the process's own C++ runtime when it has one
+** (libstdc++ or libc++abi, loaded by the program, even privately: dlopen
+** RTLD_NOLOAD never loads anything, and the handle holds the runtime for
+** the call), else by one the program exports. Normal context only (the
+** loader's lock, malloc). 1 and the name in buf, or 0: left as it is. */
+typedef char *(*cxa_demangle_fn)(const char *, char *, size_t *, int *);
+
+static int demangle(const char *name, char *buf, size_t len)
+{
+  static const char *const rt[] = {"libstdc++.so.6", "libc++abi.so.1", "libc++.so.1"};
+  cxa_demangle_fn fn = NULL;
+  void *h = NULL;
+  char *d = NULL;
+  int status = -1;
+  size_t i;
+  if (strncmp(name, "_Z", 2) != 0) return 0;
+  for (i = 0; i < sizeof(rt) / sizeof(rt[0]) && !fn; i++)
+    if ((h = dlopen(rt[i], RTLD_NOLOAD | RTLD_LAZY)) &&
+        !(fn = (cxa_demangle_fn)(uintptr_t)dlsym(h, "__cxa_demangle"))) {
+      dlclose(h);
+      h = NULL;
+    }
+  if (!fn) fn = (cxa_demangle_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+  if (fn) d = fn(name, NULL, NULL, &status);
+  if (h) dlclose(h);
+  if (!d || status != 0) {
+    free(d);
+    return 0;
+  }
+  snprintf(buf, len, "%s", d);
+  free(d);
+  return 1;
 }
 
 int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out)
@@ -822,7 +1147,8 @@ int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out)
   s = ob->s ? find_sym(ob, a) : NULL;
   out->sym_lo = s ? s->lo : 0;
   out->sym_hi = s ? s->hi : 0;
-  snprintf(out->sym, sizeof(out->sym), "%s", s ? ob->names + s->name : "");
+  if (!s || !demangle(ob->names + s->name, out->sym, sizeof(out->sym)))
+    snprintf(out->sym, sizeof(out->sym), "%s", s ? ob->names + s->name : "");
   pthread_mutex_unlock(&reg_mu);
   return 1;
 }

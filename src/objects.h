@@ -106,9 +106,9 @@ int ljp_objects_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
 typedef struct ljp_objinfo {
   int kind;                /* LJP_SPAN_* (the interpreter reads as VM) */
   uintptr_t base;          /* load bias */
-  char short_name[128];    /* basename ("luajit"/"main": main program) */
+  char short_name[128];    /* file name (the main program: /proc/self/exe's) */
   uintptr_t sym_lo, sym_hi;/* the symbol covering a (sym_lo 0: none) */
-  char sym[320];           /* its name */
+  char sym[320];           /* its name (C++: demangled) */
 } ljp_objinfo;
 /* 1 and *out filled when a lies in a loaded object (refreshing once when
 ** it lies in none), else 0. */

@@ -4,8 +4,9 @@
 ** here, never in the signal handler).
 **
 ** Objects and their symbols are the object registry's (objects.c: the
-** full symbol table, .symtab, else .dynsym, read once per object on first
-** use; an address in an object not seen yet refreshes the registry). This
+** full symbol table, .symtab, else a separate debug file's, else .dynsym,
+** read once per object on first use, C++ names demangled; an address in
+** an object not seen yet refreshes the registry). This
 ** file keeps, per context, every address resolved once and remembered
 ** with its interned name, and the rules for which frames are shown.
 **

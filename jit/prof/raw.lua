@@ -190,7 +190,7 @@ function M.parse(data, name)
       " (a newer file needs a newer ljprof)", head)
   end
   ver = tonumber(ver)
-  local p, meta = {frames = {}, samples = {}, total = 0}, {}
+  local p, meta, meta_at = {frames = {}, samples = {}, total = 0}, {}, {}
   local calls = ver >= 2 and {} or nil
   if ver >= 3 then p.functions, p.aborts = {}, {} end
   local ended, ended_at
@@ -206,6 +206,7 @@ function M.parse(data, name)
       v = tonumber(v) or v
       if META[k] and not META[k](v) then return bad(i, "meta " .. k .. ": " .. META_WHAT[k], f[3]) end
       meta[k] = v
+      meta_at[k] = i
     elseif kind == "frame" and (f[3] == "L" and #f >= 7 or f[3] == "C" and #f >= 4) then
       local id = count_of(f[2])
       if id ~= #p.frames + 1 then return bad(i, "frame id " .. (#p.frames + 1), f[2]) end
@@ -285,6 +286,21 @@ function M.parse(data, name)
   end
   if meta.interval_us == nil then
     return bad(1, "a meta interval_us record (the sampling interval)", "none")
+  end
+  -- Times are counts x the interval in nanoseconds (pprof's values,
+  -- durations): exact integers only below 2^53.
+  local period = math.floor(meta.interval_us * 1000 + 0.5)
+  for _, k in ipairs({"samples", "dropped"}) do
+    if meta[k] and meta[k] * period > 2 ^ 53 then
+      return bad(meta_at[k], "meta " .. k .. ": a count whose time (count x interval_us x 1000 ns) " ..
+        "is at most 2^53", tostring(meta[k]))
+    end
+  end
+  local total = 0
+  for _, smp in ipairs(p.samples) do total = total + smp.count end
+  if total * period > 2 ^ 53 then
+    return bad(meta_at.interval_us or 1, "samples whose total time (counts x interval_us x 1000 ns) " ..
+      "is at most 2^53", tostring(total) .. " samples")
   end
   return p, meta
 end

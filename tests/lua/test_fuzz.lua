@@ -195,6 +195,12 @@ t.case("raw reader: fixed inputs that once broke it", function()
       string.rep("x", 200000)},
     {"negative count", "LJPROF-RAW 1\nmeta\tinterval_us\t1000\nframe\t1\tC\tf\nsample\t-5\tN\t\t1\nend\t1\t1\n"},
     {"unknown vmstate", "LJPROF-RAW 1\nmeta\tinterval_us\t1000\nframe\t1\tC\tf\nsample\t5\tQ\t\t1\nend\t1\t1\n"},
+    -- 2^53+1 samples of 500 us: a time in ns beyond exact integers (pprof
+    -- failed on it)
+    {"samples x interval beyond 2^53 ns", "LJPROF-RAW 1\nmeta\tinterval_us\t500\nmeta\tsamples\t" ..
+      "9007199254740993\nframe\t1\tC\tf\nsample\t5\tN\t\t1\nend\t1\t1\n"},
+    {"sample counts x interval beyond 2^53 ns", "LJPROF-RAW 1\nmeta\tinterval_us\t60000000\n" ..
+      "frame\t1\tC\tf\nsample\t9007199254740\tN\t\t1\nend\t1\t1\n"},
   }
   for _, c in ipairs(fixed) do
     local r, why = check_raw(c[2])

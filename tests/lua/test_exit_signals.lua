@@ -215,7 +215,10 @@ t.case("the ljprof command passes SIGTERM and SIGHUP to the script, then writes"
       local svg, txt = t.read(path("cmd.svg")), t.read(path("cmd.txt"))
       t.ok(svg and svg:find("</svg>", 1, true), what .. ": the flame graph")
       t.ok(txt and txt:find("%d+%%  spin\n"), what .. ": the report: " .. tostring(txt))
-      local left = sh("pgrep -f '" .. kind .. ".lua$' || echo none")
+      -- Scripts of this run only (their working directory is ours): another
+      -- checkout may run this test at the same time.
+      local left = sh("for p in $(pgrep -f '" .. kind .. ".lua$'); do " ..
+                      "[ \"$(readlink /proc/$p/cwd)\" = \"$(pwd -P)\" ] && echo $p; done; echo none")
       t.eq(left, "none\n", what .. ": no script left running")
     end
   end

@@ -114,9 +114,20 @@ typedef struct nameent {
   uint32_t name;                   /* text id, 0: no name */
 } nameent;
 
+/* A whole level: by its prototype (and signature), its PC, and its
+** caller's first instruction and return PC (0, 0 under a C caller): the
+** frame id, with no text looked at and nothing interned. */
+#define LEVEL_CACHE 4096
+typedef struct levelent {
+  uintptr_t bc, pc, cbc, cpc;
+  uint64_t sig;
+  uint32_t fid;
+} levelent;
+
 struct ljp_namecache {
   protoent proto[PROTO_CACHE];
   nameent name[NAME_CACHE];
+  levelent level[LEVEL_CACHE];
 };
 
 static struct ljp_namecache *caches(ljp_ctx *ctx)
@@ -259,11 +270,49 @@ static uint32_t name_of(ljp_ctx *ctx, lua_State *L, livestack *ls, int level,
 
 /* Live level `level` as a frame (0: no such level). line > 0 overrides
 ** the current line. */
+/* The level cache's entry for live level `level` (a Lua frame with a known
+** PC), keyed now: a hit has its frame id; a miss has fid 0 and the key, to
+** be filled. NULL when the caller's link is not a return PC (the name
+** then comes from lua_getinfo) or without caches. */
+static levelent *level_entry(ljp_ctx *ctx, const livestack *ls, int level)
+{
+  struct ljp_namecache *c = caches(ctx);
+  const ljp_lframe *f = &ls->f[level];
+  uintptr_t bc = fn_bc(f->fn), cbc = 0, cpc = 0;
+  uint64_t sig, h;
+  levelent *e;
+  if (!c) return NULL;
+  if (level + 1 < ls->m) {
+    const ljp_lframe *caller = &ls->f[level + 1];
+    if (caller->kind == 0) {
+      if (!caller->pc) return NULL;
+      cbc = fn_bc(caller->fn);
+      cpc = caller->pc;
+    }
+  } else if (!(ls->bottom && level == ls->m - 1)) {
+    return NULL;
+  }
+  sig = proto_sig(bc);
+  h = ((uint64_t)bc * 31 + f->pc) * 31 + cbc * 7 + cpc;
+  e = &c->level[ljp_hash_addr((uintptr_t)(h ^ (h >> 29))) & (LEVEL_CACHE - 1)];
+  if (e->bc == bc && e->pc == f->pc && e->cbc == cbc && e->cpc == cpc &&
+      e->sig == sig)
+    return e;
+  e->bc = bc;
+  e->pc = f->pc;
+  e->cbc = cbc;
+  e->cpc = cpc;
+  e->sig = sig;
+  e->fid = 0;
+  return e;
+}
+
 static uint32_t live_frame(ljp_ctx *ctx, lua_State *L, livestack *ls,
                            int level, int line)
 {
   const ljp_lframe *f;
   const protoent *p;
+  levelent *le = NULL;
   uint32_t id;
   uintptr_t bc;
   int cur;
@@ -278,6 +327,9 @@ static uint32_t live_frame(ljp_ctx *ctx, lua_State *L, livestack *ls,
     id = c_frame(ctx, LJP_FR_C, f->cf, 0);
   } else if (f->kind > 1) {
     id = c_frame(ctx, LJP_FR_FFUNC, f->cf, f->kind);
+  } else if (line <= 0 && f->pc && (le = level_entry(ctx, ls, level)) &&
+             le->fid) {
+    id = le->fid;              /* the whole level seen before */
   } else {
     bc = fn_bc(f->fn);
     if (!(p = proto_of(ctx, L, level, bc)))
@@ -300,6 +352,7 @@ static uint32_t live_frame(ljp_ctx *ctx, lua_State *L, livestack *ls,
     }
     id = lua_frame(ctx, p->source, name_of(ctx, L, ls, level, bc),
                    p->linedefined, cur >= 0 ? cur : p->linedefined);
+    if (le) le->fid = id;       /* filled by level_entry's key */
   }
   if (line <= 0) ls->fid[level] = id;
   return id;  /* 0: out of memory, the stack ends here */

@@ -1,15 +1,16 @@
 /*
 ** Aggregation throughput and memory of ljprof's data structures (bench/run).
 **
-** Replays real stack keys through the same code ljprof runs per sample,
+** Replays real stacks through the same code ljprof runs per sample,
 ** compiled in from src/ring.c and src/table.c (included by path, not
-** modified): the handler's ring reserve/publish, the safe point's claim
-** and interning of the stack key and of the leaf function (with the
-** "same stack as last time" shortcut), and the aggregation of completed
-** records into the (stack, vmstate, zone) and (function, vmstate) count
-** tables when the ring is half full. What it leaves out is measured
-** elsewhere: the signal delivery, the handler's VM-state reads and the
-** stack walk that produces the key (bench/lib/cost.lua).
+** modified): the handler's ring reserve/publish, the safe point's claim,
+** the stack as an array of frame ids (each frame of the profile interned
+** once, as complete.c's caches hand out ids per level) interned as one
+** key, the leaf function's id, and the aggregation of completed records
+** into the (stack, vmstate, zone) and (function, vmstate) count tables
+** when the ring is half full. What it leaves out is measured elsewhere:
+** the signal delivery, the handler's VM-state reads and the walk that
+** produces the frames (bench/lib/cost.lua).
 **
 **   aggbench STACKS [SAMPLES]
 **
@@ -35,15 +36,17 @@
 
 typedef struct key {
   const char *s;
-  size_t len;
-  const char *leaf;  /* last frame of the key: what the leaf function */
-  size_t leaflen;    /* interning hashes (its chunk:line string) */
+  size_t len;        /* the key's text (what ljprof interned before) */
+  uint32_t *ids;     /* its frames, innermost first */
+  uint32_t nids;
+  uint32_t func;     /* its leaf's function */
   int vmstate;
   double count;
 } key;
 
 static key *keys;
 static size_t nkeys;
+static ljp_strtab frames;  /* frame text -> id, filled once at load */
 
 static double now(void)
 {
@@ -59,14 +62,33 @@ static void die(const char *msg)
   exit(1);
 }
 
-/* Frames in -jprof's key format end with \30 (record separator). */
-static void find_leaf(key *k)
+/* Frames in -jprof's key format are separated by byte 30 (\036),
+** outermost first: each interned once; the key becomes their ids,
+** innermost first (the order complete.c builds). */
+static void split_frames(key *k)
 {
-  size_t end = k->len, i;
-  if (end && k->s[end - 1] == '\30') end--;
-  for (i = end; i > 0 && k->s[i - 1] != '\30' && k->s[i - 1] != ';'; i--) {}
-  k->leaf = k->s + i;
-  k->leaflen = end - i;
+  size_t i = 0, n = 0, cap = 16;
+  uint32_t *ids = malloc(cap * sizeof(uint32_t));
+  if (!ids) die("out of memory");
+  while (i < k->len) {
+    size_t j = i;
+    uint32_t id;
+    while (j < k->len && k->s[j] != '\036') j++;
+    id = ljp_strtab_intern(&frames, k->s + i, j - i);
+    if (id == UINT32_MAX) die("out of memory");
+    if (n == cap && !(ids = realloc(ids, (cap *= 2) * sizeof(uint32_t))))
+      die("out of memory");
+    ids[n++] = id;
+    i = j + 1;
+  }
+  for (i = 0; i < n / 2; i++) {
+    uint32_t t = ids[i];
+    ids[i] = ids[n - 1 - i];
+    ids[n - 1 - i] = t;
+  }
+  k->ids = ids;
+  k->nids = (uint32_t)n;
+  k->func = n ? ids[0] : 0;  /* a function per leaf frame (its id) */
 }
 
 static void load(const char *path)
@@ -76,6 +98,7 @@ static void load(const char *path)
   size_t cap = 0, kcap = 0;
   ssize_t n;
   if (!f) die("cannot open the stacks file");
+  if (ljp_strtab_init(&frames)) die("out of memory");
   while ((n = getline(&line, &cap, f)) > 0) {
     char *t1, *t2;
     key k;
@@ -85,7 +108,7 @@ static void load(const char *path)
     k.vmstate = t1[1];
     k.len = (size_t)(line + n - (t2 + 1));
     k.s = memcpy(malloc(k.len + 1), t2 + 1, k.len + 1);
-    find_leaf(&k);
+    split_frames(&k);
     if (nkeys == kcap) {
       kcap = kcap ? kcap * 2 : 1024;
       if (!(keys = realloc(keys, kcap * sizeof(key)))) die("out of memory");
@@ -131,33 +154,31 @@ static uint32_t *draw(size_t n)
 
 typedef struct agg {
   ljp_ring ring;
-  ljp_strtab strs;
+  ljp_strtab stks;  /* stacks: frame id arrays */
   ljp_counts counts, fcounts;
-  uint32_t last;   /* id of the previous stack key */
 } agg;
 
 static void agg_init(agg *a)
 {
-  if (ljp_ring_init(&a->ring, RING) || ljp_strtab_init(&a->strs) ||
+  if (ljp_ring_init(&a->ring, RING) || ljp_strtab_init(&a->stks) ||
       ljp_counts_init(&a->counts) || ljp_counts_init(&a->fcounts))
     die("out of memory");
-  a->last = 0;
 }
 
 static void agg_free(agg *a)
 {
   ljp_ring_free(&a->ring);
-  ljp_strtab_free(&a->strs);
+  ljp_strtab_free(&a->stks);
   ljp_counts_free(&a->counts);
   ljp_counts_free(&a->fcounts);
 }
 
 enum { DO_INTERN = 1, DO_COUNT = 2, DO_COPY = 4, DO_HASH = 8 };
 
-/* The stack walk's output buffer (ljp_ctx.dump): the key is copied here
-** first, as the walk would write it, so that interning reads a buffer
-** that is in the cache, as in the profiler. */
-static char *dump;
+/* The safe point's frame buffer (stack_of's ids): the frame ids are
+** copied here first, as the walk's per-level lookups would write them, so
+** that interning reads a buffer that is in the cache. */
+static uint32_t *dump;
 static volatile uint64_t sink;
 
 /* Completed records -> count tables (ljp_aggregate). */
@@ -201,17 +222,12 @@ static inline void sample(agg *a, uint32_t k, uint64_t seq, int what)
   for (pos = from; pos < to; pos++) {
     ljp_record *c = ljp_ring_at(&a->ring, pos);
     const key *kk = &keys[c->pc];
-    if (what & DO_COPY) memcpy(dump, kk->s, kk->len);
-    if (what & DO_HASH) sink += ljp_hash(dump, kk->len);
+    size_t nb = (size_t)kk->nids * 4;
+    if (what & DO_COPY) memcpy(dump, kk->ids, nb);
+    if (what & DO_HASH) sink += ljp_hash(dump, nb);
     if (what & DO_INTERN) {
-      const ljp_str *last = ljp_strtab_get(&a->strs, a->last);
-      if (kk->len == last->len && memcmp(dump, last->s, kk->len) == 0) {
-        c->stack = a->last;
-      } else {
-        c->stack = ljp_strtab_intern(&a->strs, dump, kk->len);
-        a->last = c->stack;
-      }
-      c->func = ljp_strtab_intern(&a->strs, dump + (kk->leaf - kk->s), kk->leaflen);
+      c->stack = ljp_strtab_intern(&a->stks, (const char *)dump, nb);
+      c->func = kk->func;  /* the leaf frame's function: a cache lookup */
     } else {
       c->stack = (uint32_t)c->pc + 1;  /* ids as if interned */
       c->func = (uint32_t)c->pc + 1;
@@ -249,60 +265,70 @@ static void bench(const char *name, const uint32_t *seq, size_t n, int what)
   agg_free(&a);
 }
 
-/* Memory held by the tables for n distinct stacks: the real keys, then
-** (for n beyond them) real keys with a distinct synthetic leaf frame
-** appended, each aggregated once. */
+/* Memory held by the tables for n distinct stacks: the real stacks, then
+** (for n beyond them) real stacks with a distinct synthetic leaf frame on
+** top, each aggregated once; the frames table (each frame once) too. */
 static void memory(size_t n)
 {
   agg a;
-  char *buf = NULL;
-  size_t i, cap = 0, kb = 0, nstacks = 0;
+  ljp_strtab fr;
+  uint32_t *buf = NULL;
+  size_t i, cap = 0, fb = 0, nstacks = 0, depth = 0;
   double bytes;
   agg_init(&a);
+  if (ljp_strtab_init(&fr)) die("out of memory");
   for (i = 0; i < n; i++) {
     const key *k = &keys[i % nkeys];
-    size_t len = k->len;
-    const char *s = k->s;
-    uint32_t id, fid, before;
-    if (i >= nkeys) {
-      if (cap < len + 64) {
-        cap = len + 64;
-        if (!(buf = realloc(buf, cap))) die("out of memory");
-      }
-      memcpy(buf, s, len);
-      len += (size_t)sprintf(buf + len, "synthetic.lua\37%zu\30", i);
-      s = buf;
+    size_t m = k->nids;
+    uint32_t id, before, f;
+    if (cap < m + 1 && !(buf = realloc(buf, (cap = m + 1) * sizeof(uint32_t))))
+      die("out of memory");
+    memcpy(buf + 1, k->ids, m * sizeof(uint32_t));
+    if (i >= nkeys) {  /* a frame no other stack has, on top */
+      char t[64];
+      int len = snprintf(t, sizeof(t), "synthetic\37synthetic.lua:%zu", i);
+      buf[0] = frames.n + ljp_strtab_intern(&fr, t, (size_t)len);
+      fb += (size_t)len;
+      m++;
     }
-    kb += len;
-    before = a.strs.n;
-    id = ljp_strtab_intern(&a.strs, s, len);
-    if (a.strs.n > before) nstacks++;  /* a new stack */
-    fid = ljp_strtab_intern(&a.strs, k->leaf, k->leaflen);
+    depth += m;
+    before = a.stks.n;
+    id = ljp_strtab_intern(&a.stks, (const char *)(i >= nkeys ? buf : buf + 1),
+                           m * sizeof(uint32_t));
+    if (a.stks.n > before) nstacks++;  /* a new stack */
+    f = i >= nkeys ? buf[0] : k->func;
     ljp_counts_add(&a.counts, ljp_stack_key(id, k->vmstate, 0), 1);
-    ljp_counts_add(&a.fcounts, ljp_func_key(fid, k->vmstate), 1);
+    ljp_counts_add(&a.fcounts, ljp_func_key(f, k->vmstate), 1);
   }
-  bytes = (double)a.strs.bytes + (double)(a.counts.cap + a.fcounts.cap) * sizeof(ljp_count);
-  printf("mem_%zu_stacks %zu\nmem_%zu_key_bytes %.1f\nmem_%zu_bytes_per_stack %.1f\n",
-         n, nstacks, n, (double)kb / n, n, bytes / (double)nstacks);
+  bytes = (double)a.stks.bytes + (double)frames.bytes + (double)fr.bytes +
+          (double)(a.counts.cap + a.fcounts.cap) * sizeof(ljp_count);
+  printf("mem_%zu_stacks %zu\nmem_%zu_frames_per_stack %.1f\n"
+         "mem_%zu_bytes_per_stack %.1f\n", n, nstacks, n, (double)depth / n, n,
+         bytes / (double)nstacks);
+  (void)fb;
   free(buf);
+  ljp_strtab_free(&fr);
   agg_free(&a);
 }
 
 int main(int argc, char **argv)
 {
-  size_t n = argc > 2 ? (size_t)atol(argv[2]) : 1000000, i, maxlen = 0;
-  double kbytes = 0, total = 0;
+  size_t n = argc > 2 ? (size_t)atol(argv[2]) : 1000000, i, maxids = 0;
+  double kbytes = 0, kframes = 0, total = 0;
   uint32_t *seq, *uniq;
   if (argc < 2) die("usage: aggbench STACKS [SAMPLES]");
   load(argv[1]);
   for (i = 0; i < nkeys; i++) {
     kbytes += keys[i].len * keys[i].count;
+    kframes += keys[i].nids * keys[i].count;
     total += keys[i].count;
-    if (keys[i].len > maxlen) maxlen = keys[i].len;
+    if (keys[i].nids > maxids) maxids = keys[i].nids;
   }
-  if (!(dump = malloc(maxlen + 1))) die("out of memory");
-  printf("keys %zu\nkey_bytes_mean %.1f\nsamples %zu\nrecord_bytes %zu\nring_records %d\n",
-         nkeys, kbytes / total, n, sizeof(ljp_record), RING);
+  if (!(dump = malloc((maxids + 1) * sizeof(uint32_t)))) die("out of memory");
+  printf("keys %zu\nkey_bytes_mean %.1f\nkey_frames_mean %.1f\nframes %u\n"
+         "samples %zu\nrecord_bytes %zu\nring_records %d\n",
+         nkeys, kbytes / total, kframes / total, frames.n, n,
+         sizeof(ljp_record), RING);
   seq = draw(n);
   /* Stages, each run adding one: the ring alone; + counting (the whole
   ** ring -> table stage, ljp_aggregate); + the copy standing for the stack

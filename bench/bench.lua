@@ -19,7 +19,7 @@
 --   --jit-reps N        trace-count rounds (default 2; quick 1)
 --   --workloads a,b     overhead and trace-count workloads
 --   --sweep a,b         workloads that also run the rate sweep
---   --parts a,b         any of overhead,jit,cost,throughput (default all)
+--   --parts a,b         any of overhead,jit,cost,throughput,memory (default all)
 --   --no-perf           skip the perf recordings
 --   --out FILE          report file; --plot FILE  plot file
 package.path = "bench/?.lua;" .. package.path
@@ -30,6 +30,7 @@ local overhead = require("lib.overhead")
 local jitperturb = require("lib.jitperturb")
 local cost = require("lib.cost")
 local throughput = require("lib.throughput")
+local memory = require("lib.memory")
 
 local ALL_WORKLOADS = {"fib", "nbody", "spectralnorm", "mandelbrot", "binarytrees", "strings",
                        "tablechurn", "json", "coroutines", "richards", "mixed", "luacheck"}
@@ -83,7 +84,7 @@ local ctx = {
 if ctx.sigcost == "" then ctx.sigcost = nil end
 if ctx.aggbench == "" then ctx.aggbench = nil end
 local parts = {}
-for _, p in ipairs(opt.parts or {"overhead", "jit", "cost", "throughput"}) do parts[p] = true end
+for _, p in ipairs(opt.parts or {"overhead", "jit", "cost", "throughput", "memory"}) do parts[p] = true end
 local out_file = opt.out or (opt.quick and (BUILD .. "/bench/performance.md") or "docs/performance.md")
 local plot_file = opt.plot or (opt.quick and (BUILD .. "/bench/overhead-vs-rate.svg")
                                or "docs/img/overhead-vs-rate.svg")
@@ -147,6 +148,7 @@ if parts.overhead then R.over = overhead.run(ctx) end
 if parts.jit then R.jit = jitperturb.run(ctx) end
 if parts.cost then R.cost = cost.run(ctx) end
 if parts.throughput then R.agg = throughput.run(ctx) end
+if parts.memory then R.mem = memory.run(ctx) end
 local m1 = machine()
 local elapsed = proc.now() - t_start
 
@@ -200,6 +202,7 @@ if R.over then
       verdict = verdict(nmet == n),
     }
   end
+  overhead_target("a run started with a 60 s interval (no sample) costs ≤ 0.5%, every workload", "idle", 0.5)
   vs_target("below jit.p at 10 ms (paired CPU ratio ljprof/jit.p < 1), every workload", "cpu10", "jp10")
   vs_target("below jit.p at 1 ms (both tick-limited CPU timers), every workload", "cpu1", "jp1")
 end
@@ -217,11 +220,20 @@ if R.cost then
                                c20 and stat.ns(c20.total) or "?", stat.ns(cost20.diff)),
       verdict = verdict(cost20.total <= 2000),
     }
+    local cost100 = cost.summary(R.cost, 100, "lua", "native")
+    if cost100 then
+      targets[#targets + 1] = {
+        target = "per-sample cost linear in the depth (depth 100 ≤ 5 × depth 20)",
+        measured = string.format("depth 100 %s = %.1f × depth 20", stat.ns(cost100.total),
+                                 cost100.total / cost20.total),
+        verdict = verdict(cost100.total <= 5 * cost20.total),
+      }
+    end
   end
 end
 if R.agg and R.agg.full_per_s then
   targets[#targets + 1] = {
-    target = "aggregation ≥ 5 M samples/s with realistic stack strings (ring -> interned key -> tables)",
+    target = "aggregation ≥ 5 M samples/s with realistic stacks (ring -> interned stack -> tables)",
     measured = string.format("%s samples/s whole path; ring -> count tables alone %s samples/s",
                              throughput.rate(R.agg.full_per_s), throughput.rate(R.agg.count_per_s)),
     verdict = verdict(R.agg.full_per_s >= 5e6),
@@ -449,12 +461,11 @@ end
 if R.agg and R.agg.full_ns then
   local a = R.agg
   notes[#notes + 1] = string.format("- **Aggregation**: the ring and count tables take %.0f ns " ..
-    "per sample (%s/s); interning the realistic %.0f-byte keys takes the rest of the %.0f ns: " ..
-    "hashing alone %.0f ns (ljp_hash runs one dependent multiply per 8 bytes), then the table " ..
-    "probe and the comparison with the stored copy, which miss the cache once the table holds " ..
-    "thousands of long keys. Shorter keys (frames interned once, stacks as arrays of frame ids) " ..
-    "or a faster hash are the next work.",
-    a.count_ns, throughput.rate(a.count_per_s), a.key_bytes_mean, a.full_ns, a.hash_ns - a.copy_ns)
+    "per sample (%s/s); interning the stack, %.1f frame ids (%.0f bytes of text per key as " ..
+    "`-jprof` writes it, which is what was interned before), takes the rest of the %.0f ns: " ..
+    "hashing %.0f ns, then the table probe and the comparison with the stored ids.",
+    a.count_ns, throughput.rate(a.count_per_s), a.key_frames_mean or 0, a.key_bytes_mean,
+    a.full_ns, a.hash_ns - a.copy_ns)
 end
 for _, n in ipairs(notes) do p(n) end
 if #notes > 0 then p() end
@@ -471,6 +482,15 @@ p("- Rounds are interleaved: in each round, each workload runs once under every 
   "the median over rounds with the interquartile range (IQR). One discarded warm-up run " ..
   "per workload comes first. Noise from other load on the VM only ever adds time, and it " ..
   "can land on either run of a pair, so ratios below 1 happen and are noise.")
+p("- **A heap layout per round.** Each round runs every configuration with the same number " ..
+  "of strings allocated before the workload (`LJPROF_BENCH_LAYOUT`, bench/probe.lua: " ..
+  "round r allocates (389 r mod 1001)), and each round another number. LuaJIT's choice of " ..
+  "traces depends on where the program's objects and bytecode land (its hot counters are a " ..
+  "64-entry table indexed by bytecode address): any allocation before the program shifts " ..
+  "them, a profiler's start among them (see *JIT perturbation*, the rows with allocations " ..
+  "first). With one fixed layout a profiler's ratio would measure the layout it happened to " ..
+  "move the program to (richards ran 30% faster under jit.p at the layout of the first " ..
+  "report); across layouts that effect varies in sign and the median measures the profiler.")
 p("- Commands (OUT = a scratch file): every process is `luajit -lbench.probe ... WORKLOAD`; " ..
   "`bench/probe.lua` is loaded in every configuration, plain included, and does nothing " ..
   "unless the environment asks: for -jprof runs it writes `ljprof.stats()` after jit.prof " ..
@@ -540,6 +560,11 @@ if R.agg then
   p("## Aggregation throughput and memory")
   p()
   p(throughput.tables(R.agg))
+end
+if R.mem then
+  p("## Memory of a long run")
+  p()
+  p(memory.tables(R.mem))
 end
 
 p("## Crashes and output checks")

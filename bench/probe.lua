@@ -9,9 +9,26 @@
 --       abort, flush) from jit.attach and write them to FILE when the
 --       state closes (or at os.exit). ljprof chains to this handler when
 --       it attaches its own; jit.p does not use trace events.
+--   LJPROF_BENCH_LAYOUT=N  allocate N strings of assorted sizes (in a loop
+--       that compiles a trace) before anything else: the workload's
+--       objects and bytecode then lie elsewhere in the heap, and LuaJIT's
+--       hot counters (a 64-entry table indexed by bytecode address) and
+--       trace numbers shift. LuaJIT's choice of traces depends on them:
+--       richards compiles 75 traces unprofiled and 81-99 after any few
+--       allocations made before it (a profiler's start among them). The
+--       overhead rounds give every configuration of a round the same N and
+--       each round another one, so that a paired ratio measures the
+--       profiler and not which layout it happened to shift the program to.
 -- It is loaded in the unprofiled and jit.p runs too, so that every
 -- configuration pays the same (tiny) start-up cost.
 local M = {}
+
+local layout = tonumber(os.getenv("LJPROF_BENCH_LAYOUT") or "")
+if layout and layout > 0 then
+  local keep = {}
+  for i = 1, layout do keep[i] = string.rep("x", (i * 37) % 211) end
+  M.layout = keep
+end
 
 local function write_kv(path, t)
   local keys = {}

@@ -37,7 +37,7 @@ static void ctx_free(ljp_ctx *ctx)
   ljp_store_free(&ctx->store);
   ljp_fnames_free(&ctx->fnames, NULL);
   ljp_native_names_reset(ctx);
-  ljp_buf_free(&ctx->dump);
+  ljp_complete_reset(ctx);
   ljp_buf_free(&ctx->scratch);
   free(ctx->stack_fmt);
   free(ctx->output);
@@ -299,37 +299,64 @@ int ljprof_get_stats(lua_State *L, ljprof_stats *st)
   st->native_truncated = atomic_load(&ctx->n_native_truncated);
   st->native_skipped = atomic_load(&ctx->n_native_skipped);
   st->bytes = (uint64_t)ctx->ring.cap * sizeof(ljp_record) +
-              ctx->store.strs.bytes +
+              ljp_store_bytes(&ctx->store) +
               (uint64_t)(ctx->store.stacks.cap + ctx->store.funcs.cap +
                          ctx->store.traces.cap) * sizeof(ljp_count);
   memcpy(st->vm, ctx->vm, sizeof(st->vm));
   return 0;
 }
 
-typedef struct summary_visit {
-  const ljp_ctx *ctx;
-  ljprof_visit fn;
-  void *data;
-} summary_visit;
-
-static void summary_one(void *d, const ljp_str *stack, int vmstate,
-                        uint16_t zone, uint64_t ticks)
-{
-  summary_visit *v = d;
-  v->fn(v->data, stack->s, stack->len, vmstate,
-        ljp_zone_name(&v->ctx->zones, zone), ticks);
-}
-
+/* The summary: each (stack, VM state, zone) count with its stack
+** rendered in the run's format; counts whose stacks render alike (a
+** format that leaves lines out, a depth that cuts them) are merged. */
 int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  summary_visit v;
+  const ljp_store *s;
+  ljp_strtab texts;
+  ljp_counts sum;
+  ljp_buf b;
+  uint32_t i, *rendered = NULL;
   if (!ctx) return -1;
   ljp_aggregate(ctx);
-  v.ctx = ctx;
-  v.fn = fn;
-  v.data = data;
-  ljp_store_each_stack(&ctx->store, summary_one, &v);
+  s = &ctx->store;
+  memset(&b, 0, sizeof(b));
+  if (ljp_strtab_init(&texts) != 0) return -1;
+  if (ljp_counts_init(&sum) != 0 ||
+      !(rendered = calloc(s->stks.n ? s->stks.n : 1, sizeof(uint32_t)))) {
+    ljp_strtab_free(&texts);
+    ljp_counts_free(&sum);
+    return -1;
+  }
+  for (i = 0; i < s->stacks.cap; i++) {
+    const ljp_count *c = &s->stacks.slot[i];
+    uint32_t st, t;
+    if (!c->key) continue;
+    st = ljp_stack_key_stack(c->key);
+    if (!(t = rendered[st])) {  /* text id + 1 */
+      b.n = 0;
+      ljp_dumpstack_frames(s, st, ctx->stack_fmt, ctx->opt.stack_depth, 1,
+                           &b);
+      t = ljp_strtab_intern(&texts, b.b ? b.b : "", b.n);
+      if (t == UINT32_MAX) continue;
+      rendered[st] = ++t;
+    }
+    ljp_counts_add(&sum, ljp_stack_key(t - 1, ljp_stack_key_vmstate(c->key),
+                                       ljp_stack_key_zone(c->key)),
+                   c->count);
+  }
+  for (i = 0; i < sum.cap; i++) {
+    const ljp_count *c = &sum.slot[i];
+    const ljp_str *t;
+    if (!c->key) continue;
+    t = ljp_strtab_get(&texts, ljp_stack_key_stack(c->key));
+    fn(data, t->s, t->len, ljp_stack_key_vmstate(c->key),
+       ljp_zone_name(&ctx->zones, ljp_stack_key_zone(c->key)), c->count);
+  }
+  free(rendered);
+  ljp_buf_free(&b);
+  ljp_counts_free(&sum);
+  ljp_strtab_free(&texts);
   return 0;
 }
 

@@ -35,6 +35,13 @@ void ljp_buf_int(ljp_buf *sb, long v)
   ljp_buf_put(sb, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 
+void ljp_buf_hex(ljp_buf *sb, unsigned long v)
+{
+  char tmp[2 * sizeof(v)], *p = tmp + sizeof(tmp);
+  do { *--p = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
+  ljp_buf_put(sb, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
 void ljp_buf_ptr(ljp_buf *sb, const void *v)
 {
   uintptr_t x = (uintptr_t)v;

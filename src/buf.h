@@ -31,6 +31,7 @@ static inline void ljp_buf_put(ljp_buf *sb, const char *s, size_t len)
 static inline void ljp_buf_putc(ljp_buf *sb, char c) { ljp_buf_put(sb, &c, 1); }
 
 void ljp_buf_int(ljp_buf *sb, long v);         /* decimal */
+void ljp_buf_hex(ljp_buf *sb, unsigned long v); /* lower-case hex digits */
 /* 0x + 8 hex digits, plus 2 per significant byte above the low 32 bits;
 ** NULL for 0 (LuaJIT's %p). */
 void ljp_buf_ptr(ljp_buf *sb, const void *v);

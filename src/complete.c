@@ -1,19 +1,25 @@
 /*
 ** Completing samples at the safe point: each pending ring record gets the
-** stack key and function of where its time was spent (normal context, on
-** the profiled thread, inside the hook's busy fence; no Lua calls).
+** stack and function of where its time was spent (normal context, on the
+** profiled thread, inside the hook's busy fence; no Lua calls).
+**
+** A stack is an array of frame ids (store.h), innermost first: native
+** frames, then the frames captured at the signal that have returned since
+** (synthetic), then the levels of the live stack. Each distinct frame is
+** interned once; no text is built here. The live stack is walked once per
+** safe point (luastack.c, O(depth)) and its levels are named through
+** caches keyed by bytecode addresses, so completing a record costs
+** O(depth) hash lookups; lua_getstack (O(level) per level) is used only
+** on a cache miss and where the walk's layout is not proven.
 */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ljp.h"
 #include "luastack.h"
+#include "objects.h"
 
-/* -- Completing samples ------------------------------------------------------ */
-
-static uint32_t intern(ljp_ctx *ctx, const ljp_buf *b)
-{
-  return ljp_store_intern(&ctx->store, b->b, b->n);
-}
+/* -- Where the time was spent ---------------------------------------------- */
 
 /* Where the time of record r was spent, beyond what the stack at the safe
 ** point shows:
@@ -38,7 +44,7 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
     lf->nsyn = 1;
     lf->syn[0].kind = LJP_LEAF_C;
     lf->syn[0].cfunc = (lua_CFunction)r->cfunc;
-  } else if (r->vmstate == 'N' && (ti = ljp_trace_info(ctx, r->trace))) {
+  } else if (r->vmstate == 'N' && (ti = ljp_trace_info(ctx, L, r->trace))) {
     lua_Debug ar;
     int level;
     lf->line = ti->line;
@@ -70,10 +76,289 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
   }
 }
 
-/* -- Frames captured at the signal ------------------------------------------ */
+/* -- The live stack of one safe point ------------------------------------------ */
 
-#define LIVE_MAX 512   /* live frames compared with a capture */
+#define LIVE_MAX 512   /* live frames walked (and compared with a capture) */
 #define LEARN_TOP 8    /* live frames whose names are remembered */
+
+typedef struct livestack {
+  int walked, m, bottom;
+  uintptr_t stack;
+  int curline;                     /* level 0's current line (-2: unread) */
+  ljp_lframe f[LIVE_MAX];
+  uint32_t fid[LIVE_MAX];          /* frame of each level, 0: not yet */
+} livestack;
+
+static void live_walk(ljp_ctx *ctx, lua_State *L, livestack *ls);
+
+/* -- Naming caches: bytecode addresses -> texts ------------------------------- */
+
+/* A Lua function's prototype, by its first instruction's address (the
+** function is live when looked up, so its prototype is; a prototype
+** freed since and another allocated in its place differs in its first
+** line, line count or first instruction, which are part of the key). */
+#define PROTO_CACHE 2048
+#define NAME_CACHE 4096
+typedef struct protoent {
+  uintptr_t bc;
+  uint64_t sig;                    /* first line, line count, first ins */
+  uint32_t source;                 /* chunk name (text id) */
+  int32_t linedefined;
+} protoent;
+
+/* A frame's name where it was called: by the caller's bytecode, the
+** return PC into it and the callee's first instruction. */
+typedef struct nameent {
+  uintptr_t cbc, pc, bc;
+  uint32_t ins;                    /* the call instruction */
+  uint32_t name;                   /* text id, 0: no name */
+} nameent;
+
+/* A whole level: by its prototype (and signature), its PC, and its
+** caller's first instruction and return PC (0, 0 under a C caller): the
+** frame id, with no text looked at and nothing interned. */
+#define LEVEL_CACHE 4096
+typedef struct levelent {
+  uintptr_t bc, pc, cbc, cpc;
+  uint64_t sig;
+  uint32_t fid;
+} levelent;
+
+struct ljp_namecache {
+  protoent proto[PROTO_CACHE];
+  nameent name[NAME_CACHE];
+  levelent level[LEVEL_CACHE];
+};
+
+static struct ljp_namecache *caches(ljp_ctx *ctx)
+{
+  if (!ctx->namecache) ctx->namecache = calloc(1, sizeof(*ctx->namecache));
+  return ctx->namecache;
+}
+
+void ljp_complete_reset(ljp_ctx *ctx)
+{
+  free(ctx->namecache);  /* its text ids belong to the store */
+  ctx->namecache = NULL;
+  ctx->own_frame = 0;
+}
+
+#define fn_bc ljp_fn_bc
+
+static uint64_t proto_sig(uintptr_t bc)
+{
+  int32_t fl[2];
+  uint32_t ins;
+  memcpy(fl, (const void *)(bc - (uintptr_t)ljp_lsl.bc_first), 8);
+  memcpy(&ins, (const void *)bc, 4);
+  return ((uint64_t)(uint32_t)fl[0] << 32 ^ (uint64_t)(uint32_t)fl[1] << 12) ^
+         ins;
+}
+
+/* -- Frames -------------------------------------------------------------------- */
+
+static uint32_t text(ljp_ctx *ctx, const char *s)
+{
+  return s ? ljp_store_intern(&ctx->store, s, strlen(s)) : 0;
+}
+
+static uint32_t lua_frame(ljp_ctx *ctx, uint32_t source, uint32_t name,
+                          int linedefined, int line)
+{
+  ljp_frame f;
+  memset(&f, 0, sizeof(f));
+  f.kind = LJP_FR_LUA;
+  f.source = source;
+  f.name = name;
+  f.linedefined = linedefined;
+  f.line = line;
+  return ljp_store_frame(&ctx->store, &f);
+}
+
+static uint32_t c_frame(ljp_ctx *ctx, int kind, uintptr_t cf, int ffid)
+{
+  ljp_frame f;
+  memset(&f, 0, sizeof(f));
+  f.kind = (uint32_t)kind;
+  f.ptr = cf;
+  f.aux = ffid > 0 ? (uint32_t)ffid : 0;
+  return ljp_store_frame(&ctx->store, &f);
+}
+
+/* Level `level` of L through lua_getstack (O(level)): where the walk's
+** layout is unproven, beyond its reach, or to fill a cache. line > 0
+** overrides the current line. 0 when the level does not exist. */
+static uint32_t getstack_frame(ljp_ctx *ctx, lua_State *L, int level, int line)
+{
+  lua_Debug ar;
+  uint32_t id;
+  if (!lua_getstack(L, level, &ar)) return 0;
+  lua_getinfo(L, "nSlf", &ar);     /* pushes the function */
+  if (ar.what[0] != 'C') {
+    int cur = line > 0 ? line : ar.currentline;
+    id = lua_frame(ctx, text(ctx, ar.source), text(ctx, ar.name),
+                   ar.linedefined, cur >= 0 ? cur : ar.linedefined);
+  } else {
+    int ffid = ljp_ffid_top(L);
+    id = ffid ? c_frame(ctx, LJP_FR_FFUNC, (uintptr_t)lua_tocfunction(L, -1),
+                        ffid)
+              : c_frame(ctx, LJP_FR_C, (uintptr_t)lua_tocfunction(L, -1), 0);
+  }
+  lua_pop(L, 1);
+  return id;  /* 0: out of memory, the stack ends here */
+}
+
+/* The chunk name and first line of the Lua function at live level
+** `level` (bytecode bc), cached. */
+static const protoent *proto_of(ljp_ctx *ctx, lua_State *L, int level,
+                                uintptr_t bc)
+{
+  struct ljp_namecache *c = caches(ctx);
+  uint64_t sig = proto_sig(bc);
+  protoent *e;
+  lua_Debug ar;
+  if (!c) return NULL;
+  e = &c->proto[ljp_hash_addr(bc) & (PROTO_CACHE - 1)];
+  if (e->bc == bc && e->sig == sig) return e;
+  if (!lua_getstack(L, level, &ar) || !lua_getinfo(L, "S", &ar)) return NULL;
+  e->bc = bc;
+  e->sig = sig;
+  e->source = text(ctx, ar.source);
+  e->linedefined = ar.linedefined;
+  return e;
+}
+
+/* The name of live level `level`, as lua_getinfo "n" gives it: from its
+** caller's call instruction when the caller is a Lua frame linked by a
+** return PC (cached); none under a C caller; else asked (continuations,
+** pcall frames: rare). */
+static uint32_t name_of(ljp_ctx *ctx, lua_State *L, livestack *ls, int level,
+                        uintptr_t bc)
+{
+  struct ljp_namecache *c = caches(ctx);
+  lua_Debug ar;
+  nameent *e = NULL;
+  uintptr_t cbc = 0, pc = 0;
+  uint32_t ins = 0, name;
+  if (level + 1 < ls->m) {
+    const ljp_lframe *caller = &ls->f[level + 1];
+    if (caller->kind != 0) return 0;          /* called by C: no name */
+    if (caller->pc && c) {
+      uint64_t h;
+      cbc = fn_bc(caller->fn);
+      pc = caller->pc;
+      memcpy(&ins, (const void *)(pc - 4), 4);
+      h = (uint64_t)cbc * 31 + pc * 7 + bc;
+      e = &c->name[ljp_hash_addr((uintptr_t)h) & (NAME_CACHE - 1)];
+      if (e->cbc == cbc && e->pc == pc && e->bc == bc && e->ins == ins)
+        return e->name;
+    }
+  } else if (ls->bottom && level == ls->m - 1) {
+    return 0;                                 /* the outermost frame */
+  }
+  if (!lua_getstack(L, level, &ar) || !lua_getinfo(L, "n", &ar)) return 0;
+  name = text(ctx, ar.name);
+  if (e) {
+    e->cbc = cbc;
+    e->pc = pc;
+    e->bc = bc;
+    e->ins = ins;
+    e->name = name;
+  }
+  return name;
+}
+
+/* Live level `level` as a frame (0: no such level). line > 0 overrides
+** the current line. */
+/* The level cache's entry for live level `level` (a Lua frame with a known
+** PC), keyed now: a hit has its frame id; a miss has fid 0 and the key, to
+** be filled. NULL when the caller's link is not a return PC (the name
+** then comes from lua_getinfo) or without caches. */
+static levelent *level_entry(ljp_ctx *ctx, const livestack *ls, int level)
+{
+  struct ljp_namecache *c = caches(ctx);
+  const ljp_lframe *f = &ls->f[level];
+  uintptr_t bc = fn_bc(f->fn), cbc = 0, cpc = 0;
+  uint64_t sig, h;
+  levelent *e;
+  if (!c) return NULL;
+  if (level + 1 < ls->m) {
+    const ljp_lframe *caller = &ls->f[level + 1];
+    if (caller->kind == 0) {
+      if (!caller->pc) return NULL;
+      cbc = fn_bc(caller->fn);
+      cpc = caller->pc;
+    }
+  } else if (!(ls->bottom && level == ls->m - 1)) {
+    return NULL;
+  }
+  sig = proto_sig(bc);
+  h = ((uint64_t)bc * 31 + f->pc) * 31 + cbc * 7 + cpc;
+  e = &c->level[ljp_hash_addr((uintptr_t)(h ^ (h >> 29))) & (LEVEL_CACHE - 1)];
+  if (e->bc == bc && e->pc == f->pc && e->cbc == cbc && e->cpc == cpc &&
+      e->sig == sig)
+    return e;
+  e->bc = bc;
+  e->pc = f->pc;
+  e->cbc = cbc;
+  e->cpc = cpc;
+  e->sig = sig;
+  e->fid = 0;
+  return e;
+}
+
+static uint32_t live_frame(ljp_ctx *ctx, lua_State *L, livestack *ls,
+                           int level, int line)
+{
+  const ljp_lframe *f;
+  const protoent *p;
+  levelent *le = NULL;
+  uint32_t id;
+  uintptr_t bc;
+  int cur;
+  live_walk(ctx, L, ls);
+  if (ls->m < 0 || !ljp_lsl.lines_ok || level >= ls->m) {
+    if (ls->m >= 0 && ls->bottom && level >= ls->m) return 0;
+    return getstack_frame(ctx, L, level, line);
+  }
+  if (line <= 0 && ls->fid[level]) return ls->fid[level];
+  f = &ls->f[level];
+  if (f->kind == 1) {
+    id = c_frame(ctx, LJP_FR_C, f->cf, 0);
+  } else if (f->kind > 1) {
+    id = c_frame(ctx, LJP_FR_FFUNC, f->cf, f->kind);
+  } else if (line <= 0 && f->pc && (le = level_entry(ctx, ls, level)) &&
+             le->fid) {
+    id = le->fid;              /* the whole level seen before */
+  } else {
+    bc = fn_bc(f->fn);
+    if (!(p = proto_of(ctx, L, level, bc)))
+      return getstack_frame(ctx, L, level, line);
+    if (line > 0) {
+      cur = line;
+    } else if (f->pc) {
+      cur = ljp_luastack_line(f->fn, f->pc);
+    } else if (level == 0) {
+      if (ls->curline == -2) {
+        lua_Debug ar;
+        ls->curline = lua_getstack(L, 0, &ar) && lua_getinfo(L, "l", &ar)
+                          ? ar.currentline : -1;
+      }
+      cur = ls->curline;
+    } else {
+      lua_Debug ar;           /* linked by a continuation or pcall frame */
+      cur = lua_getstack(L, level, &ar) && lua_getinfo(L, "l", &ar)
+                ? ar.currentline : -1;
+    }
+    id = lua_frame(ctx, p->source, name_of(ctx, L, ls, level, bc),
+                   p->linedefined, cur >= 0 ? cur : p->linedefined);
+    if (le) le->fid = id;       /* filled by level_entry's key */
+  }
+  if (line <= 0) ls->fid[level] = id;
+  return id;  /* 0: out of memory, the stack ends here */
+}
+
+/* -- Frames captured at the signal ---------------------------------------------- */
 
 static int same_frame(const ljp_lframe *a, const ljp_lframe *b)
 {
@@ -98,6 +383,18 @@ static void learn_live(ljp_ctx *ctx, lua_State *L, const ljp_lframe *live,
   }
 }
 
+static void live_walk(ljp_ctx *ctx, lua_State *L, livestack *ls)
+{
+  if (ls->walked) return;
+  ls->walked = 1;
+  ls->curline = -2;
+  ls->m = ljp_luastack_live(L, ls->f, LIVE_MAX, &ls->bottom, &ls->stack);
+  if (ls->m > 0) {
+    memset(ls->fid, 0, (size_t)ls->m * sizeof(ls->fid[0]));
+    learn_live(ctx, L, ls->f, ls->m);
+  }
+}
+
 /* The leaf of a record whose Lua frames were captured at the signal: the
 ** frames still live at this safe point (same function at the same slot of
 ** the same stack, from the outermost captured one up) are shown as real
@@ -105,26 +402,16 @@ static void learn_live(ljp_ctx *ctx, lua_State *L, const ljp_lframe *live,
 ** what live frames showed before. A captured frame that cannot be named
 ** ends the stack there (an honest shorter stack, never another path).
 ** Returns -1 when the safe point cannot compare (use the old way). */
-typedef struct livestack {   /* the live frames of one safe point */
-  int walked, m, bottom;
-  uintptr_t stack;
-  ljp_lframe f[LIVE_MAX];
-} livestack;
-
 static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
                       livestack *ls, ljp_leaf *lf)
 {
   const ljp_lframe *live = ls->f;
   int m, lbottom, n = r->nlua, i, j = -1, top, k;
   uintptr_t lstack;
-  const ljp_trinfo *ti = r->vmstate == 'N' ? ljp_trace_info(ctx, r->trace)
+  const ljp_trinfo *ti = r->vmstate == 'N' ? ljp_trace_info(ctx, L, r->trace)
                                            : NULL;
   memset(lf, 0, sizeof(*lf));
-  if (!ls->walked) {  /* once per safe point, for every record */
-    ls->walked = 1;
-    ls->m = ljp_luastack_live(L, ls->f, LIVE_MAX, &ls->bottom, &ls->stack);
-    if (ls->m >= 0) learn_live(ctx, L, ls->f, ls->m);
-  }
+  live_walk(ctx, L, ls);
   m = ls->m;
   lbottom = ls->bottom;
   lstack = ls->stack;
@@ -191,47 +478,127 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
   return 0;
 }
 
-/* The leaf function of a dump with leaf lf: "chunk:firstline" for Lua,
-** the name for C. */
-static uint32_t leaf_func(ljp_ctx *ctx, lua_State *L, const ljp_leaf *lf)
+/* -- A record's stack ------------------------------------------------------------- */
+
+static uint32_t syn_frame(ljp_ctx *ctx, const ljp_synframe *s)
 {
-  ljp_buf *b = &ctx->scratch;
-  lua_Debug ar;
-  b->n = 0;
-  if (lf->nsyn && lf->syn[0].kind == LJP_LEAF_C) {
-    ljp_put_cfunc(b, lf->syn[0].cfunc);
-  } else if (lf->nsyn) {
-    ljp_put_location(b, lf->syn[0].source, lf->syn[0].linedefined,
-                     lf->syn[0].linedefined);
-  } else if (lua_getstack(L, lf->skip, &ar)) {
-    lua_getinfo(L, "Sf", &ar);  /* pushes the function */
-    if (ar.what[0] != 'C')
-      ljp_put_location(b, ar.source, ar.linedefined,
-                       ar.linedefined > 0 ? ar.linedefined : 0);
-    else
-      ljp_put_cfunc(b, lua_tocfunction(L, -1));
-    lua_pop(L, 1);
-  }
-  return intern(ctx, b);
+  if (s->kind == LJP_LEAF_C)
+    return c_frame(ctx, LJP_FR_CNAMED, (uintptr_t)s->cfunc, 0);
+  return lua_frame(ctx, text(ctx, s->source), text(ctx, s->name),
+                   s->linedefined, s->line > 0 ? s->line : s->linedefined);
 }
 
-static uint32_t trace_loc(ljp_ctx *ctx, int32_t trace)
+/* ljprof's own frame, "[ljprof]" (a native frame: symbols.c names every
+** frame of ljprof's code so). */
+static uint32_t own_frame(ljp_ctx *ctx)
 {
-  const ljp_trinfo *ti = ljp_trace_info(ctx, trace);
+  if (!ctx->own_frame) {
+    ljp_frame f;
+    memset(&f, 0, sizeof(f));
+    f.kind = LJP_FR_NATIVE;
+    f.source = text(ctx, "[ljprof]");
+    ctx->own_frame = f.source ? ljp_store_frame(&ctx->store, &f) : 0;
+  }
+  return ctx->own_frame;
+}
+
+/* Was the time of record r ljprof's own work (the safe point, a trace
+** event, ljprof.record starting, a wrapper's own code)? Then it is shown
+** once, as the stack "[ljprof]", never inside the program's stacks: its
+** native frames hold ljprof's frame, or its PC or its leaf C function
+** lies in ljprof's library. */
+static int own_work(ljp_ctx *ctx, lua_State *L, livestack *ls, int selfpc,
+                    const ljp_leaf *lf, const uint32_t *nat, int nn)
+{
+  int i;
+  uintptr_t cf = 0;
+  if (selfpc) return 1;
+  for (i = 0; i < nn; i++)
+    if (nat[i] == own_frame(ctx)) return 1;
+  if (lf->nsyn) {
+    if (lf->syn[0].kind == LJP_LEAF_C) cf = (uintptr_t)lf->syn[0].cfunc;
+  } else if (ls) {
+    live_walk(ctx, L, ls);
+    if (ls->m > lf->skip && ls->f[lf->skip].kind == 1)
+      cf = ls->f[lf->skip].cf;
+  }
+  return cf && ljp_objects_is_self(cf);
+}
+
+/* The stack of leaf lf: the native frames nat[0..nn), the synthetic
+** frames, then the live levels from lf->skip on (ls NULL: none), the
+** innermost |depth| of them. *leaf: the innermost frame that is not
+** native (0: none). */
+static uint32_t stack_of(ljp_ctx *ctx, lua_State *L, livestack *ls,
+                         int selfpc, const ljp_leaf *lf,
+                         const uint32_t *nat, int nn, uint32_t *leaf)
+{
+  uint32_t ids[LJP_STACK_FRAMES];
+  int depth = ctx->opt.stack_depth, limit, n = 0, i, level;
+  if (own_work(ctx, L, ls, selfpc, lf, nat, nn)) {
+    *leaf = ids[0] = own_frame(ctx);
+    return ljp_store_stack(&ctx->store, ids, ids[0] ? 1 : 0);
+  }
+  limit = depth == INT32_MIN ? LJP_STACK_FRAMES : depth < 0 ? -depth : depth;
+  if (limit > LJP_STACK_FRAMES) limit = LJP_STACK_FRAMES;
+  *leaf = 0;
+  for (i = 0; i < nn && n < limit; i++) ids[n++] = nat[i];
+  for (i = 0; i < lf->nsyn && n < limit; i++) {
+    if (!(ids[n] = syn_frame(ctx, &lf->syn[i]))) break;  /* out of memory */
+    if (!*leaf) *leaf = ids[n];
+    n++;
+  }
+  for (level = lf->skip; ls && i == lf->nsyn && n < limit; level++) {
+    uint32_t id = live_frame(ctx, L, ls, level,
+                             level == lf->skip ? lf->line : 0);
+    if (!id) break;
+    ids[n++] = id;
+    if (!*leaf) *leaf = id;
+  }
+  if (!*leaf) {  /* the depth asked for ends among the native frames */
+    if (lf->nsyn) *leaf = syn_frame(ctx, &lf->syn[0]);
+    else if (ls) *leaf = live_frame(ctx, L, ls, lf->skip, lf->line);
+  }
+  return ljp_store_stack(&ctx->store, ids, (uint32_t)n);
+}
+
+/* The function of frame id: "chunk:firstline" for Lua, the name for C. */
+static uint32_t func_of(ljp_ctx *ctx, uint32_t id)
+{
+  ljp_buf *b = &ctx->scratch;
+  ljp_frame f;
+  if (!id) return 0;
+  ljp_store_frame_get(&ctx->store, id, &f);
+  b->n = 0;
+  if (f.kind == LJP_FR_LUA) {
+    ljp_put_location(b, ljp_store_text(&ctx->store, f.source)->s,
+                     f.linedefined, f.linedefined);
+  } else if (f.kind == LJP_FR_NATIVE) {
+    return f.source;
+  } else {
+    ljp_put_cfunc(b, (lua_CFunction)(uintptr_t)f.ptr);
+  }
+  return ljp_store_intern(&ctx->store, b->b, b->n);
+}
+
+static uint32_t trace_loc(ljp_ctx *ctx, lua_State *L, int32_t trace)
+{
+  const ljp_trinfo *ti = ljp_trace_info(ctx, L, trace);
   if (!ti) return 0;
   ctx->scratch.n = 0;
   ljp_put_location(&ctx->scratch, ti->source, ti->linedefined, ti->line);
-  return intern(ctx, &ctx->scratch);
+  return ljp_store_intern(&ctx->store, ctx->scratch.b, ctx->scratch.n);
 }
 
 /* Records completed by one safe point usually share one leaf; a few
-** distinct leaves are dumped once each. */
+** distinct leaves are resolved once each. */
 #define NVARIANT 4
 typedef struct variant {
   uintptr_t cfunc;
   int32_t trace;
+  int selfpc;                      /* the PC lay in ljprof's own code */
   uint32_t stack, func, tloc;
-  int nn;                          /* native frames on top, by name */
+  int nn;                          /* native frames on top, by frame */
   uint32_t nat[LJP_NATIVE_MAX];
   int nlua;                        /* Lua frames captured at the signal */
   uintptr_t lstack;
@@ -244,14 +611,16 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
 {
   uintptr_t cf = r->vmstate == 'C' ? r->cfunc : 0;
   int32_t tr = r->vmstate == 'N' ? r->trace : 0;
-  ljp_trinfo *ti = tr ? ljp_trace_info(ctx, tr) : NULL;
-  uint32_t nat[LJP_NATIVE_MAX];
+  ljp_trinfo *ti = tr ? ljp_trace_info(ctx, L, tr) : NULL;
+  uint32_t nat[LJP_NATIVE_MAX], leaf;
   int nn = ljp_native_names(ctx, r, nat);
+  int selfpc = ljp_objects_is_self(r->pc);
   ljp_leaf lf;
   variant *e;
   int i, exact = -1;
   for (i = 0; i < *nv; i++)
     if (v[i].cfunc == cf && v[i].trace == tr && v[i].nn == nn &&
+        v[i].selfpc == selfpc &&
         !memcmp(v[i].nat, nat, (size_t)nn * sizeof(uint32_t)) &&
         v[i].nlua == r->nlua && v[i].lstack == r->lstack &&
         !memcmp(v[i].lua, r->lua, (size_t)r->nlua * sizeof(r->lua[0])))
@@ -259,36 +628,24 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   e = &v[*nv < NVARIANT ? (*nv)++ : NVARIANT - 1];
   e->cfunc = cf;
   e->trace = tr;
-  e->stack = 0;
+  e->selfpc = selfpc;
   e->nn = nn;
   memcpy(e->nat, nat, (size_t)nn * sizeof(uint32_t));
-  e->tloc = tr ? trace_loc(ctx, tr) : 0;
+  e->tloc = tr ? trace_loc(ctx, L, tr) : 0;
   e->nlua = r->nlua;
   e->lstack = r->lstack;
   memcpy(e->lua, r->lua, (size_t)r->nlua * sizeof(r->lua[0]));
   if (!r->nlua || (exact = leaf_exact(ctx, L, r, ls, &lf)) != 0)
     leaf_for(ctx, L, r, &lf);
-  for (i = 0; i < nn; i++) lf.native[i] = ljp_strtab_get(&ctx->store.strs, nat[i])->s;
-  lf.nnative = nn;
   if (exact != 0 && ti && lf.nsyn && lf.syn[0].kind == LJP_LEAF_LUA &&
-      ti->have_key && !nn) {
+      ti->have_key && !nn && !selfpc) {
     e->stack = ti->stack;  /* start function not on the stack */
     e->func = ti->func;
     return e;
   }
-  if (ljp_dumpstack_leaf(L, NULL, &ctx->dump, ctx->stack_fmt,
-                         ctx->opt.stack_depth, &lf) == 0) {
-    const ljp_str *last = ljp_strtab_get(&ctx->store.strs, ctx->last_stack);
-    if (ctx->dump.n == last->len &&
-        memcmp(ctx->dump.b, last->s, last->len) == 0) {
-      e->stack = ctx->last_stack;  /* same stack as last time */
-    } else {
-      e->stack = intern(ctx, &ctx->dump);
-      ctx->last_stack = e->stack;
-    }
-  }
-  e->func = leaf_func(ctx, L, &lf);
-  if (exact != 0 && ti && !lf.nsyn && !nn) {
+  e->stack = stack_of(ctx, L, ls, selfpc, &lf, nat, nn, &leaf);
+  e->func = func_of(ctx, leaf);
+  if (exact != 0 && ti && !lf.nsyn && !nn && !selfpc) {
     ti->have_key = 1;
     ti->stack = e->stack;
     ti->func = e->func;
@@ -322,7 +679,8 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
     if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
       r->cfunc = ljp_native_start(ctx, r, r->nnative - 1); /* the lua_CFunction */
     r->stack = r->func = r->tloc = 0;
-    if (!ctx->opt.cb) {  /* aggregating: key by the stack dump */
+    if (!ctx->opt.cb) {  /* aggregating: key by the stack */
+      if (r->vmstate == 'N') ljp_trace_locate(ctx, L, r->pc, &r->trace);
       const variant *e = variant_for(ctx, L, r, &ls, v, &nv);
       r->stack = e->stack;
       r->func = e->func;
@@ -357,15 +715,15 @@ void ljp_complete_offline(ljp_ctx *ctx, lua_State *E)
   for (pos = from; pos < to; pos++) {
     ljp_record *r = ljp_ring_at(&ctx->ring, pos);
     uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
-    uint32_t nat[LJP_NATIVE_MAX];
+    uint32_t nat[LJP_NATIVE_MAX], leaf;
     const ljp_trinfo *ti;
     ljp_leaf lf;
-    int nn, i;
+    int nn;
     if (r->vmstate == 'U')
       r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
     if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
       r->cfunc = ljp_native_start(ctx, r, r->nnative - 1);
-    ti = r->vmstate == 'N' ? ljp_trace_info(ctx, r->trace) : NULL;
+    ti = r->vmstate == 'N' ? ljp_trace_info(ctx, NULL, r->trace) : NULL;
     r->stack = r->func = r->tloc = 0;
     memset(&lf, 0, sizeof(lf));
     nn = ctx->opt.cb ? 0 : ljp_native_names(ctx, r, nat);
@@ -390,15 +748,11 @@ void ljp_complete_offline(ljp_ctx *ctx, lua_State *E)
       continue;
     }
     if (!ctx->opt.cb && !r->stack) {
-      for (i = 0; i < nn; i++)
-        lf.native[i] = ljp_strtab_get(&ctx->store.strs, nat[i])->s;
-      lf.nnative = nn;
-      if (ljp_dumpstack_leaf(E, NULL, &ctx->dump, ctx->stack_fmt,
-                             ctx->opt.stack_depth, &lf) == 0)
-        r->stack = intern(ctx, &ctx->dump);
-      r->func = leaf_func(ctx, E, &lf);
+      r->stack = stack_of(ctx, E, NULL, ljp_objects_is_self(r->pc), &lf, nat,
+                          nn, &leaf);
+      r->func = func_of(ctx, leaf);
     }
-    r->tloc = r->vmstate == 'N' ? trace_loc(ctx, r->trace) : 0;
+    r->tloc = r->vmstate == 'N' ? trace_loc(ctx, NULL, r->trace) : 0;
     ctx->vm[ljp_vm_index(r->vmstate)] += w;
     ctx->completed += w;
   }

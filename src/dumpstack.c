@@ -26,6 +26,7 @@
 ** Normal context only (the safe point, hooks, Lua); Lua is called only
 ** through names.h, on a non-NULL helper.
 */
+#include <stdint.h>
 #include <string.h>
 
 #include "dumpstack.h"
@@ -211,6 +212,88 @@ int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
   if (lastlen) sb->n = lastlen;
   sb->b[sb->n] = '\0';
   return 0;
+}
+
+/* -- Stored stacks ------------------------------------------------------------ */
+
+/* One stored frame, as put_frame prints the level it was taken from. */
+static void put_stored(ljp_buf *sb, const ljp_store *s, const char *fmt,
+                       const ljp_frame *f, int stable, int *pathstrip,
+                       size_t *lastlen)
+{
+  const char *p = fmt;
+  int c, nat_done = 0;
+  while ((c = (unsigned char)*p++)) {
+    if (c == 'p') {
+      *pathstrip = 0;
+    } else if (c == 'Z') {
+      *lastlen = sb->n;
+    } else if (c != 'f' && c != 'F' && c != 'l') {
+      ljp_buf_putc(sb, (char)c);
+    } else if (f->kind == LJP_FR_NATIVE) {
+      if (!nat_done) {
+        const ljp_str *t = ljp_strtab_get(&s->strs, f->source);
+        ljp_buf_put(sb, t->s, t->len);
+      }
+      nat_done = 1;
+    } else if (f->kind == LJP_FR_CNAMED) {
+      ljp_put_cfunc(sb, (lua_CFunction)(uintptr_t)f->ptr);
+    } else if (f->kind == LJP_FR_C && stable) {
+      ljp_put_code_name(sb, (uintptr_t)f->ptr);
+    } else if (f->kind == LJP_FR_C) {
+      ljp_buf_putc(sb, '@');
+      ljp_buf_ptr(sb, (const void *)(uintptr_t)f->ptr);
+    } else if (f->kind == LJP_FR_FFUNC) {
+      if (f->aux) {
+        ljp_buf_put(sb, "[builtin#", 9);
+        ljp_buf_int(sb, (long)f->aux);
+        ljp_buf_putc(sb, ']');
+      } else {
+        ljp_buf_put(sb, "[builtin#?]", 11);
+      }
+    } else if (f->kind == LJP_FR_LUA) {
+      lua_Debug ar;
+      ar.source = ljp_strtab_get(&s->strs, f->source)->s;
+      ar.linedefined = f->linedefined;
+      if (c != 'l' && f->name) {
+        const ljp_str *t = ljp_strtab_get(&s->strs, f->name);
+        if (c == 'F' && f->linedefined != -1) {
+          put_chunkname(sb, &ar, *pathstrip);
+          ljp_buf_putc(sb, ':');
+        }
+        ljp_buf_put(sb, t->s, t->len);
+      } else if (put_chunkname(sb, &ar, *pathstrip)) {
+        ljp_buf_putc(sb, ':');
+        ljp_buf_int(sb, c == 'l' ? f->line : f->linedefined);
+      }
+    }
+  }
+}
+
+void ljp_dumpstack_frames(const ljp_store *s, uint32_t stack, const char *fmt,
+                          int depth, int stable, ljp_buf *sb)
+{
+  uint32_t n = ljp_store_stack_len(s, stack);
+  int32_t k, last, dir;
+  int pathstrip = 1;
+  size_t lastlen = 0, start = sb->n;
+  if (ljp_buf_reserve(sb, 0) != 0) return;
+  if (depth >= 0) {
+    last = depth < (int32_t)n ? depth : (int32_t)n;
+    k = 0;
+    dir = 1;
+  } else {
+    last = -1;
+    k = (depth == INT32_MIN || -depth > (int32_t)n ? (int32_t)n : -depth) - 1;
+    dir = -1;
+  }
+  for (; k != last; k += dir) {
+    ljp_frame f;
+    ljp_store_frame_get(s, ljp_store_stack_at(s, stack, (uint32_t)k), &f);
+    put_stored(sb, s, fmt, &f, stable, &pathstrip, &lastlen);
+  }
+  if (lastlen > start) sb->n = lastlen;
+  sb->b[sb->n] = '\0';
 }
 
 int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,

@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "ring.h"  /* LJP_NATIVE_MAX */
+#include "store.h"
 
 int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
                   const char *fmt, int depth);
@@ -45,6 +46,15 @@ typedef struct ljp_leaf {
 } ljp_leaf;
 int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
                        const char *fmt, int depth, const ljp_leaf *lf);
+
+/* Stack id of store s as a dump in fmt would have printed it when the
+** sample was taken (its frames are the levels, innermost first; depth as
+** in ljp_dumpstack), appended to sb, except that a C function without a
+** Lua name prints its stable name (ljp_put_code_name: "luajit+0x92c0",
+** not an ASLR address) when stable is set. Views call this; aggregation
+** never builds text. */
+void ljp_dumpstack_frames(const ljp_store *s, uint32_t stack, const char *fmt,
+                          int depth, int stable, ljp_buf *sb);
 
 /* chunk:line, path stripped, as dumpstack's 'l' prints it. */
 void ljp_put_location(ljp_buf *sb, const char *source, int linedefined,

@@ -10,11 +10,12 @@
 ** into an "interrupted!" error, which already ends in lua_close).
 **
 ** The profile is written by a helper thread, started with the trap, in a
-** Lua state of its own (which the helper makes at once, on its own
-** thread: nothing is loaded after the signal, and the profiled thread
-** does not pay for it), so that a program blocked in read(), in a long C
-** call or in a compiled loop that never reaches a safe point still dies
-** at once with its profile:
+** Lua state of its own, made when a signal comes (~2 ms of CPU that a run
+** which is never killed does not pay; the package paths are taken, made
+** absolute, when the trap is set, so a program that changed its working
+** directory still finds the writer), so that a program blocked in
+** read(), in a long C call or in a compiled loop that never reaches a
+** safe point still dies at once with its profile:
 **
 **   1. The handler (signal context, on the profiled thread; another
 **      thread forwards it there) records the signal, arms the safe-point
@@ -193,12 +194,13 @@ static void *helper_main(void *arg)
   lua_State *HL;
   int sig, closed, i;
   (void)arg;
-  trap.HL = HL = helper_state();
-  if (HL) atomic_store(&trap.view_reg, lua_topointer(HL, LUA_REGISTRYINDEX));
   while (sem_wait(&trap.wake) != 0) {}
   if (trap.quit) return NULL;
   ctx = atomic_load(&trap.ctx);
   sig = ctx->exit.signal;
+  /* The writer's state, while the safe point may come. */
+  trap.HL = HL = helper_state();
+  if (HL) atomic_store(&trap.view_reg, lua_topointer(HL, LUA_REGISTRYINDEX));
   if (!HL) die_of(sig);           /* no writer: as without ljprof */
   closed = wait_closed(GRACE_MS);
   for (i = 0; !closed && i < FORCE_TRIES; i++) {
@@ -224,10 +226,11 @@ static void *helper_main(void *arg)
   return NULL;
 }
 
-/* The helper's state, made on the helper thread (the profiled thread
-** pays nothing for it: ~2 ms of CPU): the writer and its argument at
-** indexes 1 and 2, the package paths the program had. NULL and a line on
-** stderr on failure (then a signal has its default action). */
+/* The helper's state, made on the helper thread once a signal came (the
+** profiled thread pays nothing for it, a run never killed neither: ~2 ms
+** of CPU): the writer and its argument at indexes 1 and 2, the package
+** paths the program had. NULL and a line on stderr on failure (then a
+** signal has its default action). */
 static lua_State *helper_state(void)
 {
   lua_State *HL = luaL_newstate();
@@ -301,6 +304,35 @@ static char *dup_n(const char *s, size_t n)
   return d;
 }
 
+/* A package path with its relative templates ("./?.lua", "lib/?.so")
+** made absolute from the working directory now. */
+static char *abs_path(const char *v, size_t n)
+{
+  char cwd[4096];
+  ljp_buf b = {0};
+  size_t i = 0;
+  if (!getcwd(cwd, sizeof(cwd))) return dup_n(v, n);
+  while (i <= n) {
+    size_t j = i;
+    while (j < n && v[j] != ';') j++;
+    if (j > i && v[i] != '/' && !(j - i == 1 && v[i] == '?')) {
+      const char *t = v + i;
+      size_t k = j - i;
+      if (k >= 2 && t[0] == '.' && t[1] == '/') { t += 2; k -= 2; }
+      ljp_buf_put(&b, cwd, strlen(cwd));
+      ljp_buf_putc(&b, '/');
+      ljp_buf_put(&b, t, k);
+    } else {
+      ljp_buf_put(&b, v + i, j - i);  /* absolute, empty (;;), or "?" */
+    }
+    if (j < n) ljp_buf_putc(&b, ';');
+    i = j + 1;
+  }
+  if (!b.b) return dup_n("", 0);
+  b.b[b.n] = '\0';
+  return b.b;
+}
+
 /* What the helper will load: the writer and the program's package paths
 ** (copies: the helper reads them on its own thread). */
 static int spec_copy(lua_State *L, const char *module, const char *func,
@@ -316,10 +348,10 @@ static int spec_copy(lua_State *L, const char *module, const char *func,
     size_t n;
     const char *v;
     lua_getfield(L, -1, "path");
-    if ((v = lua_tolstring(L, -1, &n))) trap.path = dup_n(v, n);
+    if ((v = lua_tolstring(L, -1, &n))) trap.path = abs_path(v, n);
     lua_pop(L, 1);
     lua_getfield(L, -1, "cpath");
-    if ((v = lua_tolstring(L, -1, &n))) trap.cpath = dup_n(v, n);
+    if ((v = lua_tolstring(L, -1, &n))) trap.cpath = abs_path(v, n);
     lua_pop(L, 1);
   }
   lua_pop(L, 1);

@@ -136,9 +136,10 @@ struct ljp_ctx {
   uint64_t sig_checked_ns;  /* last check that the signal is still ours */
   uint64_t sig_ticks, sig_clock_ns; /* ticks and run clock then */
   int sig_lost;             /* the program took the signal: run stopped */
-  ljp_buf dump;             /* current stack dump */
-  uint32_t last_stack;      /* id of the previous dump, for reuse */
-  ljp_store store;           /* texts and aggregated ticks (store.c) */
+  ljp_store store;          /* frames, stacks, counts (store.c) */
+  struct ljp_namecache *namecache; /* bytecode -> names (complete.c) */
+  uint32_t own_frame;       /* the frame "[ljprof]" of this store (0: not
+                               interned yet) */
   ljp_buf scratch;
   struct ljp_natcache *natcache; /* native address -> name (symbols.c) */
   ljp_cname_memo cnames;    /* unnamed C functions already looked up */
@@ -187,6 +188,8 @@ void ljp_hook(lua_State *L, lua_Debug *ar);
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
 /* After an exit signal, by the helper: without the Lua stack. */
 void ljp_complete_offline(ljp_ctx *ctx, lua_State *E);
+/* Forget the naming caches (their ids are the store's: with it). */
+void ljp_complete_reset(ljp_ctx *ctx);
 
 /* Aggregation: the completed ring records into the store. */
 static inline void ljp_aggregate(ljp_ctx *ctx)

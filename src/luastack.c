@@ -298,6 +298,42 @@ static int getstack_fns(lua_State *L, uintptr_t *fns, int max)
   return n;
 }
 
+/* Fault-safe reads for the probe's walks, through a small cache of
+** 256-byte lines (one process_vm_readv per line instead of one per word:
+** a walk reads each header, function object and call instruction; ~980
+** system calls per first start became ~100). Valid for one probe call,
+** while the stack being walked cannot change. */
+#define PC_LINES 64
+#define PC_LINE 256
+static struct {
+  uintptr_t tag[PC_LINES];   /* line address + 1 (0: empty) */
+  unsigned char data[PC_LINES][PC_LINE];
+} pcache;
+
+static void pcache_reset(void) { memset(pcache.tag, 0, sizeof(pcache.tag)); }
+
+static int peek_cached(void *dst, uintptr_t src, size_t n)
+{
+  unsigned char *d = dst;
+  while (n) {
+    uintptr_t line = src & ~(uintptr_t)(PC_LINE - 1);
+    size_t off = src - line, k = PC_LINE - off < n ? PC_LINE - off : n;
+    uint32_t i = (uint32_t)((line / PC_LINE) * 2654435761u) % PC_LINES;
+    if (pcache.tag[i] != line + 1) {
+      if (ljp_peek(pcache.data[i], line, PC_LINE) != 0) {
+        pcache.tag[i] = 0;
+        return ljp_peek(d, src, n);  /* a line not mapped whole */
+      }
+      pcache.tag[i] = line + 1;
+    }
+    memcpy(d, pcache.data[i] + off, k);
+    d += k;
+    src += k;
+    n -= k;
+  }
+  return 0;
+}
+
 /* Called from Lua at known depths (plain calls, pcall, a vararg function,
 ** an __index metamethod, a coroutine): which word of L bounds a walk that
 ** reproduces lua_getstack exactly? */
@@ -308,6 +344,7 @@ static int probe_frames(lua_State *L)
   ljp_lframe fr[64];
   int want, o, k;
   pb.calls++;
+  pcache_reset();
   if (ljp_peek(words, (uintptr_t)L, sizeof(words)) != 0) return 0;
   base = words[v->l_base / 8];
   want = getstack_fns(L, fns, 64);
@@ -324,7 +361,7 @@ static int probe_frames(lua_State *L)
   for (o = 0; o < LSNAP / 8; o++) {
     int n, bottom, same = 1;
     if (!pb.cand[o]) continue;
-    n = walk(ljp_peek, words[o], base, fr, 64, &bottom);
+    n = walk(peek_cached, words[o], base, fr, 64, &bottom);
     if (n != want || !bottom) same = 0;
     for (k = 0; same && k < n; k++) same = fr[k].fn == fns[k];
     if (!same) {
@@ -351,7 +388,7 @@ static int probe_frames(lua_State *L)
   for (o++; o < LSNAP / 8; o++) {  /* the other candidates, checked only */
     int n, bottom, same = 1;
     if (!pb.cand[o]) continue;
-    n = walk(ljp_peek, words[o], base, fr, 64, &bottom);
+    n = walk(peek_cached, words[o], base, fr, 64, &bottom);
     if (n != want || !bottom) same = 0;
     for (k = 0; same && k < n; k++) same = fr[k].fn == fns[k];
     if (!same) pb.cand[o] = 0;
@@ -419,7 +456,7 @@ static const char frames_chunk[] =
 ** process_vm_readv): the first JIT_SETTLE ones are skipped, the next
 ** JIT_CALLS decide; later calls return at once. */
 #define JIT_SETTLE 20
-#define JIT_CALLS 50
+#define JIT_CALLS 12
 
 static int probe_jit(int i)
 {
@@ -440,12 +477,13 @@ static int probe_jit(int i)
       ljp_peek(&stack, pb.L + (uintptr_t)ljp_lsl.l_stack, 8) != 0)
     return 0;
   pb.jcalls++;
+  pcache_reset();
   for (o = 0; o < GSNAP / 8; o++) {
     uint64_t tv;
     uintptr_t w = gw[o];
     if (!pb.jcand[o]) continue;
     if (w < stack + 16 || w - stack > ((uintptr_t)8 << 20) || (w & 7) ||
-        ljp_peek(&tv, w - 16, 8) != 0 ||
+        peek_cached(&tv, w - 16, 8) != 0 ||
         (uint32_t)(tv >> 47) != TAG_FUNC ||
         (uintptr_t)(tv & (((uint64_t)1 << 47) - 1)) != pb.loopfn)
       pb.jcand[o] = 0;
@@ -580,14 +618,15 @@ static void learn_lines(void)
   ptrdiff_t o_pc, d1, d2;
   int found = 0, i, k;
   if (pb.nobs < 6) return;
+  pcache_reset();
   for (i = 0; i < pb.nobs; i++)
-    ln.fn_ok[i] = ljp_peek(ln.fn[i], pb.obs[i].fn, LN_FN) == 0;
+    ln.fn_ok[i] = peek_cached(ln.fn[i], pb.obs[i].fn, LN_FN) == 0;
   for (o_pc = 8; o_pc < 64; o_pc += 8) {
     int ok = 1;
     for (i = 0; ok && i < pb.nobs; i++) {
       ln.bc[i] = ln.fn[i][o_pc / 8];
       ok = ln.fn_ok[i] && ln.bc[i] > 4096 + LN_HDR &&
-           ljp_peek(ln.hdr[i], ln.bc[i] - LN_HDR, LN_HDR) == 0;
+           peek_cached(ln.hdr[i], ln.bc[i] - LN_HDR, LN_HDR) == 0;
     }
     if (!ok) continue;
     for (d1 = 8; d1 <= 256; d1 += 4) {
@@ -612,13 +651,13 @@ static void learn_lines(void)
               line = fl[0];
             } else if (fl[1] < 256) {
               uint8_t v;
-              if (!ljp_peek(&v, li + pos - 1, 1)) line = fl[0] + v;
+              if (!peek_cached(&v, li + pos - 1, 1)) line = fl[0] + v;
             } else if (fl[1] < 65536) {
               uint16_t v;
-              if (!ljp_peek(&v, li + 2 * (pos - 1), 2)) line = fl[0] + v;
+              if (!peek_cached(&v, li + 2 * (pos - 1), 2)) line = fl[0] + v;
             } else {
               uint32_t v;
-              if (!ljp_peek(&v, li + 4 * (pos - 1), 4)) line = fl[0] + (int)v;
+              if (!peek_cached(&v, li + 4 * (pos - 1), 4)) line = fl[0] + (int)v;
             }
           }
           k += line == pb.obs[i].line;

@@ -57,6 +57,14 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec);
 int ljp_luastack_live(lua_State *L, ljp_lframe *out, int max, int *bottom,
                       uintptr_t *stack);
 
+/* Normal context: the first instruction of Lua function fn (alive), which
+** names its prototype; 0 when the layout was not proven. */
+static inline uintptr_t ljp_fn_bc(uintptr_t fn)
+{
+  return ljp_lsl.lines_ok && fn
+             ? *(const uintptr_t *)(fn + (uintptr_t)ljp_lsl.fn_pc) : 0;
+}
+
 /* Normal context: the line of Lua function fn (alive) at bytecode PC pc
 ** (an instruction after a call, as a frame's link holds), or -1. */
 int ljp_luastack_line(uintptr_t fn, uintptr_t pc);

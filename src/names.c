@@ -20,6 +20,8 @@
 #include "names.h"
 #include "table.h"
 #include "ljp.h"
+#include "luastack.h"
+#include "objects.h"
 
 /* -- Fast-function ids ------------------------------------------------------ */
 
@@ -428,6 +430,35 @@ int ljp_put_cfunc(ljp_buf *sb, lua_CFunction cf)
 }
 
 
+void ljp_put_code_name(ljp_buf *sb, uintptr_t cf)
+{
+  const char *name;
+  ljp_objinfo ob;
+  pthread_mutex_lock(&ff_mu);
+  name = cname_get((lua_CFunction)cf);
+  if (name) ljp_buf_put(sb, name, strlen(name));
+  pthread_mutex_unlock(&ff_mu);
+  if (name) return;
+  if (cf && ljp_objects_lookup(cf, &ob)) {
+    if (ob.sym_lo && ob.sym_lo <= cf && cf < ob.sym_hi && ob.sym[0]) {
+      ljp_buf_put(sb, ob.sym, strlen(ob.sym));
+    } else {
+      ljp_buf_put(sb, ob.short_name, strlen(ob.short_name));
+      ljp_buf_put(sb, "+0x", 3);
+      ljp_buf_hex(sb, cf - ob.base);
+    }
+    return;
+  }
+  ljp_buf_putc(sb, '@');
+  ljp_buf_ptr(sb, (const void *)cf);
+}
+
+int ljp_ffid_top(lua_State *L)
+{
+  int ffid = c_ffid(L, NULL);
+  return ffid == FF_AMBIGUOUS ? -1 : ffid;
+}
+
 void ljp_put_ffunc(ljp_buf *sb, lua_State *L, lua_State *helper)
 {
   int ffid = c_ffid(L, helper);
@@ -539,6 +570,7 @@ void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,
   free(e->source);
   free(e->name);
   e->fn = fn;
+  e->bc = ljp_fn_bc(fn);
   e->source = dup_or_null(source);
   e->name = dup_or_null(name);
   e->linedefined = linedefined;
@@ -551,7 +583,20 @@ void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,
 
 int ljp_fnames_has(const ljp_fnames *t, uintptr_t fn)
 {
-  return t->cap && fn_slot(t, fn)->fn == fn;
+  const ljp_fname *e;
+  if (!t->cap) return 0;
+  e = fn_slot(t, fn);
+  /* An address reused by another function since: not known. */
+  return e->fn == fn && e->bc == ljp_fn_bc(fn);
+}
+
+const ljp_fname *ljp_fnames_peek(const ljp_fnames *t, uintptr_t fn,
+                                 uintptr_t bc)
+{
+  const ljp_fname *e;
+  if (!t->cap || !bc) return NULL;
+  e = fn_slot(t, fn);
+  return e->fn == fn && e->bc == bc && e->source ? e : NULL;
 }
 
 const ljp_fname *ljp_fnames_get(const ljp_fnames *t, lua_State *L,

@@ -38,12 +38,22 @@ void ljp_cname_add(lua_CFunction cf, const char *name);
 /* By its C entry: "string.rep" / "cjson.encode" / [builtin#N] / @0x...;
 ** 1 if named. No Lua. */
 int ljp_put_cfunc(ljp_buf *sb, lua_CFunction cf);
+/* A C function's entry as ljprof's reports name it, the same in every
+** run (no ASLR address): its Lua name ("string.rep"), else its symbol,
+** else "<object>+0x<offset>"; "@0x..." only for code in no loaded object.
+** Normal context (may read an object's symbols). */
+void ljp_put_code_name(ljp_buf *sb, uintptr_t cf);
+
 /* The C function object on top of L (left in place), as jit.profile
 ** prints it: [builtin#N], [builtin#?] (a fast function that cannot be
 ** told without calling Lua) or @0x.... helper: a running thread on which
 ** jit.util.funcinfo may be called for a fast function not seen before;
 ** NULL at the safe point and in hooks. */
 void ljp_put_ffunc(ljp_buf *sb, lua_State *L, lua_State *helper);
+/* The fast-function id of the C function object on top of L (left in
+** place): > 0, 0 for a plain C function, -1 when it cannot be told
+** without calling Lua. No Lua. */
+int ljp_ffid_top(lua_State *L);
 /* A fast function without a C entry, at idx of L: [builtin#N] from the
 ** object's id byte when the probe found it, else as ljp_put_ffunc. No
 ** Lua. */
@@ -80,6 +90,8 @@ int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, lua_CFunction cf,
 ** function never gets the old one's names. Normal context. */
 typedef struct ljp_fname {
   uintptr_t fn;
+  uintptr_t bc;             /* its first instruction (its prototype) when
+                               learnt, 0 if unknown */
   char *source, *name;
   int linedefined;
 } ljp_fname;
@@ -97,7 +109,15 @@ void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,
 /* The function at address fn, if it was seen and is still alive. */
 const ljp_fname *ljp_fnames_get(const ljp_fnames *t, lua_State *L,
                                 uintptr_t fn);
+/* Is the live function fn (alive: on the stack, an argument) known, as
+** the same function (prototype) that was learnt at its address? */
 int ljp_fnames_has(const ljp_fnames *t, uintptr_t fn);
+/* The names learnt for the function at address fn whose prototype's first
+** instruction was bc, without proving the function alive (no Lua: any
+** thread while the profiled one is parked, the helper after an exit
+** signal): names of the same prototype, or NULL. */
+const ljp_fname *ljp_fnames_peek(const ljp_fnames *t, uintptr_t fn,
+                                 uintptr_t bc);
 void ljp_fnames_free(ljp_fnames *t, lua_State *L);
 
 #endif

@@ -191,6 +191,17 @@ const ljp_span *ljp_objects_find(const ljp_objsnap *s, uintptr_t pc)
   return s ? ljp_span_find(s->span, s->nspan, sizeof(ljp_span), pc) : NULL;
 }
 
+int ljp_objects_is_self(uintptr_t pc)
+{
+  const ljp_span *e;
+  int self, t = ljp_epoch_enter();
+  if (t < 0) return 0;
+  e = ljp_objects_find(ljp_objects_snap(), pc);
+  self = e && e->kind == LJP_SPAN_SELF;
+  ljp_epoch_leave(t);
+  return self;
+}
+
 const ljp_ehtab *ljp_objects_ehtab(const ljp_objsnap *s, const ljp_span *e)
 {
   return s && e && e->obj < s->nobj && e->unwind ? &s->obj[e->obj]->eh

@@ -54,7 +54,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   }
   ljp_cname_memo_reset(&ctx->cnames);
   ljp_native_names_reset(ctx);  /* its ids are in the store */
-  ctx->last_stack = 0;
+  ljp_complete_reset(ctx);
   ctx->completed = ctx->safepoints = ctx->hook_ns = ctx->complete_ns = 0;
   atomic_store(&ctx->handler_ns, 0);
   ctx->cb_ticks = 0;
@@ -90,6 +90,15 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   return 0;
 }
 
+/* A stack as the run's format prints it. */
+static void render_stack(void *d, const ljp_store *s, uint32_t stack,
+                         ljp_buf *sb)
+{
+  const ljp_ctx *ctx = d;
+  ljp_dumpstack_frames(s, stack, ctx->stack_fmt, ctx->opt.stack_depth, 1,
+                       sb);
+}
+
 /* The run is over: what never reached a safe point, then the output. A
 ** start that failed writes nothing. An output that cannot be written is
 ** one line on stderr and the run's error (Lua's stop() returns false and
@@ -102,7 +111,8 @@ static void results_down(ljp_ctx *ctx, lua_State *L)
   ljp_complete(ctx, L);
   ljp_aggregate(ctx);
   if (ctx->output &&
-      ljp_store_write_folded(&ctx->store, ctx->output, err, sizeof(err))) {
+      ljp_store_write_folded(&ctx->store, render_stack, ctx, ctx->output,
+                             err, sizeof(err))) {
     fprintf(stderr, "%s\n", err);
     if (!ctx->error) ctx->error = strdup(err);
   }

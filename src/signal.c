@@ -188,10 +188,12 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
       syscall(SYS_tgkill, ctx->pid, ctx->tid, SIGPROF);
     } else if (ctx->tmr.expired || (ctx->tmr.deadline_ns &&
                                 ljp_now_ns() >= ctx->tmr.deadline_ns)) {
-      ctx->tmr.expired = 1;                /* duration over: not re-armed */
+      if (!ctx->tmr.expired && ctx->tmr.ops->halt) ctx->tmr.ops->halt(ctx);
+      ctx->tmr.expired = 1;                /* duration over: no more ticks */
     } else {
-      if (ctx->tmr.ops->rearm && ctx->tmr.ticking)
-        w = ctx->tmr.ops->rearm(ctx);    /* the expiries it stands for */
+      if (ctx->tmr.ops->rearm && ctx->tmr.ticking)   /* the expiries it */
+        w = ctx->tmr.ops->rearm(ctx, si->si_code == SI_TIMER  /* stands for */
+                                         ? si->si_overrun : 0);
       w += atomic_exchange_explicit(&ctx->tmr.thr_overrun, 0,
                                     memory_order_relaxed);
       ljp_sample(ctx, ucv, w);

@@ -26,7 +26,8 @@ static uint64_t now_ns(void)
 int ljp_store_init(ljp_store *s)
 {
   memset(s, 0, sizeof(*s));
-  if (ljp_strtab_init(&s->strs) != 0 || ljp_counts_init(&s->stacks) != 0 ||
+  if (ljp_strtab_init(&s->strs) != 0 || ljp_strtab_init(&s->frames) != 0 ||
+      ljp_strtab_init(&s->stks) != 0 || ljp_counts_init(&s->stacks) != 0 ||
       ljp_counts_init(&s->funcs) != 0 || ljp_counts_init(&s->traces) != 0) {
     ljp_store_free(s);
     return -1;
@@ -40,6 +41,8 @@ void ljp_store_free(ljp_store *s)
   ljp_counts_free(&s->funcs);
   ljp_counts_free(&s->traces);
   ljp_strtab_free(&s->strs);
+  ljp_strtab_free(&s->frames);
+  ljp_strtab_free(&s->stks);
 }
 
 int ljp_store_reset(ljp_store *s)
@@ -52,6 +55,25 @@ uint32_t ljp_store_intern(ljp_store *s, const char *p, size_t n)
 {
   uint32_t id = ljp_strtab_intern(&s->strs, p ? p : "", n);
   return id == UINT32_MAX ? 0 : id;
+}
+
+uint32_t ljp_store_frame(ljp_store *s, const ljp_frame *f)
+{
+  uint32_t id = ljp_strtab_intern(&s->frames, (const char *)f, sizeof(*f));
+  return id == UINT32_MAX ? 0 : id;
+}
+
+uint32_t ljp_store_stack(ljp_store *s, const uint32_t *ids, uint32_t n)
+{
+  uint32_t id;
+  if (n > LJP_STACK_FRAMES) n = LJP_STACK_FRAMES;
+  id = ljp_strtab_intern(&s->stks, (const char *)ids, (size_t)n * 4);
+  return id == UINT32_MAX ? 0 : id;
+}
+
+size_t ljp_store_bytes(const ljp_store *s)
+{
+  return s->strs.bytes + s->frames.bytes + s->stks.bytes;
 }
 
 void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped)
@@ -81,7 +103,7 @@ void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped)
 
 uint32_t ljp_store_nstacks(const ljp_store *s)
 {
-  uint8_t *seen = calloc(s->strs.n / 8 + 1, 1);
+  uint8_t *seen = calloc(s->stks.n / 8 + 1, 1);
   uint32_t i, n = 0;
   if (!seen) return 0;
   for (i = 0; i < s->stacks.cap; i++) {
@@ -104,8 +126,8 @@ void ljp_store_each_stack(const ljp_store *s, ljp_stack_visit fn, void *d)
   for (i = 0; i < s->stacks.cap; i++) {
     const ljp_count *c = &s->stacks.slot[i];
     if (c->key)
-      fn(d, ljp_store_text(s, ljp_stack_key_stack(c->key)),
-         ljp_stack_key_vmstate(c->key), ljp_stack_key_zone(c->key), c->count);
+      fn(d, ljp_stack_key_stack(c->key), ljp_stack_key_vmstate(c->key),
+         ljp_stack_key_zone(c->key), c->count);
   }
 }
 
@@ -136,45 +158,62 @@ int ljp_check_writable(const char *path, char *err, size_t n)
   return ljp_outfile_check(path, err, n);
 }
 
-/* Folded stacks, one "stack count" line per unique stack (VM states and
-** zones summed), written by the output routine (outfile.c). */
-int ljp_store_write_folded(const ljp_store *s, const char *path, char *err,
-                           size_t n)
+/* Folded stacks, one "stack count" line per distinct text (VM states,
+** zones and stacks that render alike summed), written by the output
+** routine (outfile.c). */
+int ljp_store_write_folded(const ljp_store *s, ljp_stack_render render,
+                           void *rd, const char *path, char *err, size_t n)
 {
+  ljp_strtab texts;
   ljp_counts sum;
-  ljp_buf b;
+  ljp_buf b, t;
   uint32_t i;
   int rc;
   memset(&b, 0, sizeof(b));
-  if (ljp_counts_init(&sum) != 0) goto oom;
+  memset(&t, 0, sizeof(t));
+  if (ljp_strtab_init(&texts) != 0) goto oom;
+  if (ljp_counts_init(&sum) != 0) {
+    ljp_strtab_free(&texts);
+    goto oom;
+  }
   for (i = 0; i < s->stacks.cap; i++) {
     const ljp_count *c = &s->stacks.slot[i];
-    if (c->key)
-      ljp_counts_add(&sum, ljp_stack_key(ljp_stack_key_stack(c->key), 1, 0),
-                     c->count);
+    uint32_t id;
+    if (!c->key) continue;
+    t.n = 0;
+    if (ljp_buf_reserve(&t, 0) != 0) goto oom2;
+    render(rd, s, ljp_stack_key_stack(c->key), &t);
+    id = ljp_strtab_intern(&texts, t.b, t.n);
+    if (id == UINT32_MAX ||
+        ljp_counts_add(&sum, ljp_stack_key(id, 1, 0), c->count) != 0)
+      goto oom2;
   }
   for (i = 0; i < sum.cap; i++) {
     const ljp_count *c = &sum.slot[i];
     if (c->key) {
-      const ljp_str *t = ljp_store_text(s, ljp_stack_key_stack(c->key));
+      const ljp_str *x = ljp_strtab_get(&texts, ljp_stack_key_stack(c->key));
       char num[32];
       int k = snprintf(num, sizeof(num), " %llu\n",
                        (unsigned long long)c->count);
-      if (ljp_buf_reserve(&b, (t->len ? t->len : 10) + (size_t)k) != 0) {
-        ljp_counts_free(&sum);
-        goto oom;
-      }
-      if (t->len) ljp_buf_put(&b, t->s, t->len);
+      if (ljp_buf_reserve(&b, (x->len ? x->len : 10) + (size_t)k) != 0)
+        goto oom2;
+      if (x->len) ljp_buf_put(&b, x->s, x->len);
       else ljp_buf_put(&b, "(no stack)", 10);
       ljp_buf_put(&b, num, (size_t)k);
     }
   }
   ljp_counts_free(&sum);
+  ljp_strtab_free(&texts);
+  ljp_buf_free(&t);
   rc = ljp_outfile_write(path, b.b ? b.b : "", b.n, err, n);
   ljp_buf_free(&b);
   return rc;
+oom2:
+  ljp_counts_free(&sum);
+  ljp_strtab_free(&texts);
 oom:
   ljp_buf_free(&b);
+  ljp_buf_free(&t);
   snprintf(err, n, "ljprof: out of memory writing %s", path);
   return -1;
 }

@@ -1,12 +1,22 @@
 /*
-** The store: every text a run produces, interned once (stack dumps, leaf
-** function names, trace start locations, native frame names), and the
-** tick counts aggregated from completed ring records, in three tables
-** with typed keys:
+** The store: what a run produces, each interned once under a dense id,
+**
+**   texts    chunk names, function names, leaf functions, trace starts,
+**            native frame names
+**   frames   one level of a stack: a Lua function at a line (chunk, name,
+**            first line, line), a C function, a fast function, a native
+**            frame (ljp_frame, a fixed-size record)
+**   stacks   arrays of frame ids, innermost first
+**
+** and the tick counts aggregated from completed ring records, in three
+** tables with typed keys:
 **
 **   stacks   (stack, VM state, zone)     -> ticks   summary(), outputs
 **   funcs    (leaf function, VM state)   -> ticks   functions()
 **   traces   (trace start, trace number) -> ticks   traces()
+**
+** Aggregation hashes ids, never text: a stack's text is built only by the
+** views that ask for one (dumpstack.c renders frames in a format).
 **
 ** Normal context only (the safe point, stop, and readers); never touched
 ** by the signal handler.
@@ -16,12 +26,41 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "buf.h"
 #include "ring.h"
 #include "table.h"
 
+/* One level of a stack. Fixed size, no padding holes (interned by its
+** bytes). */
+typedef enum {
+  LJP_FR_LUA = 1,   /* source, name (0: none), linedefined, line */
+  LJP_FR_C,         /* a C function on the Lua stack: ptr = its entry,
+                       printed as jit.profile does (@0x...) */
+  LJP_FR_CNAMED,    /* the C function a sample ran in: ptr = its entry,
+                       printed by name (string.rep, cjson.encode) */
+  LJP_FR_FFUNC,     /* a fast function: aux = its id, ptr = its entry */
+  LJP_FR_NATIVE     /* a native (C) frame: source = its name */
+} ljp_frame_kind;
+
+typedef struct ljp_frame {
+  uint32_t kind;            /* ljp_frame_kind */
+  int32_t linedefined;      /* Lua: first line (-1: bytecode builtin) */
+  int32_t line;             /* Lua: the line shown by 'l' */
+  uint32_t source;          /* Lua: chunk name; native: name (text ids) */
+  uint32_t name;            /* Lua: its name where it was called (0) */
+  uint32_t aux;             /* fast function id */
+  uint64_t ptr;             /* C entry */
+} ljp_frame;
+
+#define LJP_STACK_FRAMES 1024  /* frames kept per stack (the innermost) */
+
 typedef struct ljp_store {
   ljp_strtab strs;          /* id -> text; id 0 is "" */
+  ljp_strtab frames;        /* id -> ljp_frame; id 0 is no frame */
+  ljp_strtab stks;          /* id -> frame ids (uint32), innermost first;
+                               id 0 is the empty stack */
   ljp_counts stacks, funcs, traces;
   uint64_t batches;         /* drains that moved records */
   uint64_t aggregated;      /* records moved */
@@ -68,13 +107,37 @@ static inline const ljp_str *ljp_store_text(const ljp_store *s, uint32_t id)
 {
   return ljp_strtab_get(&s->strs, id);
 }
+/* Intern a frame, a stack of n frame ids; 0 when out of memory (then a
+** frame is left out, a stack is the empty one). */
+uint32_t ljp_store_frame(ljp_store *s, const ljp_frame *f);
+uint32_t ljp_store_stack(ljp_store *s, const uint32_t *ids, uint32_t n);
+static inline void ljp_store_frame_get(const ljp_store *s, uint32_t id,
+                                       ljp_frame *f)
+{
+  memcpy(f, ljp_strtab_get(&s->frames, id)->s, sizeof(*f));
+}
+/* Frame i of stack id (0: innermost); *n: its frame count. */
+static inline uint32_t ljp_store_stack_len(const ljp_store *s, uint32_t id)
+{
+  return ljp_strtab_get(&s->stks, id)->len / 4;
+}
+static inline uint32_t ljp_store_stack_at(const ljp_store *s, uint32_t id,
+                                          uint32_t i)
+{
+  uint32_t v;
+  memcpy(&v, ljp_strtab_get(&s->stks, id)->s + 4 * i, 4);
+  return v;
+}
+/* Memory held by the interned texts, frames and stacks. */
+size_t ljp_store_bytes(const ljp_store *s);
+
 /* Move the completed records of ring into the tables. A record that does
 ** not fit (out of memory) is added to *dropped. */
 void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped);
 /* Distinct stacks counted (not every interned text). */
 uint32_t ljp_store_nstacks(const ljp_store *s);
 
-typedef void (*ljp_stack_visit)(void *d, const ljp_str *stack, int vmstate,
+typedef void (*ljp_stack_visit)(void *d, uint32_t stack, int vmstate,
                                 uint16_t zone, uint64_t ticks);
 typedef void (*ljp_func_visit)(void *d, const ljp_str *func, int vmstate,
                                uint64_t ticks);
@@ -84,11 +147,15 @@ void ljp_store_each_stack(const ljp_store *s, ljp_stack_visit fn, void *d);
 void ljp_store_each_func(const ljp_store *s, ljp_func_visit fn, void *d);
 void ljp_store_each_trace(const ljp_store *s, ljp_trace_visit fn, void *d);
 
-/* Folded stacks ("stack count" per line, VM states and zones summed),
-** written to a temporary file and renamed into place (the C API's output
+/* A stack's text, in some format (dumpstack.c renders them): appended to
+** sb. */
+typedef void (*ljp_stack_render)(void *d, const ljp_store *s, uint32_t stack,
+                                 ljp_buf *sb);
+/* Folded stacks ("stack count" per line, VM states and zones summed, equal
+** texts merged), written by the output routine (the C API's output
 ** option). 0, or -1 with one line in err. */
-int ljp_store_write_folded(const ljp_store *s, const char *path, char *err,
-                           size_t n);
+int ljp_store_write_folded(const ljp_store *s, ljp_stack_render render,
+                           void *rd, const char *path, char *err, size_t n);
 /* Can files be created next to path? Checked before profiling starts. */
 int ljp_check_writable(const char *path, char *err, size_t n);
 

@@ -40,7 +40,7 @@ static int exported_api(const char *s)
 typedef struct natent {
   uintptr_t addr;     /* lookup address (0: free) */
   uintptr_t start;    /* start of its function (0: unknown) */
-  uint32_t id;        /* interned name; 0: frame not shown */
+  uint32_t id;        /* its frame (LJP_FR_NATIVE); 0: not shown */
   int self;           /* ljprof's own code */
 } natent;
 
@@ -153,10 +153,12 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
     }
   }
   if (len > 0) {
-    uint32_t id;
+    ljp_frame f;
     if (len >= (int)sizeof(buf)) len = (int)sizeof(buf) - 1;
-    id = ljp_strtab_intern(&ctx->store.strs, buf, (size_t)len);
-    out->id = id == UINT32_MAX ? 0 : id;
+    memset(&f, 0, sizeof(f));
+    f.kind = LJP_FR_NATIVE;
+    f.source = ljp_store_intern(&ctx->store, buf, (size_t)len);
+    out->id = f.source ? ljp_store_frame(&ctx->store, &f) : 0;
   }
 }
 

@@ -16,7 +16,7 @@ typedef struct ljp_ctx ljp_ctx;
 /* Start of the function holding native frame i of r (0: unknown). */
 uintptr_t ljp_native_start(ljp_ctx *ctx, const ljp_record *r, int i);
 /* The frames of record r to put above its Lua stack, innermost first, as
-** interned names; returns how many. */
+** frame ids (store.h, LJP_FR_NATIVE); returns how many. */
 int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids);
 void ljp_native_names_reset(ljp_ctx *ctx);
 

@@ -1,8 +1,9 @@
 /*
 ** Timers (timer_posix.c: cpu and wall; timer_itimer.c; timer_thread.c):
 ** ticks delivered as a signal to the profiled thread, each carrying the
-** run's token. The handler calls rearm (signal context) to schedule the
-** next expiry of a one-shot timer; start and stop are normal context.
+** run's token. The handler calls rearm (signal context) for the weight of
+** each signal and, now and then, a new random phase; start and stop are
+** normal context.
 */
 #ifndef LJP_TIMER_H
 #define LJP_TIMER_H
@@ -46,10 +47,12 @@ struct ljp_timer_ops {
   int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
   void (*stop)(ljp_ctx *ctx);
   /* Signal context, may be NULL: called for each of the timer's signals
-  ** on the profiled thread; schedules the next expiry (one-shot timers)
-  ** and returns the weight of the signal being handled (the expiries it
-  ** stands for, >= 1). */
-  uint32_t (*rearm)(ljp_ctx *ctx);
+  ** on the profiled thread with the signal's overrun count (expiries the
+  ** kernel merged into it); returns the weight of the signal (the
+  ** expiries it stands for, >= 1) and may reschedule the timer. */
+  uint32_t (*rearm)(ljp_ctx *ctx, int overrun);
+  /* Signal context, may be NULL: no more expiries (the duration is over). */
+  void (*halt)(ljp_ctx *ctx);
 };
 
 extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
@@ -58,9 +61,9 @@ extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
 /* Random first expiry in (0, interval], so that short runs are sampled
 ** with a probability proportional to their length. */
 uint64_t ljp_timer_first_ns(ljp_ctx *ctx);
-/* Random gap in [interval/2, 3*interval/2): expiries are not periodic, so
-** a periodic program (a frame loop) is not sampled at one phase only.
-** Async-signal-safe (xorshift on ctx->tmr.rng). */
+/* Random gap in [interval/2, 3*interval/2): the phase of the expiries
+** changes, so a periodic program (a frame loop) is not sampled at one
+** phase only. Async-signal-safe (xorshift on ctx->tmr.rng). */
 uint64_t ljp_timer_gap_ns(ljp_ctx *ctx);
 
 

@@ -28,10 +28,11 @@ static uint64_t process_cpu_ns(void)
 
 /* Signal context, on the profiled thread: the expiries this signal stands
 ** for (>= 1). next_ns is the process CPU time of the next expiry. */
-static uint32_t itimer_weigh(ljp_ctx *ctx)
+static uint32_t itimer_weigh(ljp_ctx *ctx, int overrun)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t now = process_cpu_ns(), next = ctx->tmr.next_ns, w = 1;
+  (void)overrun;  /* setitimer signals carry none */
   if (now >= next) w = (now - next) / period + 1;
   ctx->tmr.next_ns = next + w * period;
   return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
@@ -72,5 +73,13 @@ static void itimer_stop(ljp_ctx *ctx)
 
 /* Periodic, like jit.p: setitimer takes only relative times, so a random
 ** gap from delivery would be biased by the delivery delay. */
+static void itimer_halt(ljp_ctx *ctx)
+{
+  struct itimerval it;
+  (void)ctx;
+  memset(&it, 0, sizeof(it));
+  setitimer(ITIMER_PROF, &it, NULL);  /* async-signal-safe */
+}
+
 const ljp_timer_ops ljp_timer_itimer = {"itimer", itimer_start, itimer_stop,
-                                        itimer_weigh};
+                                        itimer_weigh, itimer_halt};

@@ -7,14 +7,17 @@
 **   wall  CLOCK_MONOTONIC: precise, also while the thread sleeps.
 ** The signal's value carries the run token.
 **
-** The timer is one-shot with an absolute expiry, re-armed from the signal
-** handler (posix_rearm, signal context: clock_gettime and timer_settime
-** are async-signal-safe). Each gap is random in [interval/2, 3/2 interval)
-** and counts from the previous *scheduled* expiry, not from delivery, so
-** the expiries average one per interval whatever the delivery delay (tick
-** quantisation, preemption), and expiries the thread could not take are
-** added to the weight of the signal that does arrive. Periodic timers would
-** sample a periodic program at one phase only (aliasing).
+** Each signal re-arms the timer (posix_rearm, signal context:
+** timer_settime is async-signal-safe) at an absolute time: a random gap
+** in [interval/2, 3/2 interval) after the last *scheduled* expiry, not
+** after delivery, so expiries average one per interval whatever the
+** delivery delay. A fixed phase would sample a periodic program (a frame
+** loop) at one phase only (aliasing). The timer is also periodic from
+** there: an expiry the thread could not take (tick quantisation,
+** preemption) is counted by the kernel as the signal's overrun
+** (si_overrun), and the signal's weight is 1 plus that, so the handler
+** reads no clock (one system call per signal, down from two with the cpu
+** clock, whose thread CPU time is no vDSO read).
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -47,12 +50,6 @@ uint64_t ljp_timer_gap_ns(ljp_ctx *ctx)
   return period / 2 + rng_next(ctx) % (period ? period : 1);
 }
 
-static clockid_t clock_of(ljp_ctx *ctx)
-{
-  return ctx->opt.clock == LJPROF_CLOCK_CPU ? CLOCK_THREAD_CPUTIME_ID
-                                            : CLOCK_MONOTONIC;
-}
-
 static uint64_t clock_ns(clockid_t c)
 {
   struct timespec ts;
@@ -60,31 +57,38 @@ static uint64_t clock_ns(clockid_t c)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* First expiry at when (absolute), then one per interval (a phase that
+** is not moved on, e.g. while the handler is not re-arming at stop). */
 static int arm_at(ljp_ctx *ctx, uint64_t when)
 {
   struct itimerspec its;
-  memset(&its, 0, sizeof(its));
+  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   its.it_value.tv_sec = (time_t)(when / 1000000000u);
   its.it_value.tv_nsec = (long)(when % 1000000000u);
+  its.it_interval.tv_sec = (time_t)(period / 1000000000u);
+  its.it_interval.tv_nsec = (long)(period % 1000000000u);
   ctx->tmr.next_ns = when;
   return timer_settime(ctx->tmr.u.posix, TIMER_ABSTIME, &its, NULL);
 }
 
-/* Signal context. */
-static uint32_t posix_rearm(ljp_ctx *ctx)
+/* Signal context. The signal stands for the expiry scheduled (next_ns)
+** and the overrun ones after it; the next comes a random gap after the
+** last of them. An expiry already past fires at once, and the kernel
+** counts the periods it skipped as that signal's overrun: no clock read. */
+static uint32_t posix_rearm(ljp_ctx *ctx, int overrun)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
-  uint64_t now = clock_ns(clock_of(ctx)), next = ctx->tmr.next_ns;
-  uint64_t w = 1, missed;
-  if (now >= next) {  /* expiries passed while the signal was on its way */
-    missed = (now - next) / period;
-    w += missed;
-    next += missed * period;
-  }
-  next += ljp_timer_gap_ns(ctx);
-  if (next <= now) next = now + 1;
-  arm_at(ctx, next);
+  uint64_t w = 1 + (uint64_t)(overrun > 0 ? overrun : 0);
+  arm_at(ctx, ctx->tmr.next_ns + (w - 1) * period + ljp_timer_gap_ns(ctx));
   return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+}
+
+/* Signal context: the duration is over. */
+static void posix_halt(ljp_ctx *ctx)
+{
+  struct itimerspec its;
+  memset(&its, 0, sizeof(its));
+  timer_settime(ctx->tmr.u.posix, 0, &its, NULL);
 }
 
 static int posix_start(ljp_ctx *ctx, clockid_t clock, char *err, size_t n)
@@ -123,6 +127,6 @@ static void posix_stop(ljp_ctx *ctx)
 }
 
 const ljp_timer_ops ljp_timer_cpu = {"cpu", cpu_start, posix_stop,
-                                     posix_rearm};
+                                     posix_rearm, posix_halt};
 const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, posix_stop,
-                                      posix_rearm};
+                                      posix_rearm, posix_halt};

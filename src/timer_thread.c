@@ -106,4 +106,4 @@ static void thread_stop(ljp_ctx *ctx)
 }
 
 const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,
-                                        NULL};
+                                        NULL, NULL};

@@ -9,11 +9,14 @@
 ** then starts a side trace) is held back by raising g->hookcount, and
 ** released when recording ends: profiling never aborts a trace.
 **
-** It also remembers where each trace started (function and line, to
-** charge compiled-code samples to it) and why traces were aborted (the
-** "hot but interpreted" report). The handler is attached from start to
-** stop, or, after ljprof.watch(), from then on until the state closes, so
-** that traces compiled between runs are known too.
+** It also remembers where each trace started (function and bytecode, as
+** raw values) and why traces were aborted (the "hot but interpreted"
+** report: a repeated abort is counted by a hash of the event's values).
+** An event costs a few stores; names, lines and machine code ranges are
+** learnt for the traces samples land in, at the safe point. The handler
+** is attached from start to stop, or, after ljprof.watch(), from then on
+** until the state closes, so that traces compiled between runs are known
+** too.
 **
 ** jit.attach keeps one handler per event, so attaching would silently
 ** disconnect -jv, -jdump or a user's tool. We find the registry slot of
@@ -35,12 +38,14 @@
 #define UP_PREV   lua_upvalueindex(2)
 #define UP_MC     lua_upvalueindex(3)
 
-/* Learn trace tr's machine code (address and size; 0 when it has none). */
+/* Learn trace tr's machine code (address and size; 0 when it has none)
+** into the code map. */
 static void trace_learn(ljp_ctx *ctx, lua_State *L, int mcidx, lua_Integer tr,
                         uintptr_t *addr, size_t *size)
 {
   *addr = 0;
   *size = 0;
+  if (!lua_isfunction(L, mcidx)) return;
   lua_pushvalue(L, mcidx);
   lua_pushinteger(L, tr);
   if (lua_pcall(L, 1, 2, 0) == 0) {
@@ -66,6 +71,15 @@ static void trinfo_clear(ljp_trinfo *t)
   memset(t, 0, sizeof(*t));
 }
 
+static void trinfo_unresolve(ljp_trinfo *t)
+{
+  free(t->source);
+  free(t->name);
+  t->source = t->name = NULL;
+  t->resolved = 0;
+  t->have_key = 0;
+}
+
 static void aborts_reset(ljp_ctx *ctx)
 {
   uint32_t i;
@@ -77,6 +91,8 @@ static void aborts_reset(ljp_ctx *ctx)
   free(ctx->tr.aborts);
   ctx->tr.aborts = NULL;
   ctx->tr.naborts = 0;
+  memset(ctx->tr.abort_index, 0, sizeof(ctx->tr.abort_index));
+  ctx->tr.nindex = 0;
   ctx->tr.aborts_lost = 0;
 }
 
@@ -96,10 +112,93 @@ void ljp_traces_reset(ljp_ctx *ctx)
   aborts_reset(ctx);
 }
 
-ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace)
+/* Learn trace t's names: its start function must be proven alive (seen
+** live before, in fnames, or found on the stack of the safe point now).
+** A few tries, then it stays unknown (an honest shorter stack). */
+static void trinfo_resolve(ljp_ctx *ctx, lua_State *L, ljp_trinfo *t)
 {
+  const ljp_fname *e = ljp_fnames_peek(&ctx->fnames, t->fn, t->bc);
+  lua_Debug ar;
+  int level;
+  if (!e && L) e = ljp_fnames_get(&ctx->fnames, L, t->fn);
+  if (e) {
+    t->source = strdup(e->source);
+    t->name = e->name ? strdup(e->name) : NULL;
+    t->linedefined = e->linedefined;
+  } else if (L) {
+    for (level = 0; level < 32 && lua_getstack(L, level, &ar); level++) {
+      lua_getinfo(L, "Snf", &ar);  /* pushes the function */
+      if ((uintptr_t)lua_topointer(L, -1) == t->fn && ar.source &&
+          ar.what[0] != 'C') {
+        t->source = strdup(ar.source);
+        t->name = ar.name ? strdup(ar.name) : NULL;
+        t->linedefined = ar.linedefined;
+        ljp_fnames_learn(&ctx->fnames, L, -1, ar.source, ar.name,
+                         ar.linedefined);
+        lua_pop(L, 1);
+        break;
+      }
+      lua_pop(L, 1);
+    }
+  }
+  if (!t->source) {
+    free(t->name);
+    t->name = NULL;
+    t->resolved--;
+    return;
+  }
+  if (t->line < 0) t->line = t->linedefined;
+  t->resolved = 1;
+}
+
+ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, lua_State *L, int32_t trace)
+{
+  ljp_trinfo *t;
   if (trace <= 0 || (uint32_t)trace >= ctx->tr.ninfo) return NULL;
-  return ctx->tr.info[trace].source ? &ctx->tr.info[trace] : NULL;
+  t = &ctx->tr.info[trace];
+  if (!t->fn) return NULL;
+  if (t->resolved <= 0 && t->resolved > -3) trinfo_resolve(ctx, L, t);
+  return t->resolved > 0 ? t : NULL;
+}
+
+void ljp_trace_locate(ljp_ctx *ctx, lua_State *L, uintptr_t pc,
+                      int32_t *trace)
+{
+  int32_t tr = *trace, hit = 0, vmst;
+  uint32_t k;
+  int top, mc;
+  uintptr_t addr;
+  size_t size;
+  if (ljp_codemap_classify(&ctx->map, pc, &hit) == 'N' && hit > 0) {
+    *trace = hit;
+    return;
+  }
+  top = lua_gettop(L);
+  vmst = ljp_vm_state_save(ctx->vm_g);  /* tracemc is a Lua call */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.tracemc_ref);
+  mc = lua_gettop(L);
+  /* The trace the VM state names, then the newest traces. */
+  if (tr > 0 && (uint32_t)tr < ctx->tr.ninfo && ctx->tr.info[tr].fn &&
+      !ctx->tr.info[tr].mc_known) {
+    ctx->tr.info[tr].mc_known = 1;
+    trace_learn(ctx, L, mc, tr, &addr, &size);
+    if (addr && pc >= addr && pc < addr + size) goto out;
+  }
+  for (k = 0; k < 16 && k < ctx->tr.nrecent; k++) {
+    int32_t r = ctx->tr.recent[(ctx->tr.nrecent - 1 - k) & 15];
+    if (r <= 0 || (uint32_t)r >= ctx->tr.ninfo || ctx->tr.info[r].mc_known)
+      continue;
+    ctx->tr.info[r].mc_known = 1;
+    trace_learn(ctx, L, mc, r, &addr, &size);
+    if (addr && pc >= addr && pc < addr + size) {
+      *trace = r;
+      break;
+    }
+  }
+out:
+  lua_settop(L, top);
+  ljp_vm_state_restore(ctx->vm_g, vmst);
+  ljp_epoch_collect();  /* code map arrays replaced above */
 }
 
 /* Chunk, first line and line at pc of the Lua function at fidx. */
@@ -180,69 +279,103 @@ static char *buf_take(ljp_buf *b)
   return s;
 }
 
+/* Start event: (what, tr, func, pc, parent trace, exit): raw values. A
+** start function not seen before (its code may then run only inside
+** traces, never live at a safe point) gets its names now, from its frame
+** a few levels below this handler: frames captured in its traces are
+** named from them. A function seen before costs a hash lookup. */
 static void trace_started(ljp_ctx *ctx, lua_State *L)
 {
-  lua_Debug ar;
-  int line;
-  trinfo_clear(&ctx->tr.pending);
-  if (func_where(ctx, L, 3, 4, &ar, &line)) {
-    lua_Debug fr;
+  ljp_trinfo *t = &ctx->tr.pending;
+  if (t->source || t->name) trinfo_unresolve(t);
+  t->fn = lua_isfunction(L, 3) && !lua_iscfunction(L, 3)
+              ? (uintptr_t)lua_topointer(L, 3) : 0;
+  t->pc = (int32_t)lua_tointeger(L, 4);
+  t->side = lua_type(L, 5) == LUA_TNUMBER;
+  t->bc = ljp_fn_bc(t->fn);  /* the function is alive: a few reads */
+  t->line = t->fn ? ljp_luastack_line_at(t->fn, t->pc) : -1;
+  if (t->fn && !ljp_fnames_has(&ctx->fnames, t->fn)) {
+    lua_Debug ar;
     int level;
-    ctx->tr.pending.source = strdup(ar.source);
-    ctx->tr.pending.linedefined = ar.linedefined;
-    ctx->tr.pending.line = line;
-    ctx->tr.pending.side = lua_type(L, 5) == LUA_TNUMBER; /* parent trace */
-    /* Its name, as its caller calls it (for samples taken when it is no
-    ** longer on the stack): the function is active now, a few levels
-    ** below this event handler. */
-    for (level = 1; level < 8 && lua_getstack(L, level, &fr); level++) {
-      lua_getinfo(L, "nS", &fr);
-      if (fr.linedefined == ar.linedefined && fr.source &&
-          !strcmp(fr.source, ar.source)) {
-        if (fr.name) ctx->tr.pending.name = strdup(fr.name);
-        break;
+    for (level = 1; level < 8 && lua_getstack(L, level, &ar); level++) {
+      lua_getinfo(L, "nSf", &ar);  /* pushes the function */
+      if ((uintptr_t)lua_topointer(L, -1) == t->fn) {
+        ljp_fnames_learn(&ctx->fnames, L, -1, ar.source, ar.name,
+                         ar.linedefined);
+        lua_pop(L, 1);
+        return;
       }
+      lua_pop(L, 1);
     }
-    ctx->tr.pending.fn = (uintptr_t)lua_topointer(L, 3);
-    /* Frames of it captured at a signal are named from this. */
-    ljp_fnames_learn(&ctx->fnames, L, 3, ar.source, ctx->tr.pending.name,
-                     ar.linedefined);
+    /* Not on the stack (a side trace's start): without a name. */
+    if (lua_getinfo(L, ">S", (lua_pushvalue(L, 3), &ar)))
+      ljp_fnames_learn(&ctx->fnames, L, 3, ar.source, NULL, ar.linedefined);
   }
 }
 
-static void trace_stopped(ljp_ctx *ctx, lua_Integer tr, uintptr_t addr,
-                          size_t size)
+static void trace_stopped(ljp_ctx *ctx, lua_Integer tr)
 {
+  ljp_trinfo *t;
   if (tr <= 0 || tr > 65535) return;
   if ((uint32_t)tr >= ctx->tr.ninfo) {
     uint32_t n = ctx->tr.ninfo ? ctx->tr.ninfo : 64;
-    ljp_trinfo *t;
     while (n <= (uint32_t)tr) n *= 2;
     if (!(t = realloc(ctx->tr.info, n * sizeof(ljp_trinfo)))) return;
     memset(t + ctx->tr.ninfo, 0, (n - ctx->tr.ninfo) * sizeof(ljp_trinfo));
     ctx->tr.info = t;
     ctx->tr.ninfo = n;
   }
-  trinfo_clear(&ctx->tr.info[tr]);
-  ctx->tr.info[tr] = ctx->tr.pending;
-  ctx->tr.info[tr].mc_addr = addr;
-  ctx->tr.info[tr].mc_size = size;
+  t = &ctx->tr.info[tr];
+  if (t->source || t->name) trinfo_unresolve(t);
+  *t = ctx->tr.pending;
   memset(&ctx->tr.pending, 0, sizeof(ctx->tr.pending));
+  ctx->tr.recent[ctx->tr.nrecent++ & 15] = (int32_t)tr;
 }
 
-/* Abort event: (what, tr, func, pc, code, info) */
+/* Abort event: (what, tr, func, pc, code, info). The same few kinds of
+** abort recur by the thousand: an event whose values (the start
+** function and bytecode, the code, the info value, where recording
+** stopped) hash like a record's is counted there at once; only a new one
+** is named (its start function searched on the stack, lines read). */
+static uint64_t mixw(uint64_t h, uint64_t v)
+{
+  h = (h ^ v) * 0x9fb21c651e98df25ull;
+  return h ^ (h >> 29);
+}
+
 static void trace_aborted(ljp_ctx *ctx, lua_State *L)
 {
   ljp_buf b = {0};
   lua_Debug ar;
+  ljp_trinfo *p = &ctx->tr.pending;
   char *func = NULL, *info = NULL, *at = NULL;
   int code = (int)lua_tointeger(L, 5), isnum = lua_type(L, 6) == LUA_TNUMBER;
-  int line, start = ctx->tr.pending.line;
-  uint32_t i;
-  uint64_t h;
-  if (!ctx->tr.pending.source) return;
-  ljp_put_location(&b, ctx->tr.pending.source, ctx->tr.pending.linedefined,
-                   ctx->tr.pending.linedefined);
+  int line;
+  uint32_t i, slot;
+  uint64_t raw;
+  if (!p->fn) return;
+  raw = mixw(mixw(mixw(mixw(mixw(mixw(1, p->fn), (uint32_t)p->pc),
+                           (uint32_t)code),
+                      isnum ? (uint64_t)lua_tointeger(L, 6)
+                            : (uintptr_t)lua_topointer(L, 6)),
+                 (uintptr_t)lua_topointer(L, 3)),
+            (uint64_t)lua_tointeger(L, 4));
+  for (i = (uint32_t)raw & (2 * LJP_MAX_ABORTS - 1);
+       ctx->tr.abort_index[i].rec; i = (i + 1) & (2 * LJP_MAX_ABORTS - 1)) {
+    if (ctx->tr.abort_index[i].raw == raw) {
+      ctx->tr.aborts[ctx->tr.abort_index[i].rec - 1].count++;
+      return;
+    }
+  }
+  slot = i;
+  if (ctx->tr.naborts >= LJP_MAX_ABORTS || ctx->tr.nindex >= LJP_MAX_ABORTS) {
+    ctx->tr.aborts_lost++;
+    return;
+  }
+  /* A new kind: its names. */
+  if (p->resolved <= 0) trinfo_resolve(ctx, L, p);
+  if (p->resolved <= 0) return;
+  ljp_put_location(&b, p->source, p->linedefined, p->linedefined);
   func = buf_take(&b);
   b.n = 0;
   if (func_where(ctx, L, 3, 4, &ar, &line))
@@ -261,21 +394,20 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
   info = buf_take(&b);
   ljp_buf_free(&b);
   if (!func || !at || !info) goto out;
-  /* Thousands of aborts of the same few kinds: compare hashes first. */
-  h = (str_hash(func) * 31 + str_hash(info)) * 31 + str_hash(at);
-  h ^= ((uint64_t)(uint32_t)code << 32) ^ (uint32_t)start;
+  /* The same kind under other raw values (another closure of the same
+  ** function): the same record, found by these values from now on. */
   for (i = 0; i < ctx->tr.naborts; i++) {
     ljp_abort *a = &ctx->tr.aborts[i];
-    if (a->hash == h && a->code == code && a->line == start &&
-        !strcmp(a->func, func) && !strcmp(a->info, info) &&
-        !strcmp(a->at, at)) {
+    if (a->code == code && a->line == p->line && !strcmp(a->func, func) &&
+        !strcmp(a->info, info) && !strcmp(a->at, at)) {
       a->count++;
+      if (ctx->tr.nindex < LJP_MAX_ABORTS) {
+        ctx->tr.nindex++;
+        ctx->tr.abort_index[slot].raw = raw;
+        ctx->tr.abort_index[slot].rec = i + 1;
+      }
       goto out;
     }
-  }
-  if (ctx->tr.naborts >= LJP_MAX_ABORTS) {
-    ctx->tr.aborts_lost++;
-    goto out;
   }
   if (!(ctx->tr.naborts & (ctx->tr.naborts + 1))) {  /* 0, 1, 3, 7...: grow */
     ljp_abort *t = realloc(ctx->tr.aborts,
@@ -283,14 +415,18 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
     if (!t) goto out;
     ctx->tr.aborts = t;
   }
+  if (ctx->tr.nindex < LJP_MAX_ABORTS) {
+    ctx->tr.nindex++;
+    ctx->tr.abort_index[slot].raw = raw;
+    ctx->tr.abort_index[slot].rec = ctx->tr.naborts + 1;
+  }
   ctx->tr.aborts[ctx->tr.naborts].func = func;
-  ctx->tr.aborts[ctx->tr.naborts].line = start;
+  ctx->tr.aborts[ctx->tr.naborts].line = p->line;
   ctx->tr.aborts[ctx->tr.naborts].code = code;
   ctx->tr.aborts[ctx->tr.naborts].info = info;
   ctx->tr.aborts[ctx->tr.naborts].info_is_num = isnum;
   ctx->tr.aborts[ctx->tr.naborts].at = at;
   ctx->tr.aborts[ctx->tr.naborts].count = 1;
-  ctx->tr.aborts[ctx->tr.naborts].hash = h;
   ctx->tr.naborts++;
   return;
 out:
@@ -314,31 +450,27 @@ int ljp_traces_event(ljp_ctx *ctx, lua_State *L)
     ctx = NULL;
   const char *what = lua_tostring(L, 1);
   if (ctx && what) {
-    if (!strcmp(what, "start")) {
+    if (what[0] == 's' && what[2] == 'a') {  /* "start" */
       ljp_hook_recording(&ctx->hook, ctx->vm_g, 1);
       trace_started(ctx, L);
       ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_START);
-    } else if (!strcmp(what, "stop")) {
-      uintptr_t addr;
-      size_t size;
+    } else if (what[0] == 's') {             /* "stop" */
       ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_STOP);
-      trace_learn(ctx, L, UP_MC, lua_tointeger(L, 2), &addr, &size);
-      trace_stopped(ctx, lua_tointeger(L, 2), addr, size);
-    } else if (!strcmp(what, "abort")) {
+      trace_stopped(ctx, lua_tointeger(L, 2));
+    } else if (what[0] == 'a') {             /* "abort" */
       trace_aborted(ctx, L);
       trinfo_clear(&ctx->tr.pending);
-    } else if (!strcmp(what, "flush")) {
+    } else if (what[0] == 'f') {             /* "flush" */
       ljp_codemap_trace_flush(&ctx->map);
       trinfo_clear_all(ctx);
+      ctx->tr.nrecent = 0;
+      /* The replaced code map: freed once no handler can hold it. */
+      ljp_epoch_collect();
     }
     /* Recording is over (any event but "start"): a hook held back is
     ** released, samples that waited for the recorder are armed. */
-    if (strcmp(what, "start") != 0)
+    if (!(what[0] == 's' && what[2] == 'a'))
       ljp_hook_recording(&ctx->hook, ctx->vm_g, 0);
-    /* Trace code ranges replaced above: free the old arrays once no
-    ** handler can hold them (a long run compiling many traces would
-    ** otherwise keep them all). */
-    ljp_epoch_collect();
   }
   return nargs;
 }
@@ -443,8 +575,8 @@ static int traces_installed(ljp_ctx *ctx, lua_State *L);
 
 void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
 {
-  int top = lua_gettop(L), mc;
-  lua_Integer tr, miss = 0;
+  int top = lua_gettop(L);
+  lua_Integer tr;
   /* Installed since ljprof.watch(): keep it, and what it saw. */
   int keep = traces_installed(ctx, L);
   if (!keep) {
@@ -467,28 +599,17 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     ljp_traces_reset(ctx);
     return;
   }
-  /* Traces compiled before the start. Numbers are reused lowest-first, so
-  ** live traces are dense; stop after a long run of free numbers. Where a
-  ** trace started is kept from an earlier run of this state only if its
-  ** machine code is still the same (else the number was reused). */
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.tracemc_ref);
-  mc = lua_gettop(L);
-  for (tr = 1; tr < (lua_Integer)ctx->tr.ninfo; tr++) {
-    ljp_trinfo *ti = &ctx->tr.info[tr];
-    uintptr_t addr = 0;
-    size_t size = 0;
-    if (!ti->source) continue;
-    if (lua_isfunction(L, mc)) trace_learn(ctx, L, mc, tr, &addr, &size);
-    if (!addr || addr != ti->mc_addr || size != ti->mc_size) trinfo_clear(ti);
-    else ti->have_key = 0;   /* stack ids are per run */
+  /* Traces compiled before the start: their starts are unknown (unless
+  ** ljprof.watch() kept the handler attached); their machine code ranges
+  ** are learnt when a sample lands in one. Infos kept from an earlier run
+  ** lose their ranges and stack keys (the code map and store are new). */
+  if (!keep) {
+    trinfo_clear_all(ctx);
+    ctx->tr.nrecent = 0;
   }
-  if (lua_isfunction(L, mc)) {
-    for (tr = 1; tr < 65536 && miss < 1024; tr++) {
-      uintptr_t addr;
-      size_t size;
-      trace_learn(ctx, L, mc, tr, &addr, &size);
-      miss = addr ? 0 : miss + 1;
-    }
+  for (tr = 1; tr < (lua_Integer)ctx->tr.ninfo; tr++) {
+    ctx->tr.info[tr].mc_known = 0;
+    ctx->tr.info[tr].have_key = 0;
   }
   lua_settop(L, top);
 }

@@ -1,8 +1,14 @@
 /*
-** Trace events (traces.c): where each compiled trace started, its code
-** range for the code map, and the aborts of the run, learnt from the
-** jit.attach "trace" handler, which ljprof chains with any other handler.
-** Normal context only.
+** Trace events (traces.c): the recorder's activity (the hook is held back
+** while it runs), where each compiled trace started, its code range for
+** the code map, and the aborts of the run, from the jit.attach "trace"
+** handler, which ljprof chains with any other handler.
+**
+** Cost rule: an event costs a few stores (no allocation, no lookup of
+** names, no copy of machine code): luacheck compiles and aborts ~230,000
+** traces a run. What a sample needs of a trace (its start function's
+** names and line, its machine code range) is learnt when a sample lands
+** in it, at the safe point. Normal context only.
 */
 #ifndef LJP_TRACES_H
 #define LJP_TRACES_H
@@ -14,20 +20,27 @@
 
 
 typedef struct ljp_trinfo {
-  char *source;             /* start function's chunk name (NULL: unknown) */
+  /* From the events (raw, a few stores). */
+  uintptr_t fn;             /* start function object (0: no such trace);
+                               alive only as long as proven (fnames, or
+                               found on the live stack) */
+  uintptr_t bc;             /* its prototype's first instruction (0:
+                               unknown) */
+  int32_t pc;               /* start bytecode index */
+  int side;                 /* a side trace (starts at another's exit) */
+  int line;                 /* line the trace starts at (-1: unknown) */
+  /* Learnt when a sample needs them (ljp_trace_info). */
+  int resolved;             /* 1: names below; < 0: tries that failed */
+  char *source;             /* start function's chunk name */
   char *name;               /* its name where it was called, or NULL */
   int linedefined;          /* start function's first line */
-  int line;                 /* line the trace starts at */
-  int side;                 /* a side trace (starts at another's exit) */
   int have_key;             /* a sample found the start function on the */
   uint32_t stack, func;     /* stack: its keys, for samples that do not */
-  uintptr_t fn;             /* start function object (compared with frames
-                               captured at a signal; 0: unknown) */
-  uintptr_t mc_addr;        /* machine code, to tell a trace that is still */
-  size_t mc_size;           /* there from a reused trace number */
+  int mc_known;             /* machine code range learnt (code map) */
 } ljp_trinfo;
 
 typedef struct ljp_abort {
+  uint64_t raw;             /* hash of the event's values, as they came */
   char *func;               /* function the trace started in: chunk:line */
   int line;                 /* start line */
   int code;                 /* LuaJIT's trace error code (jit.vmdef.traceerr) */
@@ -60,8 +73,16 @@ typedef struct ljp_tracest {
   ljp_trinfo *info;         /* by trace number: where it started */
   uint32_t ninfo;
   ljp_trinfo pending;       /* the trace being recorded */
+  int32_t recent[16];       /* traces stopped lately, ring: machine code
+                               ranges to learn when a sample's PC is in
+                               none known */
+  uint32_t nrecent;
   ljp_abort *aborts;
   uint32_t naborts;
+  struct { uint64_t raw; uint32_t rec; } abort_index[2 * LJP_MAX_ABORTS];
+                            /* an event's raw values -> record + 1 (the
+                               same record may have several) */
+  uint32_t nindex;
   ljp_linecache linecache[LJP_LINECACHE];
   uint64_t aborts_lost;     /* abort events beyond LJP_MAX_ABORTS records */
   uint64_t events, event_ns; /* trace events handled, time in our handler */
@@ -77,7 +98,14 @@ void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
 ** ljp_traces_chain, which then calls the handler ours replaced. */
 int ljp_traces_event(ljp_ctx *ctx, lua_State *L);
 int ljp_traces_chain(lua_State *L, int nargs);
-ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, int32_t trace);
+/* Trace tr's start, its names learnt now if need be (L: the profiled
+** state at its safe point); NULL when unknown or unprovable. */
+ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, lua_State *L, int32_t trace);
+/* Safe point: the trace whose machine code holds pc (a sample's PC in
+** compiled code, vmstate naming trace *trace): ranges learnt as needed
+** (jit.util.tracemc); *trace corrected when another trace holds pc. */
+void ljp_trace_locate(ljp_ctx *ctx, lua_State *L, uintptr_t pc,
+                      int32_t *trace);
 void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
 /* Trace infos survive between runs of a state (validated at each start by
 ** the trace's machine code); aborts are per run. */

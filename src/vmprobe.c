@@ -681,6 +681,18 @@ int32_t ljp_vm_hookcount_get(uintptr_t g)
 }
 
 /* Hold back (hold != 0) or release an armed count hook. */
+int32_t ljp_vm_state_save(uintptr_t g)
+{
+  if (!ljp_vml.vmstate_ok || !g) return 0;
+  return *(volatile int32_t *)(g + ljp_vml.g_vmstate);
+}
+
+void ljp_vm_state_restore(uintptr_t g, int32_t st)
+{
+  if (ljp_vml.vmstate_ok && g && st)
+    *(volatile int32_t *)(g + ljp_vml.g_vmstate) = st;
+}
+
 void ljp_vm_hookcount(uintptr_t g, int32_t count)
 {
   if (ljp_vml.hookcount_ok && g)

@@ -59,6 +59,11 @@ int ljp_vm_jit_idle(uintptr_t g);
 int32_t ljp_vm_hookcount_get(uintptr_t g);
 /* Set g->hookcount (no-op when unknown). */
 void ljp_vm_hookcount(uintptr_t g, int32_t count);
+/* g->vmstate as it is (0 when unknown), and put back: a Lua call made
+** from a hook returns with the state "C" (its caller is C code) and the
+** interpreter would run on under it until its next call returns. */
+int32_t ljp_vm_state_save(uintptr_t g);
+void ljp_vm_state_restore(uintptr_t g, int32_t st);
 /* Fault-safe read of our own memory: 0, or -1 for an unreadable range. */
 int ljp_peek(void *dst, uintptr_t src, size_t n);
 /* This process's id for process_vm_readv, without a getpid() system call

@@ -65,6 +65,14 @@ function M.jitp(name, label, opts, rate)
   return c
 end
 
+M.SWEEP_RATES = {100, 3000, 10000}
+M.IDLE = "Gi60000"
+function M.idle_ljprof()
+  return M.ljprof("idle", "ljprof `-jprof=Gi60000` (no samples)", M.IDLE, 0, "cpu")
+end
+function M.idle_jitp()
+  return M.jitp("jpidle", "jit.p `-jp=Gi60000` (no samples)", M.IDLE, 0)
+end
 -- The configurations of the overhead table, run on every workload: the
 -- same view (-jp's 'G': folded stacks, 100 frames deep) in both profilers.
 function M.base()
@@ -79,24 +87,15 @@ function M.base()
              "G/clock=wall/rate=1000/native=off", 1000, "wall"),
     M.jitp("jp10", "jit.p `-jp=Gi10` (10 ms)", "Gi10", 100),
     M.jitp("jp1", "jit.p `-jp=Gi1` (1 ms)", "Gi1", 1000),
+    -- both started with a 60 s interval: their fixed costs alone
+    M.idle_ljprof(), M.idle_jitp(),
   }
 end
 
 -- Extra configurations for the overhead-against-rate plot, run on the
--- sweep workloads in the same rounds: ljprof's wall clock at more rates,
--- and both profilers started with a 60 s interval, so that they take
--- (almost) no sample: their fixed costs (start, stop, trace events,
--- changed compiled code) without the cost of sampling.
-M.SWEEP_RATES = {100, 3000, 10000}
-M.IDLE = "Gi60000"
-function M.idle_ljprof()
-  return M.ljprof("idle", "ljprof `-jprof=Gi60000` (no samples)", M.IDLE, 0, "cpu")
-end
-function M.idle_jitp()
-  return M.jitp("jpidle", "jit.p `-jp=Gi60000` (no samples)", M.IDLE, 0)
-end
+-- sweep workloads in the same rounds: ljprof's wall clock at more rates.
 function M.sweep()
-  local t = {M.idle_ljprof(), M.idle_jitp()}
+  local t = {}
   for _, r in ipairs(M.SWEEP_RATES) do
     t[#t + 1] = M.ljprof("wall" .. r, "ljprof wall " .. r .. " Hz",
                          "G/clock=wall/rate=" .. r, r, "wall")
@@ -104,11 +103,22 @@ function M.sweep()
   return t
 end
 
+-- Unprofiled, with n allocations made first (bench/probe.lua's
+-- LJPROF_BENCH_LAYOUT): how much the trace counts move without any
+-- profiler, only because the heap layout changed.
+function M.shifted(n)
+  local c = M.plain()
+  c.name, c.label, c.env = "shift" .. n, "plain, " .. n .. " allocations first",
+                           {LJPROF_BENCH_LAYOUT = tostring(n)}
+  return c
+end
+
 -- The configurations of the trace-event counts.
 function M.jit()
   local b = {}
   for _, c in ipairs(M.base()) do b[c.name] = c end
-  return {b.plain, M.idle_ljprof(), b.cpu1, b.wall1k, M.idle_jitp(), b.jp10, b.jp1}
+  return {b.plain, M.shifted(100), M.shifted(500), M.idle_ljprof(), b.cpu1, b.wall1k,
+          M.idle_jitp(), b.jp10, b.jp1}
 end
 
 -- The ljprof configuration compared with each jit.p one (same interval).

@@ -37,6 +37,9 @@ function M.run(ctx)
     ref[w] = assert(r, "the unprofiled run of " .. w .. " crashed").out
   end
   for rep = 1, ctx.reps do
+    -- One heap layout per round, the same for every configuration of it
+    -- (bench/probe.lua, LJPROF_BENCH_LAYOUT).
+    local layout = M.layout(rep)
     for _, w in ipairs(ctx.workloads) do
       proc.log("overhead round %d/%d %-12s", rep, ctx.reps, w)
       -- The order rotates by one configuration each round, so that none
@@ -45,7 +48,9 @@ function M.run(ctx)
       for k = 1, #list do
         local c = list[(k + rep - 2) % #list + 1]
         c.prepare()
-        local r = proc.run_retry(c.name .. " " .. w, c.argv(ctx.script(w)), merged(ctx.env, c.env))
+        local env = merged(ctx.env, c.env)
+        env.LJPROF_BENCH_LAYOUT = tostring(layout)
+        local r = proc.run_retry(c.name .. " " .. w, c.argv(ctx.script(w)), env)
         if r and r.out ~= ref[w] then
           res.mismatches[#res.mismatches + 1] = string.format("%s under %s, round %d", w, c.name, rep)
           proc.log("\n!! %s under %s printed different output\n", w, c.name)
@@ -64,6 +69,12 @@ function M.run(ctx)
     end
   end
   return res
+end
+
+-- The heap layout of round rep: a number of early allocations, spread
+-- over 0..1000 (deterministic, so two runs of the suite match).
+function M.layout(rep)
+  return (rep * 389) % 1001
 end
 
 -- -- Derived numbers ---------------------------------------------------------

@@ -135,7 +135,8 @@ function M.run(argv, envset)
     error(string.format("%s exited with status %d:\n%s", table.concat(argv, " "),
                         bit.rshift(st, 8), stderr))
   end
-  return {wall = wall, cpu = cpu, out = M.readfile(out) or "", err = M.readfile(err) or ""}
+  return {wall = wall, cpu = cpu, maxrss_kb = tonumber(ru.ru_maxrss),
+          out = M.readfile(out) or "", err = M.readfile(err) or ""}
 end
 
 -- Crashes, for the report: crashes[label] = {crashed=, given_up=}.

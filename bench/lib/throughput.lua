@@ -31,28 +31,30 @@ end
 function M.tables(t)
   local L = {}
   local function p(s) L[#L + 1] = s end
-  p(string.format("Stack keys: the %d distinct (stack, VM state) keys of one profile of **%s** " ..
-    "(`%s`), in the key format `luajit -jprof` records with (full chunk path, function " ..
-    "name and line per frame): %.0f bytes per sampled key on average. `bench/aggbench.c` " ..
-    "compiles src/ring.c and src/table.c in and replays %d samples drawn independently from " ..
-    "the profile's distribution (so consecutive samples rarely share a stack) through " ..
-    "ljprof's per-sample path: ring reserve/publish (the handler's part, without the VM " ..
-    "reads), claim and interning of the stack key and of the leaf function at the safe " ..
-    "point (with the same-as-last-stack shortcut), and aggregation into the (stack, VM " ..
-    "state, zone) and (function, VM state) count tables whenever the ring (%d records of " ..
-    "%d bytes) is half full. The stack walk that builds the key is not in it (see per-sample " ..
-    "cost): the key is copied into the dump buffer instead, as the walk would leave it. " ..
-    "Best of 5 passes over the samples (tables warm); median in brackets.",
-    t.keys, t.source, t.collect, t.key_bytes_mean, t.samples, t.ring_records, t.record_bytes))
+  p(string.format("Stacks: the %d distinct (stack, VM state) keys of one profile of **%s** " ..
+    "(`%s`), %.1f frames per sampled stack on average (%.0f bytes per key as `-jprof`'s text " ..
+    "format writes it: chunk path, function name and line per frame; %d distinct frames). " ..
+    "`bench/aggbench.c` compiles src/ring.c and src/table.c in, interns each frame once (as " ..
+    "complete.c's caches hand out a frame id per stack level) and replays %d samples drawn " ..
+    "independently from the profile's distribution (so consecutive samples rarely share a " ..
+    "stack) through ljprof's per-sample path: ring reserve/publish (the handler's part, " ..
+    "without the VM reads), claim, the stack's frame ids interned as one key and the leaf's " ..
+    "function, and aggregation into the (stack, VM state, zone) and (function, VM state) count " ..
+    "tables whenever the ring (%d records of %d bytes) is half full. The walk that produces " ..
+    "the frame ids is not in it (see per-sample cost): the ids are copied into the frame " ..
+    "buffer instead, as the walk leaves them. Best of 5 passes over the samples (tables warm); " ..
+    "median in brackets.",
+    t.keys, t.source, t.collect, t.key_frames_mean or 0, t.key_bytes_mean, t.frames or 0,
+    t.samples, t.ring_records, t.record_bytes))
   p("")
   p("| path | ns per sample | samples per second |")
   p("|---|---|---|")
   local rows = {
     {"ring only (reserve, publish, claim, retire)", "ring"},
-    {"ring -> count tables (ljprof's aggregation stage, keys already interned)", "count"},
-    {"+ copying the key into the dump buffer", "copy"},
-    {"+ hashing the key (ljp_hash), no table lookup", "hash"},
-    {"**whole path: ring -> interned key -> count tables**", "full"},
+    {"ring -> count tables (ljprof's aggregation stage, stacks already interned)", "count"},
+    {"+ copying the frame ids into the frame buffer", "copy"},
+    {"+ hashing them (ljp_hash), no table lookup", "hash"},
+    {"**whole path: ring -> interned stack of frame ids -> count tables**", "full"},
     {"whole path, every sample a different stack in turn", "distinct"},
   }
   for _, row in ipairs(rows) do
@@ -66,17 +68,16 @@ function M.tables(t)
   local function mem(n)
     local s = t["mem_" .. n .. "_stacks"]
     if not s then return end
-    p(string.format("| %d | %.0f | %.0f | %.2f |", s, t["mem_" .. n .. "_key_bytes"],
-                    t["mem_" .. n .. "_bytes_per_stack"],
-                    t["mem_" .. n .. "_bytes_per_stack"] / t["mem_" .. n .. "_key_bytes"]))
+    p(string.format("| %d | %.1f | %.0f |", s, t["mem_" .. n .. "_frames_per_stack"] or 0,
+                    t["mem_" .. n .. "_bytes_per_stack"]))
   end
-  p("Memory held by the string table and both count tables after aggregating each distinct " ..
-    "stack once (the profile's own keys, then 100 000 keys made by appending a distinct " ..
-    "synthetic leaf frame to them). The ring is a fixed " ..
+  p("Memory held by the stack table, the frame table and both count tables after aggregating " ..
+    "each distinct stack once (the profile's own stacks, then 100 000 stacks made by putting " ..
+    "a distinct synthetic frame on top of them). The ring is a fixed " ..
     string.format("%.0f KB", t.ring_records * t.record_bytes / 1024) .. " on top.")
   p("")
-  p("| unique stacks | key bytes (mean) | bytes per unique stack | ÷ key length |")
-  p("|---|---|---|---|")
+  p("| unique stacks | frames per stack (mean) | bytes per unique stack |")
+  p("|---|---|---|")
   mem(t.keys)
   mem(100000)
   p("")

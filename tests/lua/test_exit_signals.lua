@@ -20,6 +20,11 @@ local function sh(cmd)
   return s
 end
 
+-- The blocking child of the os.execute kind: a duration of its own (the
+-- test kills it by its command line; another run of this test, in another
+-- checkout, must not kill ours).
+local SLEEP = string.format("29.%06d", (os.time() * 7919 + math.floor(os.clock() * 1e6)) % 1000000)
+
 -- Warm up in spin (0.3 s of CPU), say "ready", then block() forever.
 local PRELUDE = [[
 local function spin(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
@@ -38,7 +43,7 @@ local function block() local x = 0 for i = 1, 1e15 do x = x + i % 3 end return x
 local function block() return io.read("*l") end
 ]],
   execute = [[
-local function block() return os.execute("sleep 29.5") end
+local function block() return os.execute("sleep SLEEP") end
 ]],
   ccall = [[
 local ffi = require("ffi")
@@ -55,7 +60,7 @@ local function block() local s = 0 for i = 1, 1e9 do s = s + lib.ljpf_outer(1e5)
 }
 local ORDER = {"interpreted", "compiled", "read", "execute", "ccall", "ccall_compiled"}
 for _, kind in ipairs(ORDER) do
-  t.write(path(kind .. ".lua"), PRELUDE .. KINDS[kind] ..
+  t.write(path(kind .. ".lua"), PRELUDE .. KINDS[kind]:gsub("SLEEP", SLEEP) ..
     'io.stdout:write("ready\\n") io.stdout:flush()\nblock()\nprint("not reached")\n')
 end
 
@@ -82,8 +87,8 @@ local function run(kind, opt, signals, launcher)
   end
   cmd = cmd .. "; for i in $(seq 2000); do kill -0 $pid 2>/dev/null || break; sleep 0.01; done" ..
     "; if kill -0 $pid 2>/dev/null; then kill -9 $pid; wait $pid; echo status=hung; " ..
-    "else wait $pid; echo status=$?; fi; echo ms=$((($(date +%s%N) - t0) / 1000000)); exec 3>&-; pkill -f '^sleep 29.5$'" ..
-    "; for i in $(seq 100); do pgrep -f '^sh -c sleep 29.5$' >/dev/null || break; sleep 0.02; done; true"
+    "else wait $pid; echo status=$?; fi; echo ms=$((($(date +%s%N) - t0) / 1000000)); exec 3>&-; pkill -f '^sleep " .. SLEEP .. "$'" ..
+    "; for i in $(seq 100); do pgrep -f '^sh -c sleep " .. SLEEP .. "$' >/dev/null || break; sleep 0.02; done; true"
   local s = sh(cmd)
   return s:match("status=(%w+)"), t.read(path("out")) or "", t.read(path("err")) or "",
          tonumber(s:match("ms=(%d+)"))

@@ -44,6 +44,8 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
     lf->nsyn = 1;
     lf->syn[0].kind = LJP_LEAF_C;
     lf->syn[0].cfunc = (lua_CFunction)r->cfunc;
+    lf->syn[0].ffid = r->nlua && r->lua[0].kind > 1 && r->lua[0].cf == r->cfunc
+                          ? r->lua[0].kind : 0;
   } else if (r->vmstate == 'N' && (ti = ljp_trace_info(ctx, L, r->trace))) {
     lua_Debug ar;
     int level;
@@ -445,6 +447,7 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
       if (!f->cf) break;
       s->kind = LJP_LEAF_C;
       s->cfunc = (lua_CFunction)f->cf;
+      s->ffid = f->kind > 1 ? f->kind : 0;
       ljp_name_cfunc(&ctx->cnames, L, s->cfunc, &ctx->scratch);
     } else {
       const ljp_fname *e = ljp_fnames_get(&ctx->fnames, L, f->fn);
@@ -482,8 +485,9 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
 
 static uint32_t syn_frame(ljp_ctx *ctx, const ljp_synframe *s)
 {
-  if (s->kind == LJP_LEAF_C)
-    return c_frame(ctx, LJP_FR_CNAMED, (uintptr_t)s->cfunc, 0);
+  if (s->kind == LJP_LEAF_C)   /* a fast function as one (its id kept) */
+    return c_frame(ctx, s->ffid ? LJP_FR_FFUNC : LJP_FR_CNAMED,
+                   (uintptr_t)s->cfunc, s->ffid);
   return lua_frame(ctx, text(ctx, s->source), text(ctx, s->name),
                    s->linedefined, s->line > 0 ? s->line : s->linedefined);
 }
@@ -653,6 +657,17 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   return e;
 }
 
+/* The C function a record in C ran, when the handler left it unnamed: a
+** fast function captured at the signal by its entry (a fast function's
+** native code, where the walk starts, is its C fallback, not the entry
+** Lua knows: ffi.meta.__call showed as luajit+0x533e0), else the start of
+** the outermost native frame (the lua_CFunction itself). */
+static uintptr_t running_cfunc(ljp_ctx *ctx, const ljp_record *r)
+{
+  if (r->nlua && r->lua[0].kind > 1 && r->lua[0].cf) return r->lua[0].cf;
+  return ljp_native_start(ctx, r, r->nnative - 1);
+}
+
 /* Complete all pending records with L's current stack. */
 void ljp_complete(ljp_ctx *ctx, lua_State *L)
 {
@@ -677,7 +692,7 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
     if (r->vmstate == 'U')
       r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
     if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
-      r->cfunc = ljp_native_start(ctx, r, r->nnative - 1); /* the lua_CFunction */
+      r->cfunc = running_cfunc(ctx, r);
     r->stack = r->func = r->tloc = 0;
     if (!ctx->opt.cb) {  /* aggregating: key by the stack */
       if (r->vmstate == 'N') ljp_trace_locate(ctx, L, r->pc, &r->trace);
@@ -722,7 +737,7 @@ void ljp_complete_offline(ljp_ctx *ctx, lua_State *E)
     if (r->vmstate == 'U')
       r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
     if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
-      r->cfunc = ljp_native_start(ctx, r, r->nnative - 1);
+      r->cfunc = running_cfunc(ctx, r);
     ti = r->vmstate == 'N' ? ljp_trace_info(ctx, NULL, r->trace) : NULL;
     r->stack = r->func = r->tloc = 0;
     memset(&lf, 0, sizeof(lf));
@@ -732,6 +747,8 @@ void ljp_complete_offline(ljp_ctx *ctx, lua_State *E)
       lf.nsyn = 1;
       lf.syn[0].kind = LJP_LEAF_C;
       lf.syn[0].cfunc = (lua_CFunction)r->cfunc;
+      lf.syn[0].ffid = r->nlua && r->lua[0].kind > 1 &&
+                       r->lua[0].cf == r->cfunc ? r->lua[0].kind : 0;
     } else if (ti && ti->have_key && !nn) {
       r->stack = ti->stack;
       r->func = ti->func;

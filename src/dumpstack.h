@@ -29,6 +29,7 @@ typedef enum { LJP_LEAF_NONE, LJP_LEAF_C, LJP_LEAF_LUA } ljp_leaf_kind;
 typedef struct ljp_synframe {
   ljp_leaf_kind kind;        /* LJP_LEAF_C or LJP_LEAF_LUA */
   lua_CFunction cfunc;       /* C */
+  int ffid;                  /* C: a fast function's id (0: a C function) */
   const char *source;        /* Lua: chunk name as in lua_Debug */
   const char *name;          /* Lua: its name, or NULL */
   int linedefined;           /* Lua */
@@ -51,8 +52,9 @@ int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
 ** sample was taken (its frames are the levels, innermost first; depth as
 ** in ljp_dumpstack), appended to sb, except that a C function without a
 ** Lua name prints its stable name (ljp_put_code_name: "luajit+0x92c0",
-** not an ASLR address) when stable is set. Views call this; aggregation
-** never builds text. */
+** not an ASLR address), when stable is set. Fast functions print
+** [builtin#N], as jit.profile does (the views name them by jit.vmdef).
+** Views call this; aggregation never builds text. */
 void ljp_dumpstack_frames(const ljp_store *s, uint32_t stack, const char *fmt,
                           int depth, int stable, ljp_buf *sb);
 

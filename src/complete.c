@@ -485,9 +485,8 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
 
 static uint32_t syn_frame(ljp_ctx *ctx, const ljp_synframe *s)
 {
-  if (s->kind == LJP_LEAF_C)   /* a fast function as one (its id kept) */
-    return c_frame(ctx, s->ffid ? LJP_FR_FFUNC : LJP_FR_CNAMED,
-                   (uintptr_t)s->cfunc, s->ffid);
+  if (s->kind == LJP_LEAF_C)   /* a fast function's id kept */
+    return c_frame(ctx, LJP_FR_CNAMED, (uintptr_t)s->cfunc, s->ffid);
   return lua_frame(ctx, text(ctx, s->source), text(ctx, s->name),
                    s->linedefined, s->line > 0 ? s->line : s->linedefined);
 }

@@ -237,7 +237,16 @@ static void put_stored(ljp_buf *sb, const ljp_store *s, const char *fmt,
       }
       nat_done = 1;
     } else if (f->kind == LJP_FR_CNAMED) {
-      ljp_put_cfunc(sb, (lua_CFunction)(uintptr_t)f->ptr);
+      size_t at = sb->n;
+      if (!ljp_put_cfunc(sb, (lua_CFunction)(uintptr_t)f->ptr) && f->aux) {
+        sb->n = at;                 /* no name: the fast function's id */
+        ljp_buf_put(sb, "[builtin#", 9);
+        ljp_buf_int(sb, (long)f->aux);
+        ljp_buf_putc(sb, ']');
+      } else if (stable && sb->n > at && sb->b[at] == '@') {
+        sb->n = at;                 /* no name at all: a stable one */
+        ljp_put_code_name(sb, (uintptr_t)f->ptr);
+      }
     } else if (f->kind == LJP_FR_C && stable) {
       ljp_put_code_name(sb, (uintptr_t)f->ptr);
     } else if (f->kind == LJP_FR_C) {

@@ -39,7 +39,8 @@ typedef enum {
   LJP_FR_C,         /* a C function on the Lua stack: ptr = its entry,
                        printed as jit.profile does (@0x...) */
   LJP_FR_CNAMED,    /* the C function a sample ran in: ptr = its entry,
-                       printed by name (string.rep, cjson.encode) */
+                       printed by name (string.rep, cjson.encode); aux: a
+                       fast function's id, for one without a known name */
   LJP_FR_FFUNC,     /* a fast function: aux = its id, ptr = its entry */
   LJP_FR_NATIVE     /* a native (C) frame: source = its name */
 } ljp_frame_kind;

@@ -446,7 +446,8 @@ static const char frames_chunk[] =
   "end\n"
   "c()\n"
   "pcall(c)\n"
-  "coroutine.wrap(function()\n"
+  "local wrap = coroutine._wrap or coroutine.wrap  -- OpenResty: LuaJIT's\n"
+  "wrap(function()\n"
   "  pcall(c)\n"
   "end)()\n";
 

@@ -217,7 +217,7 @@ static int probe_other(lua_State *L)
 
 /* Find L->base, the function slot, GCfuncC.f and the ffid byte from
 ** inside probe_cfunc; its arguments: the probe closure itself, two
-** numbers, a Lua function, print, a Lua function, type, a number and a
+** numbers, a Lua function, rawequal, a Lua function, type, a number and a
 ** second plain C function. */
 static void learn_frame(lua_State *L)
 {
@@ -264,7 +264,7 @@ static void learn_frame(lua_State *L)
   }
   {
     /* Two objects of each kind: the probe and another plain C function
-    ** (ffid 1), two Lua functions (0), print and type (two different
+    ** (ffid 1), two Lua functions (0), rawequal and type (two different
     ** ffids > 1). One pair per kind keeps a byte that only happens to
     ** match (a GC mark) from counting. */
     static const int idx[6] = {1, 9, 4, 6, 5, 7};
@@ -411,17 +411,22 @@ static void learn_g_fields(void)
              "thread", n);
 }
 
-/* Call 1 on the probing thread, call 2 in a coroutine. */
+/* Call 1 on the probing thread, call 2 in a coroutine. With LuaJIT's own
+** coroutine functions: OpenResty's lua-nginx-module keeps them as
+** coroutine._create/_resume/_wrap and replaces the public ones with
+** versions that yield to nginx (refused in init_worker_by_lua). */
 static const char probe_chunk[] =
   "local probe, other = ...\n"
-  "probe(probe, 1, 2, function() end, print, function() end, type, 3, "
+  "probe(probe, 1, 2, function() end, rawequal, function() end, type, 3, "
   "other)\n"
-  "coroutine.resume(coroutine.create(function() probe(probe, 1, 2) "
-  "end))\n";
+  "local co = coroutine\n"
+  "local create, resume = co._create or co.create, co._resume or co.resume\n"
+  "resume(create(function() probe(probe, 1, 2) end))\n";
 /* Call 3, in a coroutine: the handler's read chain, replayed. */
 static const char replay_chunk[] =
   "local probe = ...\n"
-  "coroutine.wrap(function() probe(probe, 1, 2) end)()\n";
+  "local wrap = coroutine._wrap or coroutine.wrap\n"
+  "wrap(function() probe(probe, 1, 2) end)()\n";
 
 static void run_probe(lua_State *L)
 {

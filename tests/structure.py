@@ -16,11 +16,14 @@ broken:
     no libc, no other src file (it is async-signal-safe by construction);
   - libljprof.so does not depend on libunwind (its _Unwind_* exports
     would bind a host's C++/LuaJIT exceptions to it, issue 15), and
-    exports no _Unwind_* symbol itself.
+    exports no _Unwind_* symbol itself;
+  - its SONAME is libljprof.so.N, N the major of meson's project version
+    (libljprof.so.0 for 0.1.0), and libljprof.so.N is in the build tree.
 
 Usage: tests/structure.py BUILD_DIR [--report]
 """
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -38,11 +41,22 @@ RULES = [
 
 def objects(build):
     objs = {}
-    for o in glob.glob(os.path.join(build, "libljprof.so*.p", "*.o")):
+    # The objects of the library libljprof.so links to (libljprof.so.X.Y.Z):
+    # an older build tree may also hold those of an unversioned one.
+    lib = os.path.realpath(os.path.join(build, "libljprof.so"))
+    pdir = lib + ".p" if os.path.isdir(lib + ".p") else os.path.join(build, "libljprof.so*.p")
+    for o in glob.glob(os.path.join(pdir, "*.o")):
         base = os.path.basename(o)
         if base.startswith("src_") and base.endswith(".c.o"):
             objs[base[len("src_"):-len(".c.o")]] = o
     return objs
+
+
+def project_version(build):
+    """meson's project version, from the build tree's introspection data."""
+    path = os.path.join(build, "meson-info", "intro-projectinfo.json")
+    with open(path) as f:
+        return json.load(f)["version"]
 
 
 def symbols(path):
@@ -155,6 +169,18 @@ def main():
         for line in exp.splitlines():
             if line.split()[-1].startswith("_Unwind_"):
                 bad.append("libljprof.so exports " + line.split()[-1])
+        want = "libljprof.so." + project_version(build).split(".")[0]
+        soname = [l.split("[")[-1].rstrip("]") for l in dyn.splitlines()
+                  if "(SONAME)" in l]
+        if soname != [want]:
+            bad.append("libljprof.so's SONAME is %s, want %s" %
+                       (soname[0] if soname else "missing", want))
+        elif not os.path.exists(os.path.join(build, want)):
+            bad.append("no %s in the build tree" % want)
+        elif report:
+            print("SONAME: " + want)
+    else:
+        bad.append("no libljprof.so in " + build)
     for b in bad:
         print("structure: " + b)
     return 1 if bad else 0

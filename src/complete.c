@@ -117,12 +117,13 @@ typedef struct nameent {
 } nameent;
 
 /* A whole level: by its prototype (and signature), its PC, and its
-** caller's first instruction and return PC (0, 0 under a C caller): the
-** frame id, with no text looked at and nothing interned. */
+** caller's first instruction, return PC and call instruction (0s under a
+** C caller): the frame id, with no text looked at and nothing interned. */
 #define LEVEL_CACHE 4096
 typedef struct levelent {
   uintptr_t bc, pc, cbc, cpc;
   uint64_t sig;
+  uint32_t cins;
   uint32_t fid;
 } levelent;
 
@@ -145,15 +146,13 @@ void ljp_complete_reset(ljp_ctx *ctx)
   ctx->own_frame = 0;
 }
 
-#define fn_bc ljp_fn_bc
-
 static uint64_t proto_sig(uintptr_t bc)
 {
   int32_t fl[2];
   uint32_t ins;
   memcpy(fl, (const void *)(bc - (uintptr_t)ljp_lsl.bc_first), 8);
   memcpy(&ins, (const void *)bc, 4);
-  return ((uint64_t)(uint32_t)fl[0] << 32 ^ (uint64_t)(uint32_t)fl[1] << 12) ^
+  return (((uint64_t)(uint32_t)fl[0] << 32) ^ ((uint64_t)(uint32_t)fl[1] << 12)) ^
          ins;
 }
 
@@ -247,7 +246,7 @@ static uint32_t name_of(ljp_ctx *ctx, lua_State *L, livestack *ls, int level,
     if (caller->kind != 0) return 0;          /* called by C: no name */
     if (caller->pc && c) {
       uint64_t h;
-      cbc = fn_bc(caller->fn);
+      cbc = ljp_fn_bc(caller->fn);
       pc = caller->pc;
       memcpy(&ins, (const void *)(pc - 4), 4);
       h = (uint64_t)cbc * 31 + pc * 7 + bc;
@@ -280,7 +279,8 @@ static levelent *level_entry(ljp_ctx *ctx, const livestack *ls, int level)
 {
   struct ljp_namecache *c = caches(ctx);
   const ljp_lframe *f = &ls->f[level];
-  uintptr_t bc = fn_bc(f->fn), cbc = 0, cpc = 0;
+  uintptr_t bc = ljp_fn_bc(f->fn), cbc = 0, cpc = 0;
+  uint32_t cins = 0;
   uint64_t sig, h;
   levelent *e;
   if (!c) return NULL;
@@ -288,8 +288,9 @@ static levelent *level_entry(ljp_ctx *ctx, const livestack *ls, int level)
     const ljp_lframe *caller = &ls->f[level + 1];
     if (caller->kind == 0) {
       if (!caller->pc) return NULL;
-      cbc = fn_bc(caller->fn);
+      cbc = ljp_fn_bc(caller->fn);
       cpc = caller->pc;
+      memcpy(&cins, (const void *)(cpc - 4), 4);  /* the call */
     }
   } else if (!(ls->bottom && level == ls->m - 1)) {
     return NULL;
@@ -298,13 +299,14 @@ static levelent *level_entry(ljp_ctx *ctx, const livestack *ls, int level)
   h = ((uint64_t)bc * 31 + f->pc) * 31 + cbc * 7 + cpc;
   e = &c->level[ljp_hash_addr((uintptr_t)(h ^ (h >> 29))) & (LEVEL_CACHE - 1)];
   if (e->bc == bc && e->pc == f->pc && e->cbc == cbc && e->cpc == cpc &&
-      e->sig == sig)
+      e->sig == sig && e->cins == cins)
     return e;
   e->bc = bc;
   e->pc = f->pc;
   e->cbc = cbc;
   e->cpc = cpc;
   e->sig = sig;
+  e->cins = cins;
   e->fid = 0;
   return e;
 }
@@ -333,7 +335,7 @@ static uint32_t live_frame(ljp_ctx *ctx, lua_State *L, livestack *ls,
              le->fid) {
     id = le->fid;              /* the whole level seen before */
   } else {
-    bc = fn_bc(f->fn);
+    bc = ljp_fn_bc(f->fn);
     if (!(p = proto_of(ctx, L, level, bc)))
       return getstack_frame(ctx, L, level, line);
     if (line > 0) {

@@ -93,9 +93,14 @@ typedef struct ljprof_options {
                              meanwhile, then put back); 0 (default): no */
 } ljprof_options;
 
-/* Default signal: a real-time signal, so that LuaJIT's own jit.profile
-** (SIGPROF) can run in the same process. */
-#define LJPROF_DEFAULT_SIGNAL (SIGRTMIN + 4)
+/* Default signal: SIGURG. Not SIGPROF, so that LuaJIT's own jit.profile
+** can run in the same process; and a signal whose default action is to
+** ignore it, so that a program that resets the signal to SIG_DFL (some
+** daemons reset every signal) is not ended by the next tick, as it was by
+** a real-time signal's default action: the run then says so in one line
+** and keeps its samples. Per-thread timers deliver it to the profiled
+** thread; a tick merged into a pending one is counted as its overrun. */
+#define LJPROF_DEFAULT_SIGNAL SIGURG
 
 LJPROF_API void ljprof_options_init(ljprof_options *opt);
 

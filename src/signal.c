@@ -262,7 +262,7 @@ int ljp_signal_install(int signo, char *err, size_t errlen)
   case SIGABRT: case SIGCHLD:
     snprintf(err, errlen, "ljprof: signal %d (%s) cannot be the sampling "
              "signal: it reports faults, aborts or children (accepted: a "
-             "free signal such as SIGRTMIN+4 (the default), SIGUSR1/2, or "
+             "free signal such as SIGURG (the default), SIGRTMIN+4, SIGUSR1/2, or "
              "SIGPROF with clock itimer)", signo, strsignal(signo));
     return -1;
   default:

@@ -104,7 +104,7 @@ for _, c in ipairs {
     if c.clock == "itimer" then
       t.eq(st.signal, 27, "itimer uses SIGPROF")
     else
-      t.eq(st.signal, SIGRTMIN + 4, "default signal is SIGRTMIN+4")
+      t.eq(st.signal, 23, "default signal is SIGURG")
     end
   end)
 end

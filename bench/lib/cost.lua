@@ -207,15 +207,19 @@ end
 -- Per-signal stage costs of one profiled run, in ns.
 local function stages(r)
   local st = r.st
-  local n = st.signals
+  -- The steady state when the workload marked the end of its warm-up
+  -- (one-time costs, such as loading a library's symbols at the first
+  -- native frame, left out), else the whole run.
+  local function v(k) return st["steady_" .. k] or st[k] end
+  local n = v("signals")
   if not n or n == 0 then return nil end
-  local hook = st.hook_ns / n
-  local dump = st.complete_ns / n
-  local agg = st.aggregate_ns / n
+  local hook = v("hook_ns") / n
+  local dump = v("complete_ns") / n
+  local agg = v("aggregate_ns") / n
   return {
-    handler = st.handler_ns / n, dump = dump, agg = agg,
+    handler = v("handler_ns") / n, dump = dump, agg = agg,
     other = math.max(0, hook - dump - agg),
-    total = st.handler_ns / n + math.max(hook, dump + agg),
+    total = v("handler_ns") / n + math.max(hook, dump + agg),
     sp = st.safepoints / n, rate = n / r.wall,
     frames = st.top_frames, nframes = (st.native_frames or 0) / n,
   }
@@ -284,7 +288,11 @@ function M.tables(res)
     "profiled − CPU unprofiled) / signals: everything a sample costs the process, including " ..
     "the kernel delivering the signal, the timer's re-arm and LuaJIT calling the hook; median " ..
     "(IQR) of the paired rounds, and *min* = (fastest profiled − fastest unprofiled) / signals, " ..
-    "less sensitive to other load. *frames* = items in the most-sampled key (the DEPTH frames, " ..
+    "less sensitive to other load. The stage timers count the steady state: from a tenth into " ..
+    "the leaf's work (deep.lua calls the wrapper's mark there) to the end, so one-time costs " ..
+    "(learning LuaJIT's layouts at start, loading a library's symbols at its first native " ..
+    "frame: ~1-2 ms each) are not spread over the samples; the differential includes them. " ..
+    "*frames* = items in the most-sampled key (the DEPTH frames, " ..
     "the wrapper's and luajit's own, and native frames).",
     ITERS.lua, ITERS.c, record_opts(true):gsub("native=true", "native=true|false"), res.reps))
   p("")

@@ -261,7 +261,7 @@ const char *ljprof_dumpstack(lua_State *L, const char *fmt, int depth,
                              size_t *len)
 {
   ljp_buf *sb;
-  if (!ljp_ffid_known()) ljp_ffid_learn(L); /* first use, never profiled */
+  ljp_run_learn_layouts();  /* once: a dump before any run needs them */
   if (!(sb = ljp_q_dump_buffer())) { if (len) *len = 0; return ""; }
   if (ljp_dumpstack(L, NULL, sb, fmt ? fmt : "", depth) != 0) {
     if (len) *len = 0;

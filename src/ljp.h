@@ -226,6 +226,9 @@ void ljp_run_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */
 /* Keep the trace handler attached until the state closes (ljprof.watch). */
 int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries);
 const ljp_timer_ops *ljp_timer_for(ljprof_clock c);  /* NULL: bad clock */
+/* LuaJIT's layouts and fast-function ids, learnt once per process in a Lua
+** state of ljprof's own (retried a few times if incomplete). */
+void ljp_run_learn_layouts(void);
 
 /* The C API's context lookup (api.c): only entry points call it. */
 ljp_ctx *ljp_ctx_get(lua_State *L, int create);

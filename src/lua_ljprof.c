@@ -791,7 +791,8 @@ static const luaL_Reg ljprof_funcs[] = {
 
 int luaopen_ljprof(lua_State *L)
 {
-  ljp_ffid_learn(L);  /* fast-function ids, while Lua may be called */
+  ljp_ffid_learn_own();  /* fast-function ids, in a state of ljprof's own */
+  ljp_cname_refresh(L);  /* the program's C functions' names: raw reads */
   lua_newtable(L);
   luaL_register(L, NULL, ljprof_funcs);
   luaL_register(L, NULL, ljp_spawn_funcs);  /* the command's (spawn.c) */

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <lauxlib.h>
+#include <lualib.h>
 
 #include "names.h"
 #include "table.h"
@@ -334,6 +335,29 @@ void ljp_names_release(void)
   pthread_mutex_unlock(&ff_mu);
 }
 
+void ljp_ffid_learn_own(void)
+{
+  lua_State *S;
+  if (ljp_ffid_known() || !(S = luaL_newstate())) return;
+  luaL_openlibs(S);
+  lua_getglobal(S, "require");      /* ffi's metatables are learnt too */
+  lua_pushliteral(S, "ffi");
+  lua_pcall(S, 1, 0, 0);
+  lua_settop(S, 0);
+  ljp_ffid_learn(S);
+  lua_close(S);
+  /* The objects learnt by address were that state's, now freed: their
+  ** addresses may come back as other objects of the program's. Entry
+  ** points stay (the same in every state); an entry shared by several
+  ** fast functions is told apart in the program's state when a dump has
+  ** a helper (c_ffid). */
+  pthread_mutex_lock(&ff_mu);
+  free(ff_obj);
+  ff_obj = NULL;
+  ff_nobj = ff_objcap = 0;
+  pthread_mutex_unlock(&ff_mu);
+}
+
 int ljp_ffid_known(void)
 {
   int n;
@@ -355,6 +379,12 @@ static int c_ffid(lua_State *L, lua_State *helper)
   const ffentry *k;
   int ffid;
   if (e->used && e->fn == fn && e->cf == cf) return e->ffid;
+  if (ljp_vml.frame_ok && fn) {
+    /* The object's own function-kind byte, which the VM probe proved
+    ** holds the fast-function id (0 Lua, 1 a plain C function). */
+    ffid = ((const unsigned char *)fn)[ljp_vml.fn_ffid];
+    return ffid > 1 ? ffid : 0;
+  }
   pthread_mutex_lock(&ff_mu);
   if ((k = ff_get(ff_obj, ff_objcap, 1, fn, cf))) ffid = k->ffid;
   else if ((k = ff_get(ff_entry, ff_entrycap, 0, NULL, cf))) ffid = k->ffid;

@@ -27,6 +27,12 @@
 ** closure. Calls Lua: normal context, L running. */
 void ljp_ffid_learn(lua_State *L);
 int ljp_ffid_known(void);         /* has anything been learnt? */
+/* The same, once per process, in a Lua state of ljprof's own (made and
+** closed here): the ids and entries of LuaJIT's libraries are the same in
+** every state, and learning calls Lua and allocates, which would shift
+** the program's objects (and LuaJIT's choice of traces with them). The
+** program's own modules are named by ljp_cname_refresh (raw reads). */
+void ljp_ffid_learn_own(void);
 /* Forget every name learnt (the library is being unloaded). */
 void ljp_names_release(void);
 

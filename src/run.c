@@ -24,6 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <lauxlib.h>
+#include <lualib.h>
+
 #include "ljp.h"
 #include "luastack.h"
 #include "objects.h"
@@ -133,17 +136,44 @@ static void codemap_down(ljp_ctx *ctx, lua_State *L)
   ljp_epoch_collect();
 }
 
+/* LuaJIT's layouts are the same in every Lua state of the process: they
+** are learnt in a state of ljprof's own, made for it and closed after, not
+** in the program's. Learning runs Lua (probe chunks, coroutines, a loop
+** compiled into a trace, jit.util.funcinfo over the libraries) and
+** allocates; in the program's state that moved its objects and bytecode
+** and took hot counters and trace numbers, which changes LuaJIT's choice
+** of traces for the rest of the run (richards: 75 traces unprofiled,
+** 77-84 after `require "ljprof"` and varying from run to run). A few
+** tries per process when something could not be learnt. */
+static pthread_mutex_t learn_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void ljp_run_learn_layouts(void)
+{
+  static int tries;  /* learn_mu: states of several threads may start */
+  lua_State *S;
+  pthread_mutex_lock(&learn_mu);
+  if (!(ljp_vml.vmstate_ok && ljp_lsl.ok && ljp_lsl.jit_ok) && tries < 3 &&
+      (S = luaL_newstate()) != NULL) {
+    tries++;
+    luaL_openlibs(S);
+    ljp_ffid_learn(S);
+    if (ljp_vmprobe(S)) ljp_luastack_probe(S);
+    lua_close(S);
+  }
+  pthread_mutex_unlock(&learn_mu);
+}
+
 static int vm_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)err; (void)n;
-  ljp_ffid_learn(L);
-  ljp_vmprobe(L);
+  ljp_run_learn_layouts();
+  ljp_cname_refresh(L);  /* the program's own modules (raw reads) */
   ctx->vm_g = ljp_vm_global(ctx->L);
   ljp_hook_set_global(&ctx->hook, ctx->vm_g);
   /* Lua frames captured at the signal (not for callbacks: they keep
   ** jit.profile's stacks). */
   ctx->exact_on = 0;
-  if (ctx->vm_g && !ctx->opt.cb && ljp_luastack_probe(L))
+  if (ctx->vm_g && !ctx->opt.cb && ljp_lsl.ok)
     ctx->exact_on = 1;
   return 0;
 }
@@ -447,7 +477,7 @@ void ljp_run_stop(ljp_ctx *ctx, lua_State *L)
 
 int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries)
 {
-  ljp_vmprobe(L);
+  ljp_run_learn_layouts();
   ctx->vm_g = ljp_vm_global(ctx->L);
   ctx->tr.watching = 1;
   if (ctx->state == LJP_IDLE && !ctx->steps_up) {

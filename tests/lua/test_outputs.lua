@@ -69,6 +69,36 @@ local function slurp(path)
   return s
 end
 
+-- A FIFO reader: opens FIFO (non-blocking, so at once), says "open" in
+-- READY, waits with poll for a writer's data and its close, copies all
+-- of it to GOT and says "done" in READY: luajit FIFO_READER FIFO GOT READY.
+local FIFO_READER = dir .. "/fifo_reader.lua"
+t.write(FIFO_READER, [=[
+local ffi = require "ffi"
+ffi.cdef[[
+int open(const char *, int, ...); long read(int, void *, unsigned long); int close(int);
+struct pollfd { int fd; short events, revents; };
+int poll(struct pollfd *, unsigned long, int);
+]]
+local fifo, got, ready = ...
+local function put(path, s) local f = assert(io.open(path, "wb")) f:write(s) f:close() end
+local fd = ffi.C.open(fifo, 0x800)   -- O_RDONLY | O_NONBLOCK
+assert(fd >= 0, "open " .. fifo)
+put(ready, "open")
+local pfd, buf, parts = ffi.new("struct pollfd[1]"), ffi.new("char[65536]"), {}
+pfd[0].fd, pfd[0].events = fd, 1     -- POLLIN
+while true do  -- no POLLHUP before a writer has come (Linux): waits for it
+  if ffi.C.poll(pfd, 1, -1) > 0 then
+    local n = tonumber(ffi.C.read(fd, buf, 65536))
+    if n > 0 then parts[#parts + 1] = ffi.string(buf, n)
+    elseif n == 0 and bit.band(pfd[0].revents, 0x10) ~= 0 then break end  -- POLLHUP: writer gone
+  end
+end
+ffi.C.close(fd)
+put(got, table.concat(parts))
+put(ready, "done")
+]=])
+
 local function leftovers(prefix)
   local p = io.popen("ls -a " .. q(dir))
   local n = {}
@@ -133,16 +163,25 @@ t.case("a FIFO with a reader gets the whole profile; without one, one line", fun
   for _, face in ipairs(FACES) do
     local fifo, got = dir .. "/fifo-" .. face, dir .. "/fifo-" .. face .. ".got"
     assert(os.execute("mkfifo " .. q(fifo)) == 0)
-    -- a reader that waits for the writer (bounded: never hangs the test)
-    os.execute("(timeout 60 cat " .. q(fifo) .. " > " .. q(got) .. " &)")
+    -- The reader holds the FIFO open before the writer starts (a reader
+    -- merely started, as `cat fifo &` was, may not have opened it yet on
+    -- a loaded machine: the writer then rightly says "no reader").
+    local ready = got .. ".ready"
+    os.execute("(timeout 60 " .. LUAJIT .. " " .. q(FIFO_READER) .. " " .. q(fifo) .. " " ..
+               q(got) .. " " .. q(ready) .. " &)")
+    for _ = 1, 600 do
+      if slurp(ready) then break end
+      os.execute("sleep 0.1")
+    end
+    t.ok(slurp(ready) ~= nil, face .. ": the reader has the FIFO open")
     local rc, out = faces[face](fifo)
     t.eq(rc, 0, face .. ": status\n" .. out)
     local data
-    for _ = 1, 50 do  -- the reader finishes right after the writer closes
-      data = slurp(got)
-      if data and #data > 0 then break end
+    for _ = 1, 100 do  -- the reader finishes right after the writer closes
+      if slurp(ready) == "done" then break end
       os.execute("sleep 0.1")
     end
+    data = slurp(got)
     t.ok(data and #data > 0 and data:sub(-1) == "\n", face .. ": the reader got the profile")
     t.eq(kind(fifo), "fifo", face .. ": still a FIFO")
     if face ~= "record" then  -- the C option says it on stderr, stop() still returns
@@ -152,6 +191,7 @@ t.case("a FIFO with a reader gets the whole profile; without one, one line", fun
     end
     os.remove(fifo)
     os.remove(got)
+    os.remove(ready)
   end
 end)
 

@@ -386,19 +386,24 @@ static int borrow(ljp_autox *x, ljp_ctx *ctx)
   si.si_uid = getuid();
   si.si_value.sival_ptr =
       (void *)(uintptr_t)((uint64_t)LJP_LEND_MAGIC << 32 | token);
-  if (syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
-              &si) == 0) {
-    for (waited = 0; waited < LEND_MS && !atomic_load(&x->closing);
-         waited += 10) {
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      ts.tv_nsec += 10000000L;
-      if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-      }
-      if (sem_clockwait(&x->lent, CLOCK_MONOTONIC, &ts) == 0) break;
+  for (waited = 0; waited < LEND_MS && !atomic_load(&x->closing);
+       waited += 10) {
+    struct timespec ts;
+    /* Sent again every 50 ms: the sampling signal (SIGURG by default)
+    ** is no real-time signal, so a request sent while a tick is pending
+    ** on the thread is merged into the tick and lost. A request too many
+    ** does nothing (only an ASKED lend is granted). */
+    if (waited % 50 == 0 &&
+        syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
+                &si) != 0)
+      break;                      /* the thread is gone */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 10000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
     }
+    if (sem_clockwait(&x->lent, CLOCK_MONOTONIC, &ts) == 0) break;
   }
   /* Not lent yet: withdraw the request, unless it was just granted. */
   if (atomic_compare_exchange_strong(&e->lend, &asked, 0)) {
@@ -406,8 +411,8 @@ static int borrow(ljp_autox *x, ljp_ctx *ctx)
       char line[256];
       x->silent = 1;
       snprintf(line, sizeof(line), "ljprof: Lua state %d did not answer "
-               "for %d ms (signal %d blocked on its thread?): no export of "
-               "it this time\n", x->index, LEND_MS, ctx->opt.signo);
+               "(its thread is gone, or blocks signal %d): no export of it "
+               "this time\n", x->index, ctx->opt.signo);
       say(line);
     }
     return 0;

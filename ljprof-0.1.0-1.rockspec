@@ -1,5 +1,6 @@
 -- LuaRocks: `luarocks make` in the source tree builds the C module and
--- installs it with jit/prof.lua, jit/prof/*.lua and the `ljprof` command
+-- installs it with jit/prof.lua, jit/prof/*.lua, ljprof/auto.lua
+-- (luajit -l ljprof.auto) and the `ljprof` command
 -- (docs/usage.md, "Install"). The rock's version is meson's project
 -- version (tests/rockspec.sh checks both, and installs this rockspec into
 -- a local tree).
@@ -42,5 +43,5 @@ build = {
   -- jit/prof/ whole (a new writer needs no entry here); the launcher
   -- src/ljprof.in as it is (it finds the module in the LuaRocks tree
   -- around it), with the version filled in.
-  install_command = [[mkdir -p "$(LIBDIR)" "$(LUADIR)/jit/prof" "$(BINDIR)" && cp ljprof.so "$(LIBDIR)/" && cp jit/prof.lua "$(LUADIR)/jit/" && cp jit/prof/*.lua "$(LUADIR)/jit/prof/" && sed "s/@VERSION@/0.1.0/" src/ljprof.in > "$(BINDIR)/ljprof" && chmod 755 "$(BINDIR)/ljprof"]],
+  install_command = [[mkdir -p "$(LIBDIR)" "$(LUADIR)/jit/prof" "$(LUADIR)/ljprof" "$(BINDIR)" && cp ljprof.so "$(LIBDIR)/" && cp jit/prof.lua "$(LUADIR)/jit/" && cp jit/prof/*.lua "$(LUADIR)/jit/prof/" && cp ljprof/auto.lua "$(LUADIR)/ljprof/" && sed "s/@VERSION@/0.1.0/" src/ljprof.in > "$(BINDIR)/ljprof" && chmod 755 "$(BINDIR)/ljprof"]],
 }

@@ -91,6 +91,14 @@ local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
 
 local function fail(msg) error("jit.prof: " .. msg, 0) end
 
+-- An output's file name when it is written: a run started from LJPROF
+-- (jit/prof/auto.lua) names its outputs by templates (%p %s %t %n), which
+-- the library fills for the state and the interval the file holds; any
+-- other run's names are kept as given.
+local function file_name(path)
+  return ljprof.output_name and ljprof.output_name(path) or path
+end
+
 local function member(list, x)
   for _, v in ipairs(list) do if v == x then return true end end
   return false
@@ -255,15 +263,18 @@ local function write_outputs(r)
   for _, o in ipairs(r.outputs) do
     local ok, data, err = pcall(output.render, p, meta, o.format, opts)
     local werr
+    local path = file_name(o.path)
     if ok and data then
-      ok, werr = output.write(o.path, data)
+      ok, werr = output.write(path, data)
+      -- rotation of an auto-started run's files (keep=, maxbytes=)
+      if ok and ljprof.output_written then ljprof.output_written(path) end
     elseif not ok then
       err = data
     end
     if werr then  -- names the path itself
       io.stderr:write("jit.prof: ", tostring(werr):match("^[^\n]*"), "\n")
     elseif not ok or not data then
-      io.stderr:write("jit.prof: ", o.path == "-" and "" or (o.path .. ": "),
+      io.stderr:write("jit.prof: ", path == "-" and "" or (path .. ": "),
         tostring(err):match("^[^\n]*"), "\n")
     end
   end
@@ -306,7 +317,7 @@ function M.start(opts, ...)
   end
   local r = parse(opts, outputs)
   for _, o in ipairs(r.outputs) do  -- say what cannot work before starting
-    local ok, err = output.check(o.path)
+    local ok, err = output.check(file_name(o.path))
     if not ok then fail(err) end
     if o.format ~= "text" then
       ok, err = model.renderer(o.format)
@@ -347,8 +358,11 @@ function M.start(opts, ...)
     local ok, err = pcall(ljprof.on_signal, {"TERM", "HUP", "INT"}, "jit.prof",
                           "write_after_signal", table.concat(spec, "\0"))
     if not ok then  -- profiling goes on; a kill loses the profile
-      io.stderr:write("jit.prof: no profile on SIGTERM/SIGHUP: ",
-                      tostring(err):match("^[^\n]*"), "\n")
+      local line = "jit.prof: no profile on SIGTERM/SIGHUP: " ..
+                   tostring(err):match("^[^\n]*")
+      -- once per process (LD_PRELOAD starts every state of a host)
+      if ljprof.auto_notice then ljprof.auto_notice(line)
+      else io.stderr:write(line, "\n") end
     end
   end
   -- Stop (and write) at lua_close, and before os.exit, which skips it.

@@ -28,6 +28,7 @@ static const char ctx_key = 'c'; /* registry key of the owning userdata */
 
 static void ctx_free(ljp_ctx *ctx)
 {
+  ljp_auto_release(ctx);          /* first: no export borrows it now */
   ljp_exit_signals_release(ctx);
   ljp_calls_free(ctx);
   ljp_zones_free(&ctx->zones);
@@ -64,6 +65,8 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
   const void *reg = lua_topointer(L, LUA_REGISTRYINDEX);
   ljp_ctx *ctx = ljp_exit_view(reg), **ud;
   if (ctx) return ctx;              /* the exit helper's state */
+  if ((ctx = ljp_auto_view(reg)))   /* the export helper's: a snapshot */
+    return ctx;
   ctx = ljp_slot_find(reg);
   if (ctx && ctx->exit.closed && !ljp_exit_is_helper())
     ljp_exit_park();                /* the exit helper owns it now */
@@ -278,6 +281,7 @@ int ljprof_get_stats(lua_State *L, ljprof_stats *st)
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   memset(st, 0, sizeof(*st));
   if (!ctx) return -1;
+  ljp_gate_enter(&ctx->exit);       /* the store: not while lent */
   st->signals = atomic_load(&ctx->n_signals);
   st->ticks = atomic_load(&ctx->n_ticks);
   st->dropped = atomic_load(&ctx->n_dropped);
@@ -303,6 +307,7 @@ int ljprof_get_stats(lua_State *L, ljprof_stats *st)
               (uint64_t)(ctx->store.stacks.cap + ctx->store.funcs.cap +
                          ctx->store.traces.cap) * sizeof(ljp_count);
   memcpy(st->vm, ctx->vm, sizeof(st->vm));
+  ljp_gate_leave(&ctx->exit);
   return 0;
 }
 
@@ -318,14 +323,19 @@ int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
   ljp_buf b;
   uint32_t i, *rendered = NULL;
   if (!ctx) return -1;
+  ljp_gate_enter(&ctx->exit);       /* the store: not while lent */
   ljp_aggregate(ctx);
   s = &ctx->store;
   memset(&b, 0, sizeof(b));
-  if (ljp_strtab_init(&texts) != 0) return -1;
+  if (ljp_strtab_init(&texts) != 0) {
+    ljp_gate_leave(&ctx->exit);
+    return -1;
+  }
   if (ljp_counts_init(&sum) != 0 ||
       !(rendered = calloc(s->stks.n ? s->stks.n : 1, sizeof(uint32_t)))) {
     ljp_strtab_free(&texts);
     ljp_counts_free(&sum);
+    ljp_gate_leave(&ctx->exit);
     return -1;
   }
   for (i = 0; i < s->stacks.cap; i++) {
@@ -357,6 +367,7 @@ int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
   ljp_buf_free(&b);
   ljp_counts_free(&sum);
   ljp_strtab_free(&texts);
+  ljp_gate_leave(&ctx->exit);
   return 0;
 }
 
@@ -445,6 +456,9 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->stack_checks = ctx->stack_checks;
   ri->stack_mismatches = ctx->stack_mismatches;
   ri->error = ctx->error;
+  ri->lend_waits = ctx->exit.lend_waits;
+  ri->lend_wait_ns = ctx->exit.lend_wait_ns;
+  ljp_auto_counts(ctx, &ri->exports, &ri->export_ns);
   return 0;
 }
 
@@ -471,16 +485,20 @@ void ljp_q_functions(lua_State *L, ljp_func_visit fn, void *d)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   if (!ctx) return;
+  ljp_gate_enter(&ctx->exit);
   ljp_aggregate(ctx);
   ljp_store_each_func(&ctx->store, fn, d);
+  ljp_gate_leave(&ctx->exit);
 }
 
 void ljp_q_traces(lua_State *L, ljp_trace_visit fn, void *d)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   if (!ctx) return;
+  ljp_gate_enter(&ctx->exit);
   ljp_aggregate(ctx);
   ljp_store_each_trace(&ctx->store, fn, d);
+  ljp_gate_leave(&ctx->exit);
 }
 
 void ljp_q_aborts(lua_State *L, ljp_abort_visit fn, void *d)
@@ -488,11 +506,13 @@ void ljp_q_aborts(lua_State *L, ljp_abort_visit fn, void *d)
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   uint32_t i;
   if (!ctx) return;
+  ljp_gate_enter(&ctx->exit);
   for (i = 0; i < ctx->tr.naborts; i++) {
     const ljp_abort *a = &ctx->tr.aborts[i];
     fn(d, a->func, a->line, a->code, a->info, a->info_is_num, a->at,
        a->count);
   }
+  ljp_gate_leave(&ctx->exit);
 }
 
 void ljp_q_calls_push(lua_State *L)
@@ -540,4 +560,45 @@ void ljp_q_zone_flush(lua_State *L)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   if (ctx) ljp_zone_flush(&ctx->zones);
+}
+
+/* -- Started from LJPROF (auto.c, jit/prof/auto.lua) -------------------------- */
+
+int ljp_q_auto_attach(lua_State *L, double every_s, uint32_t keep,
+                      uint64_t maxbytes)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 1);
+  return ctx ? ljp_auto_attach(ctx, every_s, keep, maxbytes) : -1;
+}
+
+int ljp_q_auto_start(lua_State *L, const char *spec, size_t speclen,
+                     int control, int signo, int paused,
+                     lua_CFunction opener, char *err, size_t errlen)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  err[0] = '\0';
+  if (!ctx || ctx->state != LJP_RUNNING) return 0;
+  return ljp_auto_start(ctx, L, spec, speclen, control, signo, paused,
+                        opener, err, errlen);
+}
+
+void ljp_q_auto_stop(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (ctx) ljp_auto_stop(ctx);
+}
+
+size_t ljp_q_output_name(lua_State *L, const char *tmpl, char *out, size_t n)
+{
+  return ljp_auto_name(ljp_ctx_get(L, 0), tmpl, out, n);
+}
+
+void ljp_q_output_written(lua_State *L, const char *path)
+{
+  ljp_auto_written(ljp_ctx_get(L, 0), path);
+}
+
+void ljp_q_notice(const char *line)
+{
+  ljp_auto_notice(line);
 }

@@ -59,6 +59,7 @@
 #include <lualib.h>
 
 #include "ljp.h"
+#include "ownstate.h"
 
 #define GRACE_MS 20       /* for the safe point, before forcing */
 #define FORCE_TRIES 20    /* forced closes tried, FORCE_MS apart */
@@ -127,6 +128,20 @@ void ljp_exit_park(void)
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
   for (;;) pause();
+}
+
+/* Lending to the export helper (auto.c; exit_signals.h: the grant). A
+** region entered while lent waits until the helper gives it back
+** (microseconds for a take, a copy of the store for a snapshot). */
+void ljp_lend_wait(ljp_exitst *x)
+{
+  struct timespec ts = {0, 20000};
+  uint64_t t0 = ljp_now_ns();
+  while (atomic_load_explicit(&x->lend, memory_order_acquire) ==
+         LJP_LEND_LENT)
+    nanosleep(&ts, NULL);
+  x->lend_waits++;
+  x->lend_wait_ns += ljp_now_ns() - t0;
 }
 
 ljp_ctx *ljp_exit_view(const void *registry)
@@ -214,6 +229,12 @@ static void *helper_main(void *arg)
         "inside ljprof after SIG", sig_name(sig));
     die_of(sig);
   }
+  /* Lent to the export helper (auto.c) when the signal came: it gives
+  ** the context back within a store copy's time. */
+  while (atomic_load(&ctx->exit.lend) == LJP_LEND_LENT) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
   ljp_complete_offline(ctx, trap.empty);
   lua_pushvalue(HL, 1);           /* the writer */
   lua_pushvalue(HL, 2);           /* its argument */
@@ -233,13 +254,12 @@ static void *helper_main(void *arg)
 ** signal has its default action). */
 static lua_State *helper_state(void)
 {
-  lua_State *HL = luaL_newstate();
+  lua_State *HL = ljp_own_newstate();  /* never auto-profiled */
   const char *err = NULL;
   if (!HL) {
     say("ljprof: no profile on SIGTERM/SIGHUP: out of memory", NULL);
     return NULL;
   }
-  luaL_openlibs(HL);
   lua_getglobal(HL, "package");
   if (trap.path) {
     lua_pushstring(HL, trap.path);
@@ -306,7 +326,7 @@ static char *dup_n(const char *s, size_t n)
 
 /* A package path with its relative templates ("./?.lua", "lib/?.so")
 ** made absolute from the working directory now. */
-static char *abs_path(const char *v, size_t n)
+char *ljp_abs_package_path(const char *v, size_t n)
 {
   char cwd[4096];
   ljp_buf b = {0};
@@ -348,10 +368,10 @@ static int spec_copy(lua_State *L, const char *module, const char *func,
     size_t n;
     const char *v;
     lua_getfield(L, -1, "path");
-    if ((v = lua_tolstring(L, -1, &n))) trap.path = abs_path(v, n);
+    if ((v = lua_tolstring(L, -1, &n))) trap.path = ljp_abs_package_path(v, n);
     lua_pop(L, 1);
     lua_getfield(L, -1, "cpath");
-    if ((v = lua_tolstring(L, -1, &n))) trap.cpath = abs_path(v, n);
+    if ((v = lua_tolstring(L, -1, &n))) trap.cpath = ljp_abs_package_path(v, n);
     lua_pop(L, 1);
   }
   lua_pop(L, 1);

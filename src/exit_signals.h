@@ -8,12 +8,21 @@
 ** the exit handler on the same thread). Once "closed", the helper owns
 ** the context and the profiled thread parks at its next entry into
 ** ljprof.
+**
+** Lending (the export helper of auto.c): the helper asks (lend = ASKED)
+** and signals the profiled thread; outside every region, the sampling
+** handler on that thread lends the context at once (LENT), else the end
+** of the region does; the helper then takes or copies the store and gives
+** it back (0). A region entered meanwhile waits until it is given back.
+** The grant is a compare-and-swap and a sem_post: async-signal-safe.
 */
 #ifndef LJP_EXIT_SIGNALS_H
 #define LJP_EXIT_SIGNALS_H
 
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include <lua.h>
 
@@ -25,7 +34,16 @@ typedef struct ljp_exitst {
   volatile sig_atomic_t entered;  /* ljprof regions the thread is in */
   volatile sig_atomic_t close_at_leave; /* close when the last one ends */
   volatile sig_atomic_t closed;   /* the helper owns the context */
+  _Atomic int lend;               /* 0, LJP_LEND_ASKED or LJP_LEND_LENT */
+  sem_t *lend_sem;                /* posted when lent (the asker's) */
+  uint64_t lend_waits, lend_wait_ns; /* regions that waited, how long */
 } ljp_exitst;
+
+#define LJP_LEND_ASKED 1
+#define LJP_LEND_LENT 2
+/* The sampling signal's value (SI_QUEUE from this process) for a lend
+** request: the run token, this in the upper half (signal.c). */
+#define LJP_LEND_MAGIC 0x6c656e64u
 
 /* Exit signals (exit_signals.c). on: trap the signals named in the table
 ** at index names; after one, the helper thread calls
@@ -42,22 +60,48 @@ void ljp_exit_handover(ljp_ctx *ctx);
 /* The context the helper's Lua state reads, or NULL (api.c). */
 ljp_ctx *ljp_exit_view(const void *registry);
 
+/* A package path with its relative templates made absolute from the
+** working directory now (malloc'ed; NULL out of memory): for a helper's
+** state, which must find the writer wherever the program went since. */
+char *ljp_abs_package_path(const char *v, size_t n);
+
 void ljp_exit_close(ljp_exitst *x);
 void ljp_exit_park(void) __attribute__((noreturn));
 int ljp_exit_is_helper(void);
+
+/* Lending: grant an ASKED lend (signal or normal context, on the profiled
+** thread, outside every region: a compare-and-swap and a sem_post, both
+** async-signal-safe; inline, so that the sampling handler names no file
+** above it); wait while lent (normal context). */
+static inline void ljp_lend_grant(ljp_exitst *x)
+{
+  int asked = LJP_LEND_ASKED;
+  if (x->entered || x->closed) return;
+  if (atomic_compare_exchange_strong(&x->lend, &asked, LJP_LEND_LENT) &&
+      x->lend_sem)
+    sem_post(x->lend_sem);
+}
+void ljp_lend_wait(ljp_exitst *x);
 
 static inline void ljp_gate_enter(ljp_exitst *x)
 {
   if (x->closed && !ljp_exit_is_helper()) ljp_exit_park();
   x->entered++;
   atomic_signal_fence(memory_order_seq_cst);
+  /* After the count: a lend granted from now on waits for the leave. */
+  if (atomic_load_explicit(&x->lend, memory_order_acquire) == LJP_LEND_LENT)
+    ljp_lend_wait(x);
 }
 
 static inline void ljp_gate_leave(ljp_exitst *x)
 {
   atomic_signal_fence(memory_order_seq_cst);
-  if (--x->entered == 0 && x->close_at_leave && !x->closed)
-    ljp_exit_close(x);
+  if (--x->entered == 0) {
+    if (x->close_at_leave && !x->closed) ljp_exit_close(x);
+    if (atomic_load_explicit(&x->lend, memory_order_relaxed) ==
+        LJP_LEND_ASKED)
+      ljp_lend_grant(x);
+  }
 }
 
 #endif

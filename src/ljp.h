@@ -27,6 +27,7 @@
 #include <lua.h>
 
 #include "../include/ljprof.h"
+#include "auto.h"
 #include "buf.h"
 #include "dumpstack.h"
 #include "names.h"
@@ -157,6 +158,7 @@ struct ljp_ctx {
 
   ljp_zones zones;          /* zone stack; the handler reads cur (zones.c) */
   ljp_exitst exit;          /* exit signal waiting (exit_signals.c) */
+  ljp_autost autos;         /* started from LJPROF: exports (auto.c) */
 
 
 

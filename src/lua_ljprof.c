@@ -431,6 +431,13 @@ static int l_stats(lua_State *L)
     lua_setfield(L, -2, "signal_lost"); /* the program took the signal */
     lua_pushboolean(L, ri.jit_state);
     lua_setfield(L, -2, "jit_state");  /* trace compiler state learnt */
+    /* Started from LJPROF: files written by the export helper and its
+    ** time; ljprof regions of the program's thread that waited while
+    ** the helper borrowed the context, and how long. */
+    setnum(L, "exports", ri.exports);
+    setnum(L, "export_ns", ri.export_ns);
+    setnum(L, "lend_waits", ri.lend_waits);
+    setnum(L, "lend_wait_ns", ri.lend_wait_ns);
     if (ri.error) {
       lua_pushstring(L, ri.error);
       lua_setfield(L, -2, "error");
@@ -761,7 +768,80 @@ static int l_remove_output(lua_State *L)
   return 1;
 }
 
+/* -- Started from LJPROF (jit/prof/auto.lua; auto.c) ----------------------- */
+
+/* auto_attach(every_s, keep, maxbytes) -> the state's index (%s): before
+** the start. */
+static int l_auto_attach(lua_State *L)
+{
+  double every = luaL_optnumber(L, 1, 0);
+  lua_Number keep = luaL_optnumber(L, 2, 0), maxb = luaL_optnumber(L, 3, 0);
+  int idx = ljp_q_auto_attach(L, every, keep > 0 ? (uint32_t)keep : 0,
+                              maxb > 0 ? (uint64_t)maxb : 0);
+  if (idx < 0) return luaL_error(L, "ljprof: out of memory");
+  lua_pushinteger(L, idx);
+  return 1;
+}
+
+/* auto_start(spec, control, signo, paused) -> true, or nil and one line
+** (the run goes on, without export or control): after the start. */
+static int l_auto_start(lua_State *L)
+{
+  size_t len;
+  const char *spec = luaL_checklstring(L, 1, &len);
+  int control = (int)luaL_optinteger(L, 2, 0);
+  int signo = (int)luaL_optinteger(L, 3, 0);
+  int paused = lua_toboolean(L, 4);
+  char err[384];
+  if (ljp_q_auto_start(L, spec, len, control, signo, paused, luaopen_ljprof,
+                       err, sizeof(err)) != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_auto_stop(lua_State *L)
+{
+  ljp_q_auto_stop(L);
+  return 0;
+}
+
+/* output_name(template) -> the file name: %p %s %t %n %% filled for an
+** auto-started run's interval; the template itself otherwise. */
+static int l_output_name(lua_State *L)
+{
+  const char *t = luaL_checkstring(L, 1);
+  char out[4096];
+  size_t n = ljp_q_output_name(L, t, out, sizeof(out));
+  if (n) lua_pushlstring(L, out, n);
+  else lua_pushvalue(L, 1);
+  return 1;
+}
+
+/* output_written(path): an output was written (rotation). */
+static int l_output_written(lua_State *L)
+{
+  ljp_q_output_written(L, luaL_checkstring(L, 1));
+  return 0;
+}
+
+/* auto_notice(line): on stderr once per process. */
+static int l_auto_notice(lua_State *L)
+{
+  ljp_q_notice(luaL_checkstring(L, 1));
+  return 0;
+}
+
 static const luaL_Reg ljprof_funcs[] = {
+  {"auto_attach", l_auto_attach},
+  {"auto_start", l_auto_start},
+  {"auto_stop", l_auto_stop},
+  {"output_name", l_output_name},
+  {"output_written", l_output_written},
+  {"auto_notice", l_auto_notice},
   {"write_file", l_write_file},
   {"check_output", l_check_output},
   {"remove_output", l_remove_output},

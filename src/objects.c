@@ -3,7 +3,7 @@
 ** in one immutable snapshot, and the one reclamation scheme of ljprof.
 **
 ** Rules. Only this file calls dl_iterate_phdr, and only this file decides
-** which object is LuaJIT's (the one holding lua_gettop's code). Inside
+** which object is LuaJIT's (the one holding its API functions' code). Inside
 ** the dl_iterate_phdr callback everything needed later is copied (name,
 ** segments, the .eh_frame_hdr's first bytes and table location, validated
 ** by cfi.c): the
@@ -64,6 +64,14 @@
 #include "ljp.h"
 #include "cfi.h"
 #include "objects.h"
+
+/* LuaJIT's object is found by the address of one of its API functions,
+** the one reference to LuaJIT that is not a call: lua_atpanic, which
+** ljprof never calls, declared weak, so that the library also loads into
+** a process without LuaJIT (LD_PRELOAD=libljprof.so reaches every program
+** a host starts; there it is 0, and nothing of ljprof runs there). Any
+** strong reference would make the loader resolve it at load time. */
+#pragma weak lua_atpanic
 
 /* -- Reclamation ----------------------------------------------------------- */
 
@@ -363,7 +371,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
   scan *sc = data;
   ljp_object *o;
-  uintptr_t vm = (uintptr_t)(void *)lua_gettop;
+  uintptr_t vm = (uintptr_t)(void *)lua_atpanic;
   uintptr_t self = (uintptr_t)(void *)ljp_objects_refresh;
   uintptr_t hdr = 0;
   const ElfW(Phdr) *note[4];

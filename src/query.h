@@ -30,6 +30,10 @@ typedef struct ljp_q_run {
   uint64_t lua_captures;     /* records with frames captured at the signal */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   const char *error;         /* why the last run failed, or NULL */
+  uint64_t exports, export_ns; /* auto-started: files written by the
+                              ** export helper, its time */
+  uint64_t lend_waits, lend_wait_ns; /* regions of the profiled thread
+                              ** that waited for a lent context */
 } ljp_q_run;
 
 /* The state's run; -1 when it was never profiled. */
@@ -76,5 +80,20 @@ int ljp_q_zone_intern(lua_State *L, const char *name, size_t len);
 const char *ljp_q_zone_name(lua_State *L, int id);
 int ljp_q_zone_current(lua_State *L);
 void ljp_q_zone_flush(lua_State *L);
+
+/* Runs started from LJPROF (auto.c, jit/prof/auto.lua). attach: before
+** the start, the state's index (%s) or -1; start: after it, 0 or -1 and
+** one line in err; stop: before the run's own stop. output_name: tmpl
+** filled for the state's interval, 0 when it is no auto-started run (the
+** name stays); output_written: rotation. */
+int ljp_q_auto_attach(lua_State *L, double every_s, uint32_t keep,
+                      uint64_t maxbytes);
+int ljp_q_auto_start(lua_State *L, const char *spec, size_t speclen,
+                     int control, int signo, int paused,
+                     lua_CFunction opener, char *err, size_t errlen);
+void ljp_q_auto_stop(lua_State *L);
+size_t ljp_q_output_name(lua_State *L, const char *tmpl, char *out, size_t n);
+void ljp_q_output_written(lua_State *L, const char *path);
+void ljp_q_notice(const char *line);   /* on stderr, once per process */
 
 #endif

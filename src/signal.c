@@ -170,12 +170,15 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
   int saved_errno = errno;
   uint32_t token, w = 1;
   ljp_ctx *ctx;
-  int from_kernel = 0;
+  int from_kernel = 0, lend = 0;
 
   if (si->si_code == SI_TIMER) {        /* timer_create: cpu, wall */
     token = (uint32_t)si->si_value.sival_int;
-  } else if (si->si_code == SI_QUEUE) { /* timer thread */
-    token = (uint32_t)si->si_value.sival_int;
+  } else if (si->si_code == SI_QUEUE) { /* timer thread, or the export */
+    token = (uint32_t)si->si_value.sival_int;  /* helper's lend request */
+    lend = si->si_pid == getpid() &&
+           (uint32_t)((uint64_t)(uintptr_t)si->si_value.sival_ptr >> 32) ==
+           LJP_LEND_MAGIC;
   } else if (sig == SIGPROF) {          /* itimer (or forwarded) */
     token = ljp_itimer_bound();
     from_kernel = si->si_code == SI_KERNEL;
@@ -183,7 +186,12 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
     token = 0;
   }
   if ((ctx = ljp_slot_enter(token)) != NULL) {
-    if (from_kernel && ljp_gettid() != ctx->tid) {
+    if (lend) {
+      /* Not a tick: the export helper (auto.c) asks for the context;
+      ** lent now if the thread is outside every ljprof region, else at
+      ** the region's end (exit_signals.h). */
+      if (ljp_gettid() == ctx->tid) ljp_lend_grant(&ctx->exit);
+    } else if (from_kernel && ljp_gettid() != ctx->tid) {
       /* Process-wide timer landed on another thread: hand it over. */
       syscall(SYS_tgkill, ctx->pid, ctx->tid, SIGPROF);
     } else if (ctx->tmr.expired || (ctx->tmr.deadline_ns &&
@@ -196,7 +204,9 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
                                          ? si->si_overrun : 0);
       w += atomic_exchange_explicit(&ctx->tmr.thr_overrun, 0,
                                     memory_order_relaxed);
-      ljp_sample(ctx, ucv, w);
+      /* Paused by the control signal (auto.c): the timer keeps its
+      ** schedule, no sample is taken. */
+      if (!ctx->autos.paused) ljp_sample(ctx, ucv, w);
     }
   } else if ((si->si_code == SI_USER || si->si_code == SI_TKILL) &&
              si->si_pid != getpid()) {

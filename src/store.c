@@ -51,6 +51,49 @@ int ljp_store_reset(ljp_store *s)
   return ljp_store_init(s);
 }
 
+/* Periodic export and snapshots (auto.c): "take the counts so far and
+** start fresh" moves everything into out and leaves s empty, ids and
+** all (the caches that hold its ids are reset by the caller); a copy
+** leaves s as it is. */
+int ljp_store_take(ljp_store *s, ljp_store *out)
+{
+  *out = *s;
+  if (ljp_store_init(s) != 0) {   /* out of memory: nothing moves */
+    *s = *out;
+    memset(out, 0, sizeof(*out));
+    return -1;
+  }
+  return 0;
+}
+
+int ljp_store_copy(ljp_store *dst, const ljp_store *s)
+{
+  memset(dst, 0, sizeof(*dst));
+  if (ljp_strtab_copy(&dst->strs, &s->strs) != 0 ||
+      ljp_strtab_copy(&dst->frames, &s->frames) != 0 ||
+      ljp_strtab_copy(&dst->stks, &s->stks) != 0 ||
+      ljp_counts_copy(&dst->stacks, &s->stacks) != 0 ||
+      ljp_counts_copy(&dst->funcs, &s->funcs) != 0 ||
+      ljp_counts_copy(&dst->traces, &s->traces) != 0) {
+    ljp_store_free(dst);
+    return -1;
+  }
+  dst->batches = s->batches;
+  dst->aggregated = s->aggregated;
+  dst->aggregate_ns = s->aggregate_ns;
+  return 0;
+}
+
+/* Ticks counted in the stacks table. */
+uint64_t ljp_store_total(const ljp_store *s)
+{
+  uint64_t n = 0;
+  uint32_t i;
+  for (i = 0; i < s->stacks.cap; i++)
+    if (s->stacks.slot[i].key) n += s->stacks.slot[i].count;
+  return n;
+}
+
 uint32_t ljp_store_intern(ljp_store *s, const char *p, size_t n)
 {
   uint32_t id = ljp_strtab_intern(&s->strs, p ? p : "", n);

@@ -102,6 +102,13 @@ static inline int32_t ljp_trace_key_trace(uint64_t k)
 int ljp_store_init(ljp_store *s);     /* 0, or -1 out of memory */
 void ljp_store_free(ljp_store *s);
 int ljp_store_reset(ljp_store *s);    /* a new run: everything forgotten */
+/* Take everything counted so far into out and start fresh (s is then a
+** new empty store: its ids start over); 0, or -1 when out of memory
+** (nothing moved). A copy of s with the same ids, s unchanged; 0 or -1.
+** Both for periodic export and snapshots (auto.c). */
+int ljp_store_take(ljp_store *s, ljp_store *out);
+int ljp_store_copy(ljp_store *dst, const ljp_store *s);
+uint64_t ljp_store_total(const ljp_store *s);  /* ticks in the stacks table */
 /* Intern text; its id, or 0 ("") when out of memory. */
 uint32_t ljp_store_intern(ljp_store *s, const char *p, size_t n);
 static inline const ljp_str *ljp_store_text(const ljp_store *s, uint32_t id)

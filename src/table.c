@@ -133,6 +133,47 @@ uint32_t ljp_strtab_intern(ljp_strtab *t, const char *s, size_t len)
   return id;
 }
 
+/* A copy of t, with the same ids: one chunk for all the strings, the
+** index as it is. 0, or -1 (out of memory: dst is left empty). */
+int ljp_strtab_copy(ljp_strtab *dst, const ljp_strtab *t)
+{
+  size_t total = sizeof(char *), at = sizeof(char *);
+  uint32_t i;
+  char *c;
+  memset(dst, 0, sizeof(*dst));
+  for (i = 0; i < t->n; i++) total += (size_t)t->str[i].len + 1;
+  dst->str = malloc((t->ncap ? t->ncap : 1) * sizeof(ljp_str));
+  dst->index = malloc((size_t)t->icap * sizeof(uint32_t));
+  c = malloc(total);
+  if (!dst->str || !dst->index || !c) {
+    free(dst->str);
+    free(dst->index);
+    free(c);
+    memset(dst, 0, sizeof(*dst));
+    return -1;
+  }
+  {
+    char *none = NULL;              /* no previous chunk */
+    memcpy(c, &none, sizeof(none));
+  }
+  for (i = 0; i < t->n; i++) {
+    dst->str[i] = t->str[i];
+    dst->str[i].s = c + at;
+    memcpy(c + at, t->str[i].s, t->str[i].len);
+    c[at + t->str[i].len] = '\0';
+    at += (size_t)t->str[i].len + 1;
+  }
+  memcpy(dst->index, t->index, (size_t)t->icap * sizeof(uint32_t));
+  dst->n = t->n;
+  dst->ncap = t->ncap ? t->ncap : 1;
+  dst->icap = t->icap;
+  dst->chunk = c;
+  dst->used = dst->size = total;    /* full: a new string gets a new chunk */
+  dst->bytes = total + dst->ncap * sizeof(ljp_str) +
+               (size_t)t->icap * sizeof(uint32_t);
+  return 0;
+}
+
 /* -- Counts -------------------------------------------------------------- */
 
 int ljp_counts_init(ljp_counts *c)
@@ -181,6 +222,19 @@ int ljp_counts_add(ljp_counts *c, uint64_t key, uint64_t n)
     /* Still consistent (not full yet); the next add retries the growth. */
     if (c->n + 1 >= c->cap) return -1;
   }
+  return 0;
+}
+
+int ljp_counts_copy(ljp_counts *dst, const ljp_counts *c)
+{
+  dst->slot = malloc((size_t)c->cap * sizeof(ljp_count));
+  if (!dst->slot) {
+    memset(dst, 0, sizeof(*dst));
+    return -1;
+  }
+  memcpy(dst->slot, c->slot, (size_t)c->cap * sizeof(ljp_count));
+  dst->cap = c->cap;
+  dst->n = c->n;
   return 0;
 }
 

@@ -40,6 +40,9 @@ int ljp_strtab_init(ljp_strtab *t);
 void ljp_strtab_free(ljp_strtab *t);
 /* Intern s; returns its id, or UINT32_MAX when out of memory. */
 uint32_t ljp_strtab_intern(ljp_strtab *t, const char *s, size_t len);
+/* A copy of t with the same ids (a snapshot of a live table); 0, or -1
+** when out of memory. */
+int ljp_strtab_copy(ljp_strtab *dst, const ljp_strtab *t);
 static inline const ljp_str *ljp_strtab_get(const ljp_strtab *t, uint32_t id)
 {
   return &t->str[id];
@@ -60,5 +63,6 @@ void ljp_counts_free(ljp_counts *c);
 /* Add n to key's count; -1 when out of memory. key must be nonzero. */
 int ljp_counts_add(ljp_counts *c, uint64_t key, uint64_t n);
 uint64_t ljp_counts_get(const ljp_counts *c, uint64_t key);
+int ljp_counts_copy(ljp_counts *dst, const ljp_counts *c); /* 0, or -1 */
 
 #endif

@@ -44,6 +44,7 @@ static void *timer_main(void *arg)
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);  /* never run handlers here */
+  val.sival_ptr = NULL;  /* the upper half zero: a tick, no lend request */
   val.sival_int = (int)atomic_load(&ctx->token);
   clock_gettime(CLOCK_MONOTONIC, &next);
   ts_add(&next, ljp_timer_first_ns(ctx));

@@ -80,20 +80,63 @@ static void trinfo_unresolve(ljp_trinfo *t)
   t->have_key = 0;
 }
 
-static void aborts_reset(ljp_ctx *ctx)
+void ljp_traces_aborts_free(ljp_tracest *t)
 {
   uint32_t i;
-  for (i = 0; i < ctx->tr.naborts; i++) {
-    free(ctx->tr.aborts[i].func);
-    free(ctx->tr.aborts[i].info);
-    free(ctx->tr.aborts[i].at);
+  for (i = 0; i < t->naborts; i++) {
+    free(t->aborts[i].func);
+    free(t->aborts[i].info);
+    free(t->aborts[i].at);
   }
-  free(ctx->tr.aborts);
-  ctx->tr.aborts = NULL;
-  ctx->tr.naborts = 0;
-  memset(ctx->tr.abort_index, 0, sizeof(ctx->tr.abort_index));
-  ctx->tr.nindex = 0;
-  ctx->tr.aborts_lost = 0;
+  free(t->aborts);
+  t->aborts = NULL;
+  t->naborts = 0;
+  memset(t->abort_index, 0, sizeof(t->abort_index));
+  t->nindex = 0;
+  t->aborts_lost = 0;
+}
+
+static void aborts_reset(ljp_ctx *ctx)
+{
+  ljp_traces_aborts_free(&ctx->tr);
+}
+
+/* A snapshot's aborts (auto.c, while the context is lent): moved out of
+** the run (a periodic export: the run counts afresh) or copied. */
+void ljp_traces_aborts_into(ljp_ctx *ctx, ljp_tracest *dst, int move)
+{
+  uint32_t i, n = ctx->tr.naborts;
+  dst->aborts_lost = ctx->tr.aborts_lost;
+  if (move) {
+    dst->aborts = ctx->tr.aborts;
+    dst->naborts = n;
+    ctx->tr.aborts = NULL;
+    ctx->tr.naborts = 0;
+    aborts_reset(ctx);
+    return;
+  }
+  dst->naborts = 0;
+  if (!n || !(dst->aborts = calloc(n, sizeof(ljp_abort)))) return;
+  for (i = 0; i < n; i++) {
+    const ljp_abort *a = &ctx->tr.aborts[i];
+    ljp_abort *d = &dst->aborts[i];
+    *d = *a;
+    d->func = a->func ? strdup(a->func) : NULL;
+    d->info = a->info ? strdup(a->info) : NULL;
+    d->at = a->at ? strdup(a->at) : NULL;
+    dst->naborts++;
+    if ((a->func && !d->func) || (a->info && !d->info) || (a->at && !d->at))
+      break;  /* out of memory: the rest is left out */
+  }
+}
+
+/* The stack keys a trace keeps for samples that do not find its start
+** function name the store just taken by a periodic export (auto.c):
+** forgotten, learnt again from the next sample that finds it. */
+void ljp_traces_forget_keys(ljp_ctx *ctx)
+{
+  uint32_t i;
+  for (i = 0; i < ctx->tr.ninfo; i++) ctx->tr.info[i].have_key = 0;
 }
 
 static void trinfo_clear_all(ljp_ctx *ctx)

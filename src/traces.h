@@ -107,6 +107,13 @@ ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, lua_State *L, int32_t trace);
 void ljp_trace_locate(ljp_ctx *ctx, lua_State *L, uintptr_t pc,
                       int32_t *trace);
 void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
+/* Periodic export and snapshots (auto.c): the aborts into a snapshot's
+** trace part, moved (the run counts afresh) or copied; freed with
+** ljp_traces_aborts_free. The stack keys kept per trace forgotten (the
+** store they name was taken). */
+void ljp_traces_aborts_into(ljp_ctx *ctx, ljp_tracest *dst, int move);
+void ljp_traces_aborts_free(ljp_tracest *t);
+void ljp_traces_forget_keys(ljp_ctx *ctx);
 /* Trace infos survive between runs of a state (validated at each start by
 ** the trace's machine code); aborts are per run. */
 

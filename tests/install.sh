@@ -79,9 +79,23 @@ check_copy() {
   [ "$got" = "libljprof.so.$major" ] && ok "$name: SONAME $got" || bad "$name: SONAME '$got'"
   got=$(readelf -dW "$lib" | grep NEEDED | grep -o 'libunwind[^]]*')
   [ -z "$got" ] && ok "$name: libljprof needs no libunwind" || bad "$name: libljprof needs $got"
-  got=$(nm -D --defined-only "$lib" | awk '$3 !~ /^(ljprof_|luaopen_ljprof$)/ {print $3}' | tr '\n' ' ')
-  [ -z "$got" ] && ok "$name: libljprof exports only ljprof_* and luaopen_ljprof (no _Unwind_*)" ||
+  got=$(nm -D --defined-only "$lib" | awk '$3 !~ /^(ljprof_|luaopen_ljprof$|luaL_openlibs$)/ {print $3}' | tr '\n' ' ')
+  [ -z "$got" ] && ok "$name: libljprof exports only ljprof_*, luaopen_ljprof and the LD_PRELOAD interposer luaL_openlibs (no _Unwind_*)" ||
     bad "$name: libljprof also exports $got"
+  # Started from the environment: luajit -l ljprof.auto, and LD_PRELOAD
+  # of the installed library into luajit (LJPROF names the output).
+  if "${E[@]}" LJPROF="rate=1000,output=auto-%p.folded" luajit -l ljprof.auto "$tmp/app.lua" >auto.out 2>&1 &&
+     grep -q 'busy' auto-*.folded 2>/dev/null; then
+    ok "$name: LJPROF=... luajit -l ljprof.auto app.lua"
+  else
+    bad "$name: luajit -l ljprof.auto app.lua:"; sed 's/^/    /' auto.out
+  fi
+  if "${E[@]}" LJPROF="rate=1000,output=pre-%p.folded" LD_PRELOAD="$lib" luajit "$tmp/app.lua" >pre.out 2>&1 &&
+     grep -q 'busy' pre-*.folded 2>/dev/null; then
+    ok "$name: LJPROF=... LD_PRELOAD=$lib luajit app.lua"
+  else
+    bad "$name: LD_PRELOAD=$lib luajit app.lua:"; sed 's/^/    /' pre.out
+  fi
   got=$(readlink -f "$cmod/ljprof.so")
   [ "$got" = "$(readlink -f "$lib")" ] && ok "$name: ljprof.so -> $(readlink "$cmod/ljprof.so")" ||
     bad "$name: ljprof.so resolves to '$got'"
@@ -184,7 +198,8 @@ for prefix in /usr /usr/local; do
   else
     cmod=/usr/local/lib/lua/5.1 lmod=/usr/local/share/lua/5.1
   fi
-  for f in "$cmod/ljprof.so" "$lmod/jit/prof.lua" "$lmod/jit/prof/cli.lua" "$prefix/bin/ljprof" \
+  for f in "$cmod/ljprof.so" "$lmod/jit/prof.lua" "$lmod/jit/prof/cli.lua" "$lmod/jit/prof/auto.lua" \
+           "$lmod/ljprof/auto.lua" "$prefix/bin/ljprof" \
            "$libdir/libljprof.so.$major" "$libdir/pkgconfig/ljprof.pc" "$prefix/include/ljprof.h"; do
     [ -e "$dest$f" ] || [ -L "$dest$f" ] || bad "$prefix: $f not installed"
   done

@@ -39,7 +39,7 @@ fi
 tmp=$(mktemp -d "$build/rockspec-test.XXXXXX") || exit 1
 trap 'cd /; rm -rf "$tmp"' EXIT
 mkdir "$tmp/src" "$tmp/home" "$tmp/run"
-cp -R "$src/src" "$src/include" "$src/jit" "$src/$spec" "$tmp/src/"
+cp -R "$src/src" "$src/include" "$src/jit" "$src/ljprof" "$src/$spec" "$tmp/src/"
 E=(env -i PATH="$clean_path" HOME="$tmp/home")
 if (cd "$tmp/src" && "${E[@]}" luarocks make --tree "$tmp/tree" "$spec") >"$tmp/make.log" 2>&1; then
   ok "luarocks make --tree: $(grep -m1 'is now installed' "$tmp/make.log")"
@@ -48,14 +48,14 @@ else
   echo "rockspec: $passes passed, $fails failed"
   exit 1
 fi
-for f in lib/lua/5.1/ljprof.so share/lua/5.1/jit/prof.lua bin/ljprof; do
+for f in lib/lua/5.1/ljprof.so share/lua/5.1/jit/prof.lua share/lua/5.1/ljprof/auto.lua bin/ljprof; do
   [ -e "$tmp/tree/$f" ] || bad "not installed: $f"
 done
 n_src=$(ls "$src"/jit/prof/*.lua | wc -l)
 n_got=$(ls "$tmp"/tree/share/lua/5.1/jit/prof/*.lua 2>/dev/null | wc -l)
 [ "$n_src" = "$n_got" ] && ok "jit/prof: $n_got files installed" || bad "jit/prof: $n_got of $n_src files installed"
-got=$(nm -D --defined-only "$tmp/tree/lib/lua/5.1/ljprof.so" | awk '{print $3}' | grep -v '^ljprof_\|^luaopen_ljprof$' | tr '\n' ' ')
-[ -z "$got" ] && ok "the rock's ljprof.so exports only ljprof_* and luaopen_ljprof" ||
+got=$(nm -D --defined-only "$tmp/tree/lib/lua/5.1/ljprof.so" | awk '{print $3}' | grep -v '^ljprof_\|^luaopen_ljprof$\|^luaL_openlibs$' | tr '\n' ' ')
+[ -z "$got" ] && ok "the rock's ljprof.so exports only ljprof_*, luaopen_ljprof and the LD_PRELOAD interposer luaL_openlibs" ||
   bad "the rock's ljprof.so also exports: $got"
 
 cat >"$tmp/run/app.lua" <<'EOF'
@@ -83,6 +83,12 @@ if "${R[@]}" ljprof -r 1000 -o app.folded app.lua >cmd.out 2>&1 && grep -q busy 
   ok "the rock's ljprof app.lua: $(tail -1 cmd.out)"
 else
   bad "the rock's ljprof app.lua:"; sed 's/^/    /' cmd.out
+fi
+if "${R[@]}" env LJPROF="rate=1000,output=auto.folded" luajit -l ljprof.auto app.lua >auto.out 2>&1 &&
+   grep -q busy auto.folded; then
+  ok "LJPROF=... luajit -l ljprof.auto app.lua with luarocks path"
+else
+  bad "luajit -l ljprof.auto app.lua with luarocks path:"; sed 's/^/    /' auto.out
 fi
 # The command alone (no luarocks path): it finds its tree by itself.
 if "${E[@]}" "$tmp/tree/bin/ljprof" -r 1000 -o app2.folded app.lua >cmd2.out 2>&1 && grep -q busy app2.folded; then

@@ -7,6 +7,9 @@
 --     the build directory for reproduction;
 --   * the -jprof option parser (jit.prof.parse_options): a run description
 --     or one line "jit.prof: ...";
+--   * the LJPROF parser (jit.prof.auto.parse, shared by -l ljprof.auto and
+--     LD_PRELOAD): a run description, nil (off) or one line "ljprof:
+--     LJPROF: ...; not profiling", within a second;
 --   * ljprof.record{...} option tables: a run (stopped at once) or one line
 --     "ljprof: ...".
 -- Then a few mutated files through the real `ljprof report` command: one
@@ -266,6 +269,54 @@ t.case("-jprof option parser: mutated option strings", function()
   print(string.format("  -jprof options: %d cases, %d accepted, %d rejected in one line, %d findings",
                       n, accepted, rejected, bad))
   t.eq(bad, 0, "findings")
+end)
+
+t.case("LJPROF parser (jit.prof.auto.parse): mutated values", function()
+  local auto = require("jit.prof.auto")
+  local items = {"rate=99", "rate=1e9", "rate=0", "rate=.5", "rate=1.", "rate=0x10", "rate=nan",
+    "rate=-1", "rate=", "interval=1", "interval=0.001", "clock=wall", "clock=cpu", "clock=x",
+    "native=off", "native=show", "calls=on", "zones=root", "format=svg", "format=pprof", "format=",
+    "view=vf", "view=G", "view=i5", "view=3", "view=q", "output=a-%p-%s-%t-%n.pb.gz",
+    "output=x.folded", "output=%", "output=%%", "output=%q", "output=/no/such/dir/%n.svg",
+    "output=-", "every=1", "every=0.1", "every=0", "every=1e9", "keep=3", "keep=0", "keep=-1",
+    "maxbytes=1", "maxbytes=100M", "maxbytes=5G", "maxbytes=1T", "maxbytes=99999999999999999",
+    "signal=USR1", "signal=SIGUSR2", "signal=RTMIN+3", "signal=RTMIN+99", "signal=9", "signal=off",
+    "signal=TERM", "signal=", "control=toggle", "control=snapshot", "control=off", "control=x",
+    "start=paused", "start=running", "start=", "off", "", " ", "=", "==", "x=y", "rate",
+    "\0", "\255", "é", ",", ";", "%n", "output=" .. string.rep("%t", 50)}
+  local n, accepted, off, rejected, bad = 3000 * SCALE, 0, 0, 0, 0
+  for _ = 1, n do
+    local s = {}
+    for _ = 1, rnd(6) do
+      local it = pick(items)
+      local r = rnd(10)
+      if r == 1 then it = it:upper()
+      elseif r == 2 then it = it .. it
+      elseif r == 3 and #it > 1 then local k = rnd(#it) it = it:sub(1, k - 1) .. it:sub(k + 1)
+      elseif r == 4 then it = " " .. it .. "\t" end
+      s[#s + 1] = it
+    end
+    local v = table.concat(s, rnd(8) == 1 and ";" or ",")
+    local t0 = os.clock()
+    local ok, cfg = pcall(auto.parse, v)
+    if os.clock() - t0 > 1 then
+      bad = bad + 1
+      save("ljprof-env", v, "took " .. (os.clock() - t0) .. " s")
+    elseif ok and cfg == nil then
+      off = off + 1
+    elseif ok and type(cfg) == "table" and type(cfg.opts) == "string" and #cfg.outputs > 0 then
+      accepted = accepted + 1
+    elseif not ok and type(cfg) == "string" and cfg:match("^ljprof: LJPROF: [^\n]+; not profiling$") then
+      rejected = rejected + 1
+    else
+      bad = bad + 1
+      save("ljprof-env", v, cfg)
+    end
+  end
+  print(string.format("  LJPROF values: %d cases, %d accepted, %d off, %d rejected in one line, %d findings",
+                      n, accepted, off, rejected, bad))
+  t.eq(bad, 0, "findings")
+  t.ok(accepted > 0 and rejected > 0, "both outcomes were reached")
 end)
 
 t.case("record{} options: mutated tables", function()

@@ -1,0 +1,70 @@
+/*
+** Auto-started runs (auto.c): what a run started from the environment
+** (LJPROF, jit/prof/auto.lua) has beyond a -jprof run: the control signal
+** (pause/resume, or a snapshot now), periodic export of the profile since
+** the last export, output names from a template (%p %s %t %n) and the
+** rotation of the files written.
+**
+** The signal handler of the control signal only counts the signal and
+** wakes the export helper, a thread of ljprof's that does the work in a
+** Lua state of its own; it borrows each profiled context through the gate
+** (exit_signals.h: lending), takes or copies the store, gives the context
+** back and renders and writes without the program's thread.
+*/
+#ifndef LJP_AUTO_H
+#define LJP_AUTO_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+typedef struct ljp_ctx ljp_ctx;
+typedef struct ljp_autox ljp_autox;
+
+/* The auto part of a context (written by auto.c; signal.c reads paused).
+** All zero for a run that was not auto-started. A snapshot (the export
+** helper's copy of a context) has its own seq and t0. */
+typedef struct ljp_autost {
+  ljp_autox *x;             /* configuration and files, shared */
+  uint64_t seq;             /* the interval the store holds: 1, 2... (%n) */
+  uint64_t t0;              /* its start, CLOCK_REALTIME ns (%t) */
+  uint64_t dropped0;        /* n_dropped at its start */
+  volatile sig_atomic_t paused; /* control signal: no samples now */
+} ljp_autost;
+
+enum { LJP_CONTROL_OFF, LJP_CONTROL_SNAPSHOT, LJP_CONTROL_TOGGLE };
+
+/* Make ctx's run an auto-started one (before its start): every_s > 0
+** exports every that many seconds; keep, maxbytes: rotation (0: none).
+** Returns the state's index in the process (%s), from 1. */
+int ljp_auto_attach(ljp_ctx *ctx, double every_s, uint32_t keep,
+                    uint64_t maxbytes);
+/* The run is up: export and control it from the helper. spec: what
+** jit.prof.write_after_signal renders ("program\0opts\0output..."); L:
+** the state, for its package paths; opener: luaopen_ljprof of this
+** library, for the helper's state. 0, or -1 and one line in err (the run
+** goes on without the helper: no export, no control). */
+int ljp_auto_start(ljp_ctx *ctx, lua_State *L, const char *spec,
+                   size_t speclen, int control, int signo, int paused,
+                   lua_CFunction opener, char *err, size_t errlen);
+/* The run's own stop comes next: no more exports or control. */
+void ljp_auto_stop(ljp_ctx *ctx);
+/* The context is being freed. */
+void ljp_auto_release(ljp_ctx *ctx);
+/* tmpl with its placeholders filled for ctx's interval; 0 (out
+** untouched) when ctx's run was not auto-started. */
+size_t ljp_auto_name(const ljp_ctx *ctx, const char *tmpl, char *out,
+                     size_t n);
+/* An output of ctx was written to path: rotation. */
+void ljp_auto_written(ljp_ctx *ctx, const char *path);
+/* The snapshot the export helper's state reads (api.c), or NULL. */
+ljp_ctx *ljp_auto_view(const void *registry);
+/* Print line on stderr, once per process. */
+void ljp_auto_notice(const char *line);
+/* Counters of ctx's exports (its helper's work). */
+void ljp_auto_counts(const ljp_ctx *ctx, uint64_t *exports,
+                     uint64_t *export_ns);
+
+#endif

@@ -1,0 +1,499 @@
+-- Profiling started from the environment (LJPROF; jit/prof/auto.lua,
+-- src/auto.c, src/preload.c), in child processes:
+--   * luajit -l ljprof.auto app.lua, and bad LJPROF values (one line, the
+--     program runs unprofiled, its output unchanged);
+--   * LD_PRELOAD=libljprof.so in a C host that knows nothing of ljprof
+--     (tests/embed/plain_host.c, linked with LuaJIT only), one state after
+--     another and on threads, and in the luajit executable, from a clean
+--     environment (env -i); without LJPROF the preload changes nothing;
+--   * the control signal: snapshots of a running process (every state of
+--     it, one of them blocked), pause and resume (a phase run while
+--     paused has no sample), a program that handles the signal itself;
+--   * periodic export: files of each interval, rotation by count and by
+--     size, ljprof's memory flat however many distinct stacks pass.
+-- No assertion on time: the children move from phase to phase when the
+-- test tells them (files in the test's directory), and a wait that lasts
+-- 60 s is a hang. Every file goes to a directory of its own, removed at
+-- the end; only processes this test started are signalled, by pid.
+local t = require("t")
+
+local q = t.q
+local dir = t.tmpdir()
+local LJ = t.LUAJIT
+local LIB = os.getenv("LJPROF_LIB") or (t.BUILD .. "/libljprof.so")
+local HOST = os.getenv("LJPROF_PLAIN_HOST") or (t.BUILD .. "/tests/plain_host")
+-- What a clean environment needs to find ljprof's Lua files (and luajit).
+local CLEAN = string.format("env -i PATH=%s LUA_PATH=%s LUA_CPATH=%s", q(os.getenv("PATH")),
+  q(t.SRC .. "/?.lua;" .. t.SRC .. "/jit/?.lua;;"), q(t.BUILD .. "/lib?.so;;"))
+
+local function path(name) return dir .. "/" .. name end
+
+local function sh(cmd)
+  local p = io.popen("cd " .. q(dir) .. " && { " .. cmd .. "; } 2>&1")
+  local s = p:read("*a")
+  p:close()
+  return s
+end
+
+local function exists(p)
+  local f = io.open(p)
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function lines(s)
+  local l = {}
+  for x in (s or ""):gmatch("[^\n]+") do l[#l + 1] = x end
+  return l
+end
+
+local function ls(pattern)  -- file names in dir matching a Lua pattern
+  local l = {}
+  for name in sh("ls -1"):gmatch("[^\n]+") do
+    if name:match(pattern) then l[#l + 1] = name end
+  end
+  table.sort(l)
+  return l
+end
+
+local function clean()
+  sh("rm -f -- *.folded *.pb.gz *.txt go_* stop* out* err* pid* status* fifo*")
+end
+
+-- Wait until pred() is true; a wait of 60 s is a hang (then false).
+local function wait_for(pred, what)
+  for _ = 1, 1200 do
+    if pred() then return true end
+    os.execute("sleep 0.05")
+  end
+  t.ok(false, "waited 60 s for " .. what)
+  return false
+end
+
+-- Start cmd (a shell command line) in the background with its output
+-- in out<tag> and err<tag>; returns a handle with the pid of the program
+-- itself (exec keeps it) and its exit status once it ends.
+local function spawn(cmd, tag)
+  tag = tag or ""
+  os.execute(string.format("cd %s && rm -f pid%s status%s && { (sh -c 'echo $$ >pid%s; exec \"$@\"' sh %s " ..
+                           ">out%s 2>err%s; echo $? >status%s) >/dev/null 2>&1 & }",
+                           q(dir), tag, tag, tag, cmd, tag, tag, tag))
+  local h = {tag = tag}
+  wait_for(function() h.pid = tonumber(t.read(path("pid" .. tag)) or "") return h.pid end, "the pid")
+  function h.out() return t.read(path("out" .. tag)) or "" end
+  function h.err() return t.read(path("err" .. tag)) or "" end
+  function h.kill(sig) if h.pid then os.execute("kill -" .. sig .. " " .. h.pid .. " 2>/dev/null") end end
+  function h.wait()
+    if not wait_for(function() return exists(path("status" .. tag)) end, "the end of " .. cmd) then
+      h.kill("KILL")
+      return "hung"
+    end
+    return tonumber(t.read(path("status" .. tag)))
+  end
+  return h
+end
+
+-- Samples per frame name in a folded file: {name = count}.
+local function folded(file)
+  local n = {}
+  for _, l in ipairs(lines(t.read(file))) do
+    local stack, c = l:match("^(.*) (%d+)$")
+    if stack then
+      for fr in (stack .. ";"):gmatch("([^;]*);") do n[fr] = (n[fr] or 0) + tonumber(c) end
+    end
+  end
+  return n
+end
+
+t.write(path("busy.lua"), [[
+local function busy(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
+local t0, r = os.clock(), 0
+while os.clock() - t0 < 0.3 do r = r + busy(1e4) end
+print("busy done")
+]])
+
+-- Phases, each a function of its own (named by its call site), run one
+-- after the other: phase X runs until the test creates go_<next>, or
+-- "stop" after the last, and is announced once it ran 300 times. The
+-- driver stays interpreted, so that safe points come at once.
+t.write(path("phases.lua"), [[
+local d = debug.getinfo(1, "S").source:match("^@(.*)/phases%.lua$")
+local list = {...}
+local function exists(p) local f = io.open(p) if f then f:close() end return f ~= nil end
+local function phaseA() local s = 0 for i = 1, 20000 do s = s + i % 7 end return s end
+local function phaseB() local s = 0 for i = 1, 20000 do s = s + i % 11 end return s end
+local function phaseW() local s = 0 for i = 1, 20000 do s = s + i % 3 end return s end
+local function phaseC() local s = 0 for i = 1, 20000 do s = s + i % 13 end return s end
+local function one(x)
+  if x == "A" then phaseA() elseif x == "B" then phaseB()
+  elseif x == "W" then phaseW() else phaseC() end
+end
+local function run(x, until_file)
+  local n = 0
+  repeat
+    one(x)
+    n = n + 1
+    if n == 300 then io.stdout:write(x, "\n") io.stdout:flush() end
+  until n > 300 and exists(d .. "/" .. until_file)
+end
+jit.off(run)
+jit.off(one)
+for i, x in ipairs(list) do run(x, list[i + 1] and "go_" .. list[i + 1] or "stop") end
+print("done")
+]])
+
+-------------------------------------------------------------------------------
+
+t.case("luajit -l ljprof.auto: the program unchanged, its profile written", function()
+  clean()
+  local plain = sh(LJ .. " busy.lua")
+  local out = sh(t.CHILD_ENV .. "LJPROF=" .. q("rate=1000,clock=wall,output=" .. dir ..
+    "/a-%p-%s-%n.folded,output=" .. dir .. "/a.txt") .. " " .. LJ .. " -l ljprof.auto busy.lua")
+  t.eq(out, plain, "output")
+  local files = ls("^a%-%d+%-1%-1%.folded$")
+  t.eq(#files, 1, "one folded file a-<pid>-1-1.folded: " .. table.concat(ls("^a"), " "))
+  if files[1] then t.ok((folded(path(files[1])).busy or 0) > 0, "samples in busy") end
+  t.ok((t.read(path("a.txt")) or ""):find("busy", 1, true), "text report names busy")
+  -- Unset: the defaults (99 Hz, ljprof-%p-%t.pb.gz in the working directory).
+  clean()
+  sh("rm -f ljprof-*.pb.gz")
+  out = sh(t.CHILD_ENV .. LJ .. " -l ljprof.auto busy.lua")
+  t.eq(out, plain, "output with the defaults")
+  local pb = ls("^ljprof%-%d+%-%d+T%d+%.%d+Z%.pb%.gz$")
+  t.eq(#pb, 1, "ljprof-<pid>-<time>.pb.gz: " .. table.concat(ls("^ljprof"), " "))
+  if pb[1] then t.eq((t.read(path(pb[1])) or ""):sub(1, 2), "\31\139", "gzip") end
+  sh("rm -f ljprof-*.pb.gz")
+  out = sh(t.CHILD_ENV .. "LJPROF=off " .. LJ .. " -l ljprof.auto busy.lua")
+  t.eq(out, plain, "LJPROF=off: output")
+  t.eq(#ls("^ljprof"), 0, "LJPROF=off: no file")
+end)
+
+local BAD = {
+  {"rate=fast", "bad rate 'fast'"},
+  {"rate=1e9", "bad rate '1e9'"},
+  {"clock=gpu", "bad clock 'gpu'"},
+  {"output=x%q.folded", "placeholder '%q' unknown"},
+  {"every=0", "bad every '0'"},
+  {"every=5,output=x.folded", "has no %n or %t"},
+  {"keep=3", "keep=3 without every="},
+  {"maxbytes=10Q,every=1", "bad maxbytes '10Q'"},
+  {"signal=TERM", "bad signal 'TERM'"},
+  {"signal=RTMIN+99", "bad signal 'RTMIN+99'"},
+  {"control=reboot", "bad control 'reboot'"},
+  {"start=paused", "start=paused without control=toggle"},
+  {"rate=10,interval=5", "both rate=10 and interval=5"},
+  {"format=xml", "bad format 'xml'"},
+  {"view=vfq", "'q'"},
+  {"calls=on,every=1", "calls=on with every="},
+  {"off,rate=5", "bad item 'off'"},
+  {"frobnicate", "bad item 'frobnicate'"},
+  {"foo=1", "unknown item 'foo=1'"},
+  {"native=", "bad native ''"},
+}
+
+t.case("bad LJPROF values: one line naming the item, the program runs unprofiled", function()
+  clean()
+  local plain = sh(LJ .. " busy.lua 2>/dev/null")
+  for _, c in ipairs(BAD) do
+    local env = "LJPROF=" .. q(c[1] .. (c[1]:find("output=") and "" or ",output=" .. dir .. "/bad-%p.folded")) .. " "
+    if c[1]:find("every=5,output") then env = "LJPROF=" .. q(c[1]) .. " " end
+    local out = sh(t.CHILD_ENV .. env .. LJ .. " -l ljprof.auto busy.lua 2>err; echo status=$?")
+    local err = lines(t.read(path("err")))
+    t.eq(out, plain .. "status=0\n", c[1] .. ": output and status")
+    t.eq(#err, 1, c[1] .. ": one line on stderr: " .. table.concat(err, " | "))
+    t.ok(err[1] and err[1]:find("^ljprof: LJPROF: ") and err[1]:find("accepted", 1, true) and
+         err[1]:find(c[2], 1, true) and err[1]:find("not profiling$"),
+         c[1] .. ": the line names it and what is accepted: " .. tostring(err[1]))
+  end
+  t.eq(#ls("^bad"), 0, "no profile written")
+  -- The same through LD_PRELOAD in a host with three states: said once.
+  local o = sh(CLEAN .. " LJPROF='rate=fast' LD_PRELOAD=" .. q(LIB) .. " " .. q(HOST) ..
+               " busy.lua 3 2>err; echo status=$?")
+  t.eq(o, ("busy done\nhost: state 1: (no result)\nbusy done\nhost: state 2: (no result)\n" ..
+           "busy done\nhost: state 3: (no result)\nstatus=0\n"), "host output")
+  local err = lines(t.read(path("err")))
+  t.eq(#err, 1, "host: one line for three states: " .. table.concat(err, " | "))
+end)
+
+t.case("LD_PRELOAD in a C host that knows nothing of ljprof", function()
+  clean()
+  t.ok(not sh("nm -D " .. q(HOST)):find("ljprof"), "the host names nothing of ljprof")
+  t.ok(sh("ldd " .. q(HOST)):find("libluajit"), "the host links LuaJIT dynamically")
+  t.write(path("state.lua"), [[
+local function work(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
+local t0, r = os.clock(), 0
+while os.clock() - t0 < 0.3 do r = r + work(1e4) end
+return "state " .. STATE .. " ok"
+]])
+  local plain = sh(CLEAN .. " " .. q(HOST) .. " state.lua 2 2>&1")
+  t.eq(plain, "host: state 1: state 1 ok\nhost: state 2: state 2 ok\n", "unprofiled host")
+  -- Without LJPROF: nothing changes, nothing is written.
+  local o = sh(CLEAN .. " LD_PRELOAD=" .. q(LIB) .. " " .. q(HOST) .. " state.lua 2 2>&1")
+  t.eq(o, plain, "LD_PRELOAD without LJPROF: same output, nothing on stderr")
+  t.eq(sh(CLEAN .. " LD_PRELOAD=" .. q(LIB) .. " /bin/true; echo $?"), "0\n",
+       "a program without LuaJIT runs with the library preloaded")
+  -- Two states, one after the other: a file each (the second "-2").
+  o = sh(CLEAN .. " LJPROF=" .. q("rate=1000,output=" .. dir .. "/h.folded") .. " LD_PRELOAD=" ..
+         q(LIB) .. " " .. q(HOST) .. " state.lua 2 2>&1")
+  t.eq(o, plain, "profiled host: same output")
+  t.eq(table.concat(ls("^h"), " "), "h-2.folded h.folded", "a file per state")
+  for _, f in ipairs(ls("^h")) do t.ok((folded(path(f)).work or 0) > 0, f .. ": samples in work") end
+  -- Three states on three threads at once, named by %s.
+  o = sh(CLEAN .. " LJPROF=" .. q("rate=1000,output=" .. dir .. "/th-%s.folded") .. " LD_PRELOAD=" ..
+         q(LIB) .. " " .. q(HOST) .. " state.lua 3 threads 2>err")
+  local got = lines(o)
+  table.sort(got)
+  t.eq(table.concat(got, "\n"), "host: state 1: state 1 ok\nhost: state 2: state 2 ok\nhost: state 3: state 3 ok",
+       "threads: output")
+  t.eq(table.concat(ls("^th"), " "), "th-1.folded th-2.folded th-3.folded", "threads: a file per state")
+  for _, f in ipairs(ls("^th")) do t.ok((folded(path(f)).work or 0) > 0, f .. ": samples in work") end
+  -- stderr: at most the one note that only one state is written on SIGTERM
+  local err = lines(t.read(path("err")))
+  t.ok(#err <= 1 and (not err[1] or err[1]:find("SIGTERM", 1, true)), "threads: stderr: " .. table.concat(err, " | "))
+end)
+
+t.case("LD_PRELOAD in the luajit executable (LuaJIT linked in: LUA_INIT)", function()
+  clean()
+  local plain = sh(CLEAN .. " " .. LJ .. " busy.lua 2>&1")
+  local o = sh(CLEAN .. " LD_PRELOAD=" .. q(LIB) .. " " .. LJ .. " busy.lua 2>&1")
+  t.eq(o, plain, "without LJPROF: unchanged")
+  t.eq(#ls("%.folded$"), 0, "without LJPROF: no file")
+  o = sh(CLEAN .. " LJPROF=" .. q("rate=1000,output=" .. dir .. "/lj-%p.folded") .. " LD_PRELOAD=" .. q(LIB) ..
+         " " .. LJ .. " busy.lua 2>&1")
+  t.eq(o, plain, "profiled: unchanged output")
+  local f = ls("^lj%-%d+%.folded$")
+  t.eq(#f, 1, "one file")
+  if f[1] then t.ok((folded(path(f[1])).busy or 0) > 0, "samples in busy") end
+  -- The program's LUA_INIT still runs, and the program sees it as it was.
+  t.write(path("init.lua"), 'io.write("init ran; ")\n')
+  t.write(path("env.lua"), 'print(os.getenv("LUA_INIT"))\n')
+  for _, init in ipairs({"io.write('init ran; ')", "@" .. path("init.lua")}) do
+    plain = sh(CLEAN .. " LUA_INIT=" .. q(init) .. " " .. LJ .. " env.lua 2>&1")
+    o = sh(CLEAN .. " LUA_INIT=" .. q(init) .. " LJPROF=" .. q("output=" .. dir .. "/li.folded") ..
+           " LD_PRELOAD=" .. q(LIB) .. " " .. LJ .. " env.lua 2>&1")
+    t.eq(o, plain, "LUA_INIT " .. init)
+    t.ok(plain:find("^init ran; "), "LUA_INIT ran: " .. plain)
+    t.ok(exists(path("li.folded")), "LUA_INIT " .. init .. ": profiled")
+    sh("rm -f li.folded")
+  end
+  -- With -l ljprof.auto as well: one run, not two.
+  o = sh(CLEAN .. " LJPROF=" .. q("rate=1000,output=" .. dir .. "/both-%s.folded") .. " LD_PRELOAD=" ..
+         q(LIB) .. " " .. LJ .. " -l ljprof.auto busy.lua 2>&1")
+  t.eq(o, "busy done\n", "-l ljprof.auto under LD_PRELOAD")
+  t.eq(table.concat(ls("^both"), " "), "both-1.folded", "one state, one file")
+end)
+
+
+-- stderr lines but the note that only the first state of a host is
+-- written on SIGTERM (the exit helper serves one state).
+local function ctl_lines(s)
+  local l = {}
+  for _, x in ipairs(lines(s)) do
+    if not x:find("^jit%.prof: no profile on SIGTERM/SIGHUP") then l[#l + 1] = x end
+  end
+  return l
+end
+
+t.case("control signal: a snapshot of every state, one of them blocked", function()
+  clean()
+  sh("mkfifo fifo")
+  t.write(path("ctl.lua"), [[
+local d = debug.getinfo(1, "S").source:match("^@(.*)/ctl%.lua$")
+local function exists(p) local f = io.open(p) if f then f:close() end return f ~= nil end
+local function spin() local s = 0 for i = 1, 20000 do s = s + i % 7 end return s end
+local function blocked() local f = io.open(d .. "/fifo") local l = f:read("*l") f:close() return l end
+local function loop()
+  local n = 0
+  repeat
+    spin()
+    n = n + 1
+    if n == 300 then io.stdout:write("state ", STATE, " ready\n") io.stdout:flush() end
+  until n > 300 and exists(d .. "/stop")
+end
+jit.off(loop)
+loop()
+if STATE == 2 then blocked() end
+return "state " .. STATE .. " done"
+]])
+  local h = spawn(string.format("%s LJPROF=%s LD_PRELOAD=%s %s %s 2 threads", CLEAN,
+    q("rate=1000,clock=wall,output=" .. dir .. "/s-%s.folded"), q(LIB), q(HOST), q(path("ctl.lua"))), "c")
+  wait_for(function() local o = h.out() return o:find("state 1 ready") and o:find("state 2 ready") end,
+           "both states ready")
+  h.kill("USR2")
+  wait_for(function() return h.err():find("snapshot written") end, "the snapshot")
+  local err = ctl_lines(h.err())
+  t.eq(#err, 1, "one line: " .. table.concat(err, " | "))
+  t.ok(err[1]:find("^ljprof: SIGUSR2: snapshot written: ") and err[1]:find(path("s-1.folded"), 1, true) and
+       err[1]:find(path("s-2.folded"), 1, true), "the line names both files: " .. err[1])
+  local snap = {}
+  for k = 1, 2 do
+    snap[k] = folded(path("s-" .. k .. ".folded")).spin or 0
+    t.ok(snap[k] > 0, "state " .. k .. ": samples in spin")
+  end
+  -- State 1 ends (its final profile written at lua_close); state 2 then
+  -- waits in open() of a FIFO, without running Lua: its snapshot comes
+  -- all the same.
+  t.write(path("stop"), "")
+  wait_for(function() return h.out():find("host: state 1: state 1 done") end, "state 1 done")
+  h.kill("USR2")
+  wait_for(function() return #ctl_lines(h.err()) >= 2 end, "the second snapshot")
+  err = ctl_lines(h.err())
+  -- (%s counts the states as they were made: the threads' order)
+  t.ok(err[2] and err[2]:find("^ljprof: SIGUSR2: snapshot written: " .. path("s-"):gsub("%p", "%%%0") ..
+                              "[12]%.folded$"),
+       "second snapshot: the blocked state only: " .. tostring(err[2]))
+  sh("echo go > fifo")
+  t.eq(h.wait(), 0, "host status")
+  local out = lines(h.out())
+  table.sort(out)
+  t.eq(table.concat(out, "\n"), "host: state 1: state 1 done\nhost: state 2: state 2 done\n" ..
+       "state 1 ready\nstate 2 ready", "host output")
+  for k = 1, 2 do  -- the file at the end holds the whole run (snapshots are cumulative)
+    t.ok((folded(path("s-" .. k .. ".folded")).spin or 0) >= snap[k], "state " .. k .. ": final >= snapshot")
+  end
+  err = ctl_lines(h.err())
+  t.eq(#err, 2, "stderr: the two snapshot lines: " .. table.concat(err, " | "))
+end)
+
+t.case("control=toggle: a phase run while paused has no sample", function()
+  for _, paused in ipairs({false, true}) do
+    clean()
+    local h = spawn(string.format("env %sLJPROF=%s %s -l ljprof.auto %s A B W C", t.CHILD_ENV,
+      q("rate=1000,clock=wall,control=toggle,output=" .. dir .. "/tg.folded" .. (paused and ",start=paused" or "")),
+      LJ, q(path("phases.lua"))), "t")
+    local n = 0
+    local function toggle(what)
+      n = n + 1
+      h.kill("USR2")
+      wait_for(function() return #lines(h.err()) >= n end, what)
+      local l = lines(h.err())[n] or ""
+      t.ok(l:find("^ljprof: SIGUSR2: sampling " .. what), "line " .. n .. ": " .. l)
+    end
+    wait_for(function() return h.out():find("A") end, "phase A")
+    if not paused then toggle("paused") end
+    t.write(path("go_B"), "")
+    wait_for(function() return h.out():find("B") end, "phase B")
+    t.write(path("go_W"), "")
+    wait_for(function() return h.out():find("W") end, "phase W")
+    toggle("resumed")
+    t.write(path("go_C"), "")
+    wait_for(function() return h.out():find("C") end, "phase C")
+    t.write(path("stop"), "")
+    t.eq(h.wait(), 0, "status")
+    t.eq(h.out(), "A\nB\nW\nC\ndone\n", "the program's output")
+    local f = folded(path("tg.folded"))
+    local label = paused and "start=paused: " or ""
+    if paused then
+      t.eq(f.phaseA, nil, label .. "no sample of phase A (paused from the start)")
+    else
+      t.ok((f.phaseA or 0) > 0, label .. "samples of phase A")
+    end
+    t.eq(f.phaseB, nil, label .. "no sample of phase B (paused)")
+    t.ok((f.phaseC or 0) > 0, label .. "samples of phase C (resumed)")
+    t.eq(#lines(h.err()), n, label .. "stderr: the toggle lines only")
+  end
+end)
+
+t.case("control signal handled by the program: one line, profiling goes on", function()
+  clean()
+  local out = sh(t.CHILD_ENV .. "LJPROF=" .. q("rate=1000,output=" .. dir .. "/own.folded") .. " " .. LJ ..
+    [[ -e "local ffi = require('ffi') ffi.cdef('typedef void (*sh)(int); sh signal(int, sh); void _exit(int);')]] ..
+    [[ ffi.C.signal(12, ffi.C._exit)" -l ljprof.auto busy.lua 2>err]])
+  t.eq(out, "busy done\n", "output")
+  local err = lines(t.read(path("err")))
+  t.eq(#err, 1, "one line: " .. table.concat(err, " | "))
+  t.ok(err[1] and err[1]:find("^ljprof: LJPROF: the program already handles SIGUSR2: control by signal is off") and
+       err[1]:find("accepted", 1, true), tostring(err[1]))
+  t.ok((folded(path("own.folded")).busy or 0) > 0, "profiled all the same")
+end)
+
+-- Steps: step k makes 100 fresh functions with long chunk names of its
+-- own, and runs them until the export file of interval k (or a later
+-- one) exists; ljprof's memory (stats().bytes) is noted at each step.
+t.write(path("steps.lua"), [[
+local d = debug.getinfo(1, "S").source:match("^@(.*)/steps%.lua$")
+local prefix, steps = ...
+steps = tonumber(steps)
+local function exists(p) local f = io.open(p) if f then f:close() end return f ~= nil end
+local function seen(k)
+  for j = k, k + 3 do if exists(d .. "/" .. prefix .. j .. ".folded") then return true end end
+end
+local lj = require("ljprof")
+local bytes, long = {}, string.rep("x", 300)
+local function step(k)
+  local fs = {}
+  for j = 1, 100 do
+    fs[j] = loadstring("local s = 0 for i = 1, 3000 do s = s + i % 7 end return s",
+                       "=" .. long .. "_" .. k .. "_" .. j)
+  end
+  repeat for j = 1, 100 do fs[j]() end until seen(k)
+end
+jit.off(step)
+for k = 1, steps do
+  bytes[k] = lj.stats().bytes
+  step(k)
+  if k == 3 then io.stdout:write("step 3\n") io.stdout:flush() end
+end
+local f = io.open(d .. "/bytes.txt", "w")
+f:write(table.concat(bytes, " "), "\n")
+f:close()
+print("steps done")
+]])
+
+t.case("periodic export: a file per interval, rotation by count, memory flat", function()
+  clean()
+  local N = 30
+  local h = spawn(string.format("env %sLJPROF=%s %s -l ljprof.auto %s e- %d", t.CHILD_ENV,
+    q("rate=1000,clock=wall,every=0.2,keep=3,output=" .. dir .. "/e-%n.folded"), LJ, q(path("steps.lua")), N), "p")
+  -- A snapshot while it runs: an export now.
+  wait_for(function() return h.out():find("step 3") end, "step 3")
+  h.kill("USR2")
+  t.eq(h.wait(), 0, "status")
+  t.eq(h.out(), "step 3\nsteps done\n", "the program's output")
+  local err = lines(h.err())
+  t.eq(#err, 1, "stderr: the snapshot line: " .. table.concat(err, " | "))
+  t.ok(err[1] and err[1]:find("^ljprof: SIGUSR2: snapshot written: " .. path("e-"):gsub("%p", "%%%0") .. "%d+%.folded$"),
+       "the snapshot is an export: " .. tostring(err[1]))
+  -- keep=3: the three newest intervals, the last one written at exit.
+  local files, nums = ls("^e%-%d+%.folded$"), {}
+  for _, f in ipairs(files) do nums[#nums + 1] = tonumber(f:match("%d+")) end
+  table.sort(nums)
+  t.eq(#nums, 3, "three files kept: " .. table.concat(files, " "))
+  t.ok(nums[3] and nums[3] >= N and nums[2] == nums[3] - 1 and nums[1] == nums[3] - 2,
+       "the newest, consecutive: " .. table.concat(nums, " "))
+  -- Each file holds its interval only: the steps its chunks name are the
+  -- few around its number, never the first ones.
+  for _, n in ipairs(nums) do
+    local lo, hi = math.huge, 0
+    for fr in pairs(folded(path("e-" .. n .. ".folded"))) do
+      local k = tonumber(fr:match("^x+_(%d+)_%d+"))
+      if k then lo, hi = math.min(lo, k), math.max(hi, k) end
+    end
+    t.ok(hi > 0 and lo >= N - 4, "e-" .. n .. ".folded: steps " .. lo .. " to " .. hi)
+  end
+  -- ljprof's memory: the store is taken at each export, so 3,000 fresh
+  -- functions with 300-byte names leave it where it was after the first
+  -- steps (kept, they would add about 1 MB of names alone).
+  local b = {}
+  for x in (t.read(path("bytes.txt")) or ""):gmatch("%d+") do b[#b + 1] = tonumber(x) end
+  t.eq(#b, N, "bytes noted at each step")
+  local early, late = 0, 0
+  for k = 2, 6 do early = math.max(early, b[k] or 0) end
+  for k = N - 5, N do late = math.max(late, b[k] or 0) end
+  print(string.format("  ljprof's memory (stats().bytes): step 2-6 max %d, step %d-%d max %d", early, N - 5, N, late))
+  t.ok(late <= early + 256 * 1024, "memory flat: " .. early .. " -> " .. late)
+end)
+
+t.case("periodic export: rotation by size", function()
+  clean()
+  local out = sh(string.format("%sLJPROF=%s %s -l ljprof.auto %s m- 5 2>err", t.CHILD_ENV,
+    q("rate=1000,clock=wall,every=0.2,maxbytes=1,output=" .. dir .. "/m-%n.folded"), LJ, q(path("steps.lua"))))
+  t.eq(out, "step 3\nsteps done\n", "output")
+  t.eq(t.read(path("err")), "", "stderr")
+  local files = ls("^m%-%d+%.folded$")
+  t.eq(#files, 1, "maxbytes=1: the newest interval only: " .. table.concat(files, " "))
+  t.ok(files[1] and tonumber(files[1]:match("%d+")) >= 5, "it is the last: " .. tostring(files[1]))
+end)
+
+sh("rm -rf " .. q(dir))
+t.done()

@@ -16,13 +16,13 @@
 #include <string.h>
 
 #include <lauxlib.h>
-#include <lualib.h>
 
 #include "names.h"
 #include "table.h"
 #include "ljp.h"
 #include "luastack.h"
 #include "objects.h"
+#include "ownstate.h"
 
 /* -- Fast-function ids ------------------------------------------------------ */
 
@@ -338,8 +338,7 @@ void ljp_names_release(void)
 void ljp_ffid_learn_own(void)
 {
   lua_State *S;
-  if (ljp_ffid_known() || !(S = luaL_newstate())) return;
-  luaL_openlibs(S);
+  if (ljp_ffid_known() || !(S = ljp_own_newstate())) return;  /* never auto-profiled */
   lua_getglobal(S, "require");      /* ffi's metatables are learnt too */
   lua_pushliteral(S, "ffi");
   lua_pcall(S, 1, 0, 0);

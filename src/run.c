@@ -25,11 +25,11 @@
 #include <unistd.h>
 
 #include <lauxlib.h>
-#include <lualib.h>
 
 #include "ljp.h"
 #include "luastack.h"
 #include "objects.h"
+#include "ownstate.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -153,9 +153,8 @@ void ljp_run_learn_layouts(void)
   lua_State *S;
   pthread_mutex_lock(&learn_mu);
   if (!(ljp_vml.vmstate_ok && ljp_lsl.ok && ljp_lsl.jit_ok) && tries < 3 &&
-      (S = luaL_newstate()) != NULL) {
+      (S = ljp_own_newstate()) != NULL) {  /* never auto-profiled */
     tries++;
-    luaL_openlibs(S);
     ljp_ffid_learn(S);
     if (ljp_vmprobe(S)) ljp_luastack_probe(S);
     lua_close(S);

@@ -13,6 +13,13 @@
 -- builtin frames print the same text in both. Control bytes cannot occur
 -- in chunk or function names, so the key splits unambiguously.
 --
+-- A run is read either from its summary() keyed with KEY_FMT (collect),
+-- or, as jit/prof.lua does, from ljprof.profile(), which hands over
+-- structured frames (from_profile): then a named Lua function keeps its
+-- first line too (a dumpstack key keeps its name or its first line, not
+-- both), so that two functions of one name stay apart (names(),
+-- pprof_name()). Samples may carry labels ({key = value}, ljprof.label).
+--
 -- Native frames (the C code running above the Lua frame that called it,
 -- from the native unwinder: "libm.so.6+0x702c0", "fpconv_g_fmt") print
 -- their name once, at the frame's first f/F/l (src/dumpstack.c): <f> is
@@ -86,9 +93,74 @@ function M.collect(entries)
       end
     end
     p.samples[#p.samples + 1] = {stack = stack, vmstate = e.vmstate,
-                                 zone = e.zone or "", count = e.count}
+                                 zone = e.zone or "", labels = e.labels, count = e.count}
     p.total = p.total + e.count
   end
+  return p
+end
+
+-- A sample's labels as one string (sorted pairs), "" for none: samples
+-- that differ only in labels are kept apart by it.
+function M.labels_key(labels)
+  if not labels then return "" end
+  local t = {}
+  for k, v in pairs(labels) do t[#t + 1] = tostring(k) .. "\0" .. tostring(v) end
+  table.sort(t)
+  return table.concat(t, "\0")
+end
+
+-- The profile of ljprof.profile() (structured frames, see
+-- src/lua_ljprof.c): frames are merged by content (the store keeps C
+-- functions by entry point, which name alike), samples that are then
+-- equal are merged, most samples first.
+function M.from_profile(t)
+  local p = {frames = {}, samples = {}, total = 0}
+  local of, index = {}, {}
+  for i, f in ipairs(t.frames or {}) do
+    local fr, k
+    if f.kind == "lua" then
+      fr = {lua = true, file = f.file, line = f.line, linedefined = f.linedefined,
+            name = f.name}
+      k = "L\0" .. f.file .. "\0" .. f.line .. "\0" .. f.linedefined .. "\0" ..
+          (f.name or "")
+    elseif f.kind == "native" then
+      fr = {lua = false, native = true, name = f.name}
+      k = "N\0" .. f.name
+    else
+      fr = {lua = false, name = M.builtin_name(f.name)}
+      k = "C\0" .. fr.name
+    end
+    local id = index[k]
+    if not id then
+      id = #p.frames + 1
+      fr.id = id
+      p.frames[id] = fr
+      index[k] = id
+    end
+    of[i] = id
+  end
+  local by = {}
+  for _, s in ipairs(t.samples or {}) do
+    local stack = {}
+    for i, x in ipairs(s.stack) do stack[i] = of[x] end
+    local k = table.concat(stack, ",") .. "\0" .. s.vmstate .. "\0" .. (s.zone or "") ..
+              "\0" .. M.labels_key(s.labels)
+    local e = by[k]
+    if e then
+      e.count = e.count + s.count
+    else
+      e = {stack = stack, vmstate = s.vmstate, zone = s.zone or "", labels = s.labels,
+           count = s.count, key = k}
+      by[k] = e
+      p.samples[#p.samples + 1] = e
+    end
+    p.total = p.total + s.count
+  end
+  table.sort(p.samples, function(a, b)
+    if a.count ~= b.count then return a.count > b.count end
+    return a.key < b.key
+  end)
+  for _, e in ipairs(p.samples) do e.key = nil end
   return p
 end
 
@@ -160,14 +232,16 @@ function M.with_zones(p)
       for i = 1, #s.stack do stack[i + 1] = s.stack[i] end
     end
     q.samples[#q.samples + 1] = {stack = stack, vmstate = s.vmstate, zone = s.zone,
-                                 count = s.count}
+                                 labels = s.labels, count = s.count}
   end
   return q
 end
 
 -- Output formats: module jit.prof.<name> provides render(p, meta) ->
--- file content (p from collect(), meta = {clock=, interval_us=, program=,
--- samples=, dropped=}). Chosen explicitly or from the file name.
+-- file content (p from collect() or from_profile(), meta = {clock=,
+-- interval_us=, program=, samples=, dropped=, created= (Unix seconds of
+-- the start), duration_ns=, thread=, thread_id=, state=}). Chosen
+-- explicitly or from the file name.
 M.FORMATS = {"text", "folded", "speedscope", "pprof", "svg", "raw"}
 local EXT = {
   {".speedscope.json", "speedscope"}, {".pb.gz", "pprof"}, {".svg", "svg"},

@@ -195,6 +195,88 @@ function M.label(fr, scope, fullpath)
   return chunk .. ":" .. (fr.linedefined or "?")
 end
 
+-- The last k components of a path ("luacheck/main.lua" for k = 2 of
+-- "/usr/share/lua/5.1/luacheck/main.lua"); the whole path when it has no
+-- more.
+function M.path_suffix(file, k)
+  local parts = {}
+  for c in file:gmatch("[^/\\]+") do parts[#parts + 1] = c end
+  if k >= #parts then return file end
+  return table.concat(parts, "/", #parts - k + 1)
+end
+
+-- A Lua function's qualified name: "run (luacheck/main.lua:120)", or
+-- "luacheck/main.lua:120" without a name; loc is the file as shown.
+local function qualified(fr, loc)
+  local at = loc .. (fr.linedefined and (":" .. fr.linedefined) or "")
+  if fr.name then return fr.name .. " (" .. at .. ")" end
+  return at
+end
+
+-- A function's name in pprof: Lua functions always qualified with the
+-- last two components of their file and their first line ("run
+-- (luacheck/main.lua:120)"), so that the name is the same in every
+-- profile of the program (fleet tools merge profiles by name, and go tool
+-- pprof -top merges functions of one name); C functions by name.
+function M.pprof_name(fr)
+  if not fr.lua then return fr.name end
+  return qualified(fr, M.path_suffix(fr.file, 2))
+end
+
+-- Frame labels for the stack formats (folded, SVG, speedscope): -jp's
+-- label in scope "f" or "F" (M.label), except that a label two different
+-- Lua functions would share is qualified, for each of them, with the
+-- shortest end of its file's path that tells them apart and its first
+-- line: "run (check.lua:12)" and "run (format.lua:40)" where "run" alone
+-- would merge them; a name used once stays bare. Returns frame id ->
+-- label. Scope "l" (lines) labels are returned unchanged.
+function M.names(p, scope, fullpath)
+  scope = scope or "f"
+  local base, groups, ident = {}, {}, {}
+  for id, fr in ipairs(p.frames) do
+    local b = M.label(fr, scope, fullpath)
+    base[id] = b
+    if fr.lua and scope ~= "l" then
+      local k = fr.file .. "\0" .. tostring(fr.linedefined) .. "\0" .. (fr.name or "")
+      ident[id] = k
+      local g = groups[b]
+      if not g then g = {n = 0, of = {}, list = {}}; groups[b] = g end
+      if not g.of[k] then
+        g.of[k] = fr
+        g.n = g.n + 1
+        g.list[g.n] = k
+      end
+    end
+  end
+  local qual = {}
+  for _, g in pairs(groups) do
+    if g.n > 1 then
+      for _, k in ipairs(g.list) do
+        local fr, loc = g.of[k], nil
+        for depth = 1, 64 do
+          loc = fullpath and fr.file or M.path_suffix(fr.file, depth)
+          local clash = false
+          for _, k2 in ipairs(g.list) do
+            local o = g.of[k2]
+            if k2 ~= k and o.linedefined == fr.linedefined and
+               (fullpath and o.file or M.path_suffix(o.file, depth)) == loc then
+              clash = true
+              break
+            end
+          end
+          if not clash or loc == fr.file then break end
+        end
+        qual[k] = qualified(fr, loc)
+      end
+    end
+  end
+  local names = {}
+  for id in ipairs(p.frames) do
+    names[id] = ident[id] and qual[ident[id]] or base[id]
+  end
+  return names
+end
+
 -- The -jp key of a stack: depth > 0 keeps the innermost depth frames,
 -- innermost first, joined by " < "; depth < 0 keeps the innermost -depth
 -- frames, outermost first, joined by " > ". sep overrides the separator.

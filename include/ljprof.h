@@ -148,6 +148,21 @@ typedef void (*ljprof_visit)(void *data, const char *stack, size_t len,
                              int vmstate, const char *zone, uint64_t count);
 LJPROF_API int ljprof_summary(lua_State *L, ljprof_visit fn, void *data);
 
+/* The same, with each entry's label set (see ljprof_label_push): entries
+** are per (stack, VM state, zone, label set). */
+typedef struct ljprof_entry {
+  const char *stack;        /* in the run's dumpstack format */
+  size_t len;
+  int vmstate;              /* 'N' 'I' 'C' 'G' 'J' */
+  const char *zone;         /* "" without a zone */
+  int nlabels;              /* label pairs, sorted by key: */
+  const char *const *labels; /* labels[2i] a key, labels[2i+1] its value */
+  uint64_t count;           /* ticks */
+} ljprof_entry;
+typedef void (*ljprof_entry_visit)(void *data, const ljprof_entry *e);
+LJPROF_API int ljprof_summary_ex(lua_State *L, ljprof_entry_visit fn,
+                                 void *data);
+
 /* Lua module entry point (require "ljprof"). */
 /* Watch trace compilation from now until the state closes (not only while
 ** profiling), so that samples in traces compiled before a run starts are
@@ -168,6 +183,36 @@ LJPROF_API int ljprof_zone_intern(void *handle, const char *name);
 LJPROF_API int ljprof_zone_push_h(void *handle, int id);
 LJPROF_API int ljprof_zone_pop_h(void *handle); /* id popped, 0: empty */
 LJPROF_API int ljprof_zone_active_h(void *handle); /* a run is active */
+
+/* Labels: key/value pairs (endpoint=/api) that every sample taken while
+** they are pushed carries (summary entries, pprof sample labels), so that
+** a profile can be sliced by request type. A per-state stack, like zones:
+** a push merges its pairs onto the current set (a key pushed again takes
+** the new value), a pop restores the set before. Pairs are kv[2i] (key)
+** and kv[2i+1] (value), C strings; keep the values few (an endpoint, not
+** a request id): each distinct set is kept for the state's life. Every
+** call returns 0 (or an id >= 0) on success, or one of: */
+#define LJPROF_LABEL_EKEY     (-1) /* a key empty, over 256 bytes, or one
+                                      ljprof sets itself: vmstate, zone,
+                                      thread, thread_id, state */
+#define LJPROF_LABEL_EVALUE   (-2) /* a value NULL or over 256 bytes */
+#define LJPROF_LABEL_ETOOMANY (-3) /* over 64 pairs in a set */
+#define LJPROF_LABEL_EFULL    (-4) /* 65535 distinct sets, or out of memory */
+#define LJPROF_LABEL_EDEEP    (-5) /* 64 pushes nested */
+#define LJPROF_LABEL_ESET     (-6) /* not a set id of this state */
+#define LJPROF_LABEL_EEMPTY   (-7) /* pop with nothing pushed */
+LJPROF_API int ljprof_label_push(lua_State *L, const char *const *kv,
+                                 int npairs);
+LJPROF_API int ljprof_label_pop(lua_State *L);
+/* Fast path (used through the FFI by ljprof.label), on the handle of
+** ljprof_zone_handle: a set interned once to an id (0: the empty set),
+** then pushes and pops by id; pop returns the id of the set that was
+** current (the merged one). */
+LJPROF_API int ljprof_label_intern(void *handle, const char *const *kv,
+                                   int npairs);
+LJPROF_API int ljprof_label_push_h(void *handle, int id);
+LJPROF_API int ljprof_label_pop_h(void *handle);
+LJPROF_API int ljprof_label_current_h(void *handle); /* 0: none */
 
 LJPROF_API int luaopen_ljprof(lua_State *L);
 

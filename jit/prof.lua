@@ -223,12 +223,14 @@ local function own_work_apart(p)
       if own[id] then mine = true break end
     end
     if mine then
-      local k = tostring(s.vmstate) .. "\0" .. tostring(s.zone)
+      local k = tostring(s.vmstate) .. "\0" .. tostring(s.zone) .. "\0" ..
+                model.labels_key(s.labels)
       local m = merged[k]
       if m then
         m.count = m.count + s.count
       else
-        m = {stack = {root}, vmstate = s.vmstate, zone = s.zone, count = s.count}
+        m = {stack = {root}, vmstate = s.vmstate, zone = s.zone, labels = s.labels,
+             count = s.count}
         merged[k] = m
         keep[#keep + 1] = m
       end
@@ -243,7 +245,10 @@ end
 -- read the run: after stop, or in the exit helper's state, the same run).
 local function write_outputs(r)
   local st = ljprof.stats()
-  local p = model.collect(ljprof.summary())
+  -- Structured frames (a named function keeps its first line); a library
+  -- without profile() gives the summary's keys.
+  local p = ljprof.profile and model.from_profile(ljprof.profile()) or
+            model.collect(ljprof.summary())
   -- A C function without a Lua name prints as its address, another one
   -- every run (ASLR): name it by symbol, or object and offset
   -- ("luajit+0x86ca"), so that two runs can be compared.
@@ -258,6 +263,10 @@ local function write_outputs(r)
   local meta = {
     clock = st.clock, interval_us = st.interval_us, program = r.program,
     samples = st.samples, dropped = st.dropped,
+    -- when and how long it ran, and what: pprof's time_nanos and
+    -- duration_nanos, its thread and state labels
+    created = st.start_time, duration_ns = st.duration_ns, thread = st.thread,
+    thread_id = st.thread_id, state = st.state_id,
   }
   local opts = {view = r.view, zones = r.kv.zones == "root"}
   for _, o in ipairs(r.outputs) do

@@ -32,6 +32,7 @@ static void ctx_free(ljp_ctx *ctx)
   ljp_exit_signals_release(ctx);
   ljp_calls_free(ctx);
   ljp_zones_free(&ctx->zones);
+  ljp_labels_free(&ctx->labels);
   ljp_ring_free(&ctx->ring);
   ljp_codemap_free(&ctx->map);
   ljp_traces_reset(ctx);
@@ -311,12 +312,16 @@ int ljprof_get_stats(lua_State *L, ljprof_stats *st)
   return 0;
 }
 
-/* The summary: each (stack, VM state, zone) count with its stack
-** rendered in the run's format; counts whose stacks render alike (a
-** format that leaves lines out, a depth that cuts them) are merged. */
-int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
+/* The summary: each (stack, VM state, zone, label set) count with its
+** stack rendered in the run's format; counts whose stacks render alike (a
+** format that leaves lines out, a depth that cuts them) are merged.
+** Without labels, counts that differ only by label set are merged too. */
+typedef void (*summary_fn)(void *d, const ljp_str *text, int vmstate,
+                           uint16_t zone, uint16_t labels, uint64_t count);
+
+static int summary_each(ljp_ctx *ctx, int with_labels, summary_fn fn,
+                        void *d)
 {
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
   const ljp_store *s;
   ljp_strtab texts;
   ljp_counts sum;
@@ -340,7 +345,7 @@ int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
   }
   for (i = 0; i < s->stacks.cap; i++) {
     const ljp_count *c = &s->stacks.slot[i];
-    uint32_t st, t;
+    uint32_t st, t, tag;
     if (!c->key) continue;
     st = ljp_stack_key_stack(c->key);
     if (!(t = rendered[st])) {  /* text id + 1 */
@@ -351,17 +356,22 @@ int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
       if (t == UINT32_MAX) continue;
       rendered[st] = ++t;
     }
+    tag = ljp_stack_key_tag(c->key);
+    if (!with_labels) {         /* the zone alone */
+      uint16_t zone, labels;
+      ljp_store_untag(s, tag, &zone, &labels);
+      tag = zone;
+    }
     ljp_counts_add(&sum, ljp_stack_key(t - 1, ljp_stack_key_vmstate(c->key),
-                                       ljp_stack_key_zone(c->key)),
-                   c->count);
+                                       tag), c->count);
   }
   for (i = 0; i < sum.cap; i++) {
     const ljp_count *c = &sum.slot[i];
-    const ljp_str *t;
+    uint16_t zone, labels;
     if (!c->key) continue;
-    t = ljp_strtab_get(&texts, ljp_stack_key_stack(c->key));
-    fn(data, t->s, t->len, ljp_stack_key_vmstate(c->key),
-       ljp_zone_name(&ctx->zones, ljp_stack_key_zone(c->key)), c->count);
+    ljp_store_untag(s, ljp_stack_key_tag(c->key), &zone, &labels);
+    fn(d, ljp_strtab_get(&texts, ljp_stack_key_stack(c->key)),
+       ljp_stack_key_vmstate(c->key), zone, labels, c->count);
   }
   free(rendered);
   ljp_buf_free(&b);
@@ -369,6 +379,155 @@ int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
   ljp_strtab_free(&texts);
   ljp_gate_leave(&ctx->exit);
   return 0;
+}
+
+typedef struct summary_cb {
+  ljp_ctx *ctx;
+  ljprof_visit fn;
+  ljprof_entry_visit efn;
+  void *data;
+} summary_cb;
+
+static void summary_plain(void *d, const ljp_str *t, int vmstate,
+                          uint16_t zone, uint16_t labels, uint64_t count)
+{
+  summary_cb *cb = d;
+  (void)labels;
+  cb->fn(cb->data, t->s, t->len, vmstate,
+         ljp_zone_name(&cb->ctx->zones, zone), count);
+}
+
+typedef struct label_ptrs {
+  const char *p[2 * LJP_LABEL_PAIRS];
+  int n;
+} label_ptrs;
+
+static void label_ptr(void *d, const char *k, size_t kn, const char *v,
+                      size_t vn)
+{
+  label_ptrs *lp = d;
+  (void)kn; (void)vn;   /* each is NUL-terminated in the set's text */
+  lp->p[lp->n++] = k;
+  lp->p[lp->n++] = v;
+}
+
+static void summary_entry(void *d, const ljp_str *t, int vmstate,
+                          uint16_t zone, uint16_t labels, uint64_t count)
+{
+  summary_cb *cb = d;
+  ljprof_entry e;
+  label_ptrs lp;
+  lp.n = 0;
+  ljp_label_each(&cb->ctx->labels, labels, label_ptr, &lp);
+  e.stack = t->s;
+  e.len = t->len;
+  e.vmstate = vmstate;
+  e.zone = ljp_zone_name(&cb->ctx->zones, zone);
+  e.nlabels = lp.n / 2;
+  e.labels = lp.p;
+  e.count = count;
+  cb->efn(cb->data, &e);
+}
+
+int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  summary_cb cb;
+  if (!ctx) return -1;
+  cb.ctx = ctx;
+  cb.fn = fn;
+  cb.data = data;
+  return summary_each(ctx, 0, summary_plain, &cb);
+}
+
+int ljprof_summary_ex(lua_State *L, ljprof_entry_visit fn, void *data)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  summary_cb cb;
+  if (!ctx) return -1;
+  cb.ctx = ctx;
+  cb.efn = fn;
+  cb.data = data;
+  return summary_each(ctx, 1, summary_entry, &cb);
+}
+
+/* The samples as frames (query.h): each count with its stack as frame
+** ids, outermost first, the innermost |depth| of the run's depth. */
+int ljp_q_samples(lua_State *L, ljp_q_sample_fn fn, void *d)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  const ljp_store *s;
+  uint32_t *ids = NULL, cap = 0, i;
+  int depth;
+  if (!ctx) return -1;
+  ljp_aggregate(ctx);
+  s = &ctx->store;
+  depth = ctx->opt.stack_depth;
+  for (i = 0; i < s->stacks.cap; i++) {
+    const ljp_count *c = &s->stacks.slot[i];
+    uint32_t st, n, keep, k;
+    uint16_t zone, labels;
+    if (!c->key) continue;
+    st = ljp_stack_key_stack(c->key);
+    n = ljp_store_stack_len(s, st);
+    keep = depth == INT32_MIN ? n
+           : (uint32_t)(depth < 0 ? -(int64_t)depth : depth) < n
+               ? (uint32_t)(depth < 0 ? -(int64_t)depth : depth) : n;
+    if (keep > cap) {
+      uint32_t *t = realloc(ids, (size_t)keep * sizeof(uint32_t));
+      if (!t) { free(ids); return -1; }
+      ids = t;
+      cap = keep;
+    }
+    for (k = 0; k < keep; k++)          /* frame keep-1 is outermost kept */
+      ids[k] = ljp_store_stack_at(s, st, keep - 1 - k);
+    ljp_store_untag(s, ljp_stack_key_tag(c->key), &zone, &labels);
+    fn(d, ids, keep, ljp_stack_key_vmstate(c->key),
+       ljp_zone_name(&ctx->zones, zone), labels, c->count);
+  }
+  free(ids);
+  return 0;
+}
+
+int ljp_q_frame(lua_State *L, uint32_t id, ljp_q_frameinfo *fi, ljp_buf *sb)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  const ljp_store *s;
+  ljp_frame f;
+  memset(fi, 0, sizeof(*fi));
+  if (!ctx || !id || id >= ctx->store.frames.n) return -1;
+  s = &ctx->store;
+  ljp_store_frame_get(s, id, &f);
+  sb->n = 0;
+  if (f.kind == LJP_FR_LUA && f.linedefined != -1) {
+    const ljp_str *src = ljp_store_text(s, f.source);
+    fi->kind = 'L';
+    ljp_put_chunk(sb, src->s, f.linedefined, 0);
+    fi->file_len = sb->n;
+    if (f.name) {
+      const ljp_str *nm = ljp_store_text(s, f.name);
+      ljp_buf_put(sb, nm->s, nm->len);
+      fi->name_len = nm->len;
+      fi->has_name = 1;
+    }
+    fi->line = f.line;
+    fi->linedefined = f.linedefined;
+  } else {
+    fi->kind = f.kind == LJP_FR_NATIVE ? 'N' : 'C';
+    ljp_dumpstack_frame(s, id, "f", 1, sb);
+    fi->name_len = sb->n;
+    fi->has_name = 1;
+  }
+  if (ljp_buf_reserve(sb, 0) != 0) return -1;
+  sb->b[sb->n] = '\0';
+  return 0;
+}
+
+int ljp_q_label_pairs(lua_State *L, int id, ljp_label_visit fn, void *d)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (!ctx || id <= 0 || id > 65535) return 0;
+  return ljp_label_each(&ctx->labels, (uint16_t)id, fn, d);
 }
 
 /* -- Zones ---------------------------------------------------------------- */
@@ -425,6 +584,85 @@ int ljprof_zone_active_h(void *handle)
   return handle && ((ljp_ctx *)handle)->state == LJP_RUNNING;
 }
 
+/* -- Labels --------------------------------------------------------------- */
+
+static int label_set(ljp_ctx *ctx, const char *const *kv, int npairs,
+                     uint16_t *id)
+{
+  size_t len[2 * LJP_LABEL_PAIRS];
+  int i;
+  ljp_label_err e;
+  if (npairs < 0 || npairs > LJP_LABEL_PAIRS) return -LJP_LABEL_TOOMANY;
+  if (npairs && !kv) return -LJP_LABEL_BADKEY;
+  for (i = 0; i < 2 * npairs; i++) len[i] = kv[i] ? strlen(kv[i]) : 0;
+  ljp_gate_enter(&ctx->exit);
+  e = ljp_label_set(&ctx->labels, kv, len, npairs, id);
+  ljp_gate_leave(&ctx->exit);
+  return e == LJP_LABEL_OK ? 0 : -(int)e;
+}
+
+static int label_push(ljp_ctx *ctx, uint16_t id)
+{
+  ljp_label_err e = ljp_label_push(&ctx->labels, id, 0);
+  if (e == LJP_LABEL_MISS) {    /* a merge not seen before interns */
+    ljp_gate_enter(&ctx->exit);
+    e = ljp_label_push(&ctx->labels, id, 1);
+    ljp_gate_leave(&ctx->exit);
+  }
+  return e == LJP_LABEL_OK ? 0 : -(int)e;
+}
+
+int ljprof_label_push(lua_State *L, const char *const *kv, int npairs)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 1);
+  uint16_t id;
+  int rc;
+  if (!ctx) return LJPROF_LABEL_EFULL;
+  if ((rc = label_set(ctx, kv, npairs, &id)) != 0) return rc;
+  return label_push(ctx, id);
+}
+
+int ljprof_label_pop(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  return ctx && ljp_label_pop(&ctx->labels) >= 0 ? 0 : LJPROF_LABEL_EEMPTY;
+}
+
+/* The FFI fast path, on the zones' handle: sets interned once, then
+** pushes and pops by id (a push seen before: a lookup and two stores). */
+int ljprof_label_intern(void *handle, const char *const *kv, int npairs)
+{
+  uint16_t id;
+  int rc;
+  if (!handle) return LJPROF_LABEL_EFULL;
+  if ((rc = label_set(handle, kv, npairs, &id)) != 0) return rc;
+  return id;
+}
+
+int ljprof_label_push_h(void *handle, int id)
+{
+  ljp_labels *l = &((ljp_ctx *)handle)->labels;
+  if (id > 0 && !l->cur && l->depth < LJP_LABEL_DEPTH && l->ready &&
+      (uint32_t)id < l->sets.n) {     /* the outermost push: two stores */
+    l->stack[l->depth++] = (uint16_t)id;
+    l->cur = (uint16_t)id;
+    return 0;
+  }
+  if (id < 0 || id > 65535) return LJPROF_LABEL_ESET;
+  return label_push(handle, (uint16_t)id);
+}
+
+int ljprof_label_pop_h(void *handle)
+{
+  int id = ljp_label_pop(&((ljp_ctx *)handle)->labels);
+  return id >= 0 ? id : LJPROF_LABEL_EEMPTY;
+}
+
+int ljprof_label_current_h(void *handle)
+{
+  return ((ljp_ctx *)handle)->labels.cur;
+}
+
 /* -- Queries of the Lua binding (query.h) ----------------------------------- */
 
 const _Atomic uint64_t *ljp_q_ticks(lua_State *L)
@@ -459,6 +697,13 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->lend_waits = ctx->exit.lend_waits;
   ri->lend_wait_ns = ctx->exit.lend_wait_ns;
   ljp_auto_counts(ctx, &ri->exports, &ri->export_ns);
+  ri->start_unix_ns = ctx->start_unix_ns;
+  ri->duration_ns = !ctx->start_ns ? 0
+                    : (ctx->stop_ns ? ctx->stop_ns : ljp_now_ns()) -
+                      ctx->start_ns;
+  ri->tid = ctx->tid;
+  ri->thread_name = ctx->thread_name;
+  ri->state_id = ctx->slot + 1;
   return 0;
 }
 
@@ -542,6 +787,25 @@ int ljp_q_zone_intern(lua_State *L, const char *name, size_t len)
   id = ljp_zone_id(&ctx->zones, name, len);
   ljp_gate_leave(&ctx->exit);
   return id;
+}
+
+int ljp_q_label_set(lua_State *L, const char *const *kv, const size_t *len,
+                    int npairs)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 1);
+  ljp_label_err e;
+  uint16_t id;
+  if (!ctx) return LJPROF_LABEL_EFULL;
+  ljp_gate_enter(&ctx->exit);
+  e = ljp_label_set(&ctx->labels, kv, len, npairs, &id);
+  ljp_gate_leave(&ctx->exit);
+  return e == LJP_LABEL_OK ? id : -(int)e;
+}
+
+void ljp_q_label_flush(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  if (ctx) ljp_label_flush(&ctx->labels);
 }
 
 const char *ljp_q_zone_name(lua_State *L, int id)

@@ -306,6 +306,7 @@ static void snapshot_free(ljp_ctx *s)
   if (!s) return;
   ljp_store_free(&s->store);
   ljp_zones_free(&s->zones);
+  ljp_labels_free(&s->labels);
   ljp_traces_aborts_free(&s->tr);
   free(s->stack_fmt);
   autox_unref(s->autos.x);
@@ -325,9 +326,19 @@ static ljp_ctx *snapshot(ljp_ctx *ctx, int take)
   ljp_store_drain(&ctx->store, &ctx->ring, &ctx->n_dropped);
   if (take && !ctx->store.stacks.n) return NULL;
   if (!(s = calloc(1, sizeof(*s)))) return NULL;
-  s->slot = -1;
+  /* The state's number for the views (%s, pprof's state label); a
+  ** snapshot is never in the slot table (snapshot_free, not ctx_free). */
+  s->slot = ctx->slot;
+  if (ctx->labels.ready) {  /* same set ids */
+    if (ljp_strtab_copy(&s->labels.sets, &ctx->labels.sets) != 0) {
+      free(s);
+      return NULL;
+    }
+    s->labels.ready = 1;
+  }
   if (take ? ljp_store_take(&ctx->store, &s->store)
            : ljp_store_copy(&s->store, &ctx->store)) {
+    ljp_labels_free(&s->labels);
     free(s);
     return NULL;
   }
@@ -349,6 +360,14 @@ static ljp_ctx *snapshot(ljp_ctx *ctx, int take)
   s->vm_g = ctx->vm_g;
   s->exact_on = ctx->exact_on;
   s->native_on = ctx->native_on;
+  s->pid = ctx->pid;
+  s->tid = ctx->tid;
+  memcpy(s->thread_name, ctx->thread_name, sizeof(s->thread_name));
+  /* The interval's time: a take holds from the last take (autos.t0) to
+  ** now, a copy the whole run so far. */
+  s->start_unix_ns = take && ctx->autos.seq > 1 ? ctx->autos.t0 : ctx->start_unix_ns;
+  s->start_ns = ljp_now_ns() - (real_ns() - s->start_unix_ns);
+  s->stop_ns = ljp_now_ns();
   total = ljp_store_total(&s->store);
   dropped = atomic_load(&ctx->n_dropped);
   atomic_store(&s->n_ticks, total);

@@ -305,6 +305,27 @@ void ljp_dumpstack_frames(const ljp_store *s, uint32_t stack, const char *fmt,
   sb->b[sb->n] = '\0';
 }
 
+void ljp_dumpstack_frame(const ljp_store *s, uint32_t frame, const char *fmt,
+                         int stable, ljp_buf *sb)
+{
+  ljp_frame f;
+  int pathstrip = 1;
+  size_t lastlen = 0;
+  if (ljp_buf_reserve(sb, 0) != 0) return;
+  ljp_store_frame_get(s, frame, &f);
+  put_stored(sb, s, fmt, &f, stable, &pathstrip, &lastlen);
+  sb->b[sb->n] = '\0';
+}
+
+int ljp_put_chunk(ljp_buf *sb, const char *source, int linedefined,
+                  int pathstrip)
+{
+  lua_Debug ar;
+  ar.source = source;
+  ar.linedefined = linedefined;
+  return put_chunkname(sb, &ar, pathstrip);
+}
+
 int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
                   const char *fmt, int depth)
 {

@@ -58,6 +58,15 @@ int ljp_dumpstack_leaf(lua_State *L, lua_State *helper, ljp_buf *sb,
 void ljp_dumpstack_frames(const ljp_store *s, uint32_t stack, const char *fmt,
                           int depth, int stable, ljp_buf *sb);
 
+/* One stored frame in fmt (as in a stack dump of it), appended to sb. */
+void ljp_dumpstack_frame(const ljp_store *s, uint32_t frame, const char *fmt,
+                         int stable, ljp_buf *sb);
+/* A chunk name as dumpstack prints it (the path kept unless pathstrip),
+** appended to sb; 0 for a bytecode builtin (linedefined -1: printed as
+** [builtin:name], it has no lines). */
+int ljp_put_chunk(ljp_buf *sb, const char *source, int linedefined,
+                  int pathstrip);
+
 /* chunk:line, path stripped, as dumpstack's 'l' prints it. */
 void ljp_put_location(ljp_buf *sb, const char *source, int linedefined,
                       int line);

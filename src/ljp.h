@@ -1,7 +1,7 @@
 /*
 ** The per-state context: a composition of parts, each declared in its
 ** owner's header and written by its owner (hook.h, timer.h, traces.h,
-** zones.h, exit_signals.h, store.h, codemap.h, names.h), plus identity,
+** zones.h, labels.h, exit_signals.h, store.h, codemap.h, names.h), plus identity,
 ** run control and the handler's counters. See docs/design.md, "Pipeline
 ** and who owns what":
 **
@@ -36,6 +36,7 @@
 #include "timer.h"
 #include "traces.h"
 #include "zones.h"
+#include "labels.h"
 #include "calls.h"
 #include "exit_signals.h"
 #include "slots.h"
@@ -157,6 +158,11 @@ struct ljp_ctx {
   char *error;              /* why the run failed (callback error) */
 
   ljp_zones zones;          /* zone stack; the handler reads cur (zones.c) */
+  ljp_labels labels;        /* label sets; the handler reads cur (labels.c) */
+  /* The run's clock: its start (Unix time and CLOCK_MONOTONIC) and stop
+  ** (0 while it runs), for the profile's time and duration. */
+  uint64_t start_unix_ns, start_ns, stop_ns;
+  char thread_name[17];     /* the profiled thread's name at the start */
   ljp_exitst exit;          /* exit signal waiting (exit_signals.c) */
   ljp_autost autos;         /* started from LJPROF: exports (auto.c) */
 
@@ -214,6 +220,8 @@ static inline void ljp_aggregate(ljp_ctx *ctx)
 int ljp_run_start(ljp_ctx *ctx, lua_State *L, const ljprof_options *opt,
                   const ljp_entries *entries, char *err, size_t errlen);
 void ljp_run_stop(ljp_ctx *ctx, lua_State *L);
+/* The profile's clock (start_unix_ns, start_ns) starts now. */
+void ljp_run_clock_start(ljp_ctx *ctx);
 /* Is a run of ctx up? (A failed run is finished first.) 0, or -1 with the
 ** error in err. */
 int ljp_run_busy(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen);

@@ -6,7 +6,10 @@
 **                                    callback failed and stopped profiling
 **   dumpstack([thread,] fmt, depth)   exactly jit.profile.dumpstack
 **   record([mode | opts])         sample and aggregate, no callback
-**   summary()                     -> { {stack=, vmstate=, zone=, count=}, ...}
+**   summary()                     -> { {stack=, vmstate=, zone=, count=,
+**                                      labels= (when set)}, ...}
+**   profile()                     -> the run as structured frames and
+**                                    samples (jit/prof/model.lua)
 **   stats()                       -> counters of the current/last run
 **   functions()                   -> ticks per leaf function and VM state
 **   traces()                      -> ticks per compiled trace
@@ -298,21 +301,29 @@ typedef struct summary_acc {
   int n;
 } summary_acc;
 
-static void summary_visit(void *data, const char *stack, size_t len,
-                          int vmstate, const char *zone, uint64_t count)
+static void summary_visit(void *data, const ljprof_entry *e)
 {
   summary_acc *a = data;
   lua_State *L = a->L;
-  char vs = (char)vmstate;
-  lua_createtable(L, 0, 4);
-  lua_pushlstring(L, stack, len);
+  char vs = (char)e->vmstate;
+  int i;
+  lua_createtable(L, 0, 5);
+  lua_pushlstring(L, e->stack, e->len);
   lua_setfield(L, -2, "stack");
   lua_pushlstring(L, &vs, 1);
   lua_setfield(L, -2, "vmstate");
-  lua_pushstring(L, zone);
+  lua_pushstring(L, e->zone);
   lua_setfield(L, -2, "zone");
-  lua_pushnumber(L, (lua_Number)count);
+  lua_pushnumber(L, (lua_Number)e->count);
   lua_setfield(L, -2, "count");
+  if (e->nlabels > 0) {       /* labels = {key = value, ...} when set */
+    lua_createtable(L, 0, e->nlabels);
+    for (i = 0; i < e->nlabels; i++) {
+      lua_pushstring(L, e->labels[2 * i + 1]);
+      lua_setfield(L, -2, e->labels[2 * i]);
+    }
+    lua_setfield(L, -2, "labels");
+  }
   lua_rawseti(L, -2, ++a->n);
 }
 
@@ -353,8 +364,130 @@ static int l_summary(lua_State *L)
   a.L = L;
   a.n = 0;
   lua_newtable(L);
-  ljprof_summary(L, summary_visit, &a);
+  ljprof_summary_ex(L, summary_visit, &a);
   sort_by(L, "count", "stack");  /* ties by stack: stable output */
+  return 1;
+}
+
+/* profile() -> {frames = {...}, samples = {...}}: the run as structured
+** frames, for jit/prof/model.lua (every field a view needs, where a
+** dumpstack key keeps a function's name or its first line, not both).
+** frames[i]: {kind = "lua", file = chunk (full path), line =,
+** linedefined =, name = (when it has one)}, {kind = "c", name =} (C
+** functions and builtins, "[builtin#N]" for fast functions) or {kind =
+** "native", name =}. samples[i]: {stack = {frame indexes, outermost
+** first}, vmstate =, zone =, labels = (when set), count =}; the stack is
+** the innermost |depth| frames of the run's depth. Frames are numbered in
+** the order samples use them; equal frames may appear twice (the store
+** keeps C functions by entry point). */
+typedef struct profile_acc {
+  lua_State *L;
+  int frames, samples;   /* stack indexes of the two tables */
+  int index;             /* store frame id -> frames index */
+  int labelsets;         /* label set id -> labels table */
+  int nframes, nsamples;
+  ljp_buf sb;
+} profile_acc;
+
+static void label_pair(void *d, const char *k, size_t kn, const char *v,
+                       size_t vn)
+{
+  lua_State *L = d;
+  lua_pushlstring(L, k, kn);
+  lua_pushlstring(L, v, vn);
+  lua_rawset(L, -3);
+}
+
+static void profile_frame(profile_acc *a, uint32_t id)
+{
+  lua_State *L = a->L;
+  ljp_q_frameinfo fi;
+  lua_rawgeti(L, a->index, (int)id);
+  if (!lua_isnil(L, -1)) return;
+  lua_pop(L, 1);
+  lua_createtable(L, 0, 5);
+  if (ljp_q_frame(L, id, &fi, &a->sb) != 0) {
+    lua_pushliteral(L, "c");
+    lua_setfield(L, -2, "kind");
+    lua_pushliteral(L, "?");
+    lua_setfield(L, -2, "name");
+  } else if (fi.kind == 'L') {
+    lua_pushliteral(L, "lua");
+    lua_setfield(L, -2, "kind");
+    lua_pushlstring(L, a->sb.b, fi.file_len);
+    lua_setfield(L, -2, "file");
+    lua_pushinteger(L, fi.line);
+    lua_setfield(L, -2, "line");
+    lua_pushinteger(L, fi.linedefined);
+    lua_setfield(L, -2, "linedefined");
+    if (fi.has_name) {
+      lua_pushlstring(L, a->sb.b + fi.file_len, fi.name_len);
+      lua_setfield(L, -2, "name");
+    }
+  } else {
+    lua_pushstring(L, fi.kind == 'N' ? "native" : "c");
+    lua_setfield(L, -2, "kind");
+    lua_pushlstring(L, a->sb.b, fi.name_len);
+    lua_setfield(L, -2, "name");
+  }
+  lua_rawseti(L, a->frames, ++a->nframes);
+  lua_pushinteger(L, a->nframes);
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, a->index, (int)id);
+}
+
+static void profile_sample(void *d, const uint32_t *frames, uint32_t n,
+                           int vmstate, const char *zone, int labels,
+                           uint64_t count)
+{
+  profile_acc *a = d;
+  lua_State *L = a->L;
+  char vs = (char)vmstate;
+  uint32_t i;
+  lua_createtable(L, 0, 5);
+  lua_createtable(L, (int)n, 0);
+  for (i = 0; i < n; i++) {
+    profile_frame(a, frames[i]);       /* pushes its index */
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  lua_setfield(L, -2, "stack");
+  lua_pushlstring(L, &vs, 1);
+  lua_setfield(L, -2, "vmstate");
+  lua_pushstring(L, zone);
+  lua_setfield(L, -2, "zone");
+  lua_pushnumber(L, (lua_Number)count);
+  lua_setfield(L, -2, "count");
+  if (labels > 0) {
+    lua_rawgeti(L, a->labelsets, labels);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_newtable(L);
+      ljp_q_label_pairs(L, labels, label_pair, L);
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, a->labelsets, labels);
+    }
+    lua_setfield(L, -2, "labels");
+  }
+  lua_rawseti(L, a->samples, ++a->nsamples);
+}
+
+static int l_profile(lua_State *L)
+{
+  profile_acc a;
+  memset(&a, 0, sizeof(a));
+  a.L = L;
+  lua_settop(L, 0);
+  lua_createtable(L, 0, 2);          /* 1: result */
+  lua_newtable(L);                   /* 2: frames */
+  lua_newtable(L);                   /* 3: samples */
+  lua_newtable(L);                   /* 4: index */
+  lua_newtable(L);                   /* 5: label sets */
+  a.frames = 2; a.samples = 3; a.index = 4; a.labelsets = 5;
+  ljp_q_samples(L, profile_sample, &a);
+  ljp_buf_free(&a.sb);
+  lua_settop(L, 3);
+  lua_setfield(L, 1, "samples");
+  lua_setfield(L, 1, "frames");
   return 1;
 }
 
@@ -371,7 +504,7 @@ static int l_stats(lua_State *L)
   static const char vmletters[] = "NICGJ";
   int i;
   ljprof_get_stats(L, &st);
-  lua_createtable(L, 0, 20);
+  lua_createtable(L, 0, 48);
   setnum(L, "signals", st.signals);
   setnum(L, "ticks", st.ticks);
   setnum(L, "samples", st.ticks);
@@ -441,6 +574,19 @@ static int l_stats(lua_State *L)
     if (ri.error) {
       lua_pushstring(L, ri.error);
       lua_setfield(L, -2, "error");
+    }
+    /* The run's time: its start (Unix seconds, to the microsecond) and
+    ** duration (to its stop, or now), and what it profiled. */
+    if (ri.start_unix_ns) {
+      lua_pushnumber(L, (lua_Number)(ri.start_unix_ns / 1000u) / 1e6);
+      lua_setfield(L, -2, "start_time");
+      setnum(L, "duration_ns", ri.duration_ns);
+    }
+    setnum(L, "thread_id", (uint64_t)ri.tid);
+    setnum(L, "state_id", (uint64_t)ri.state_id);
+    if (ri.thread_name && ri.thread_name[0]) {
+      lua_pushstring(L, ri.thread_name);
+      lua_setfield(L, -2, "thread");
     }
   }
   return 1;
@@ -673,14 +819,136 @@ static int l_zone_flush(lua_State *L)
   return 0;
 }
 
-/* ljprof.zone, ljprof.wrap, ljprof.wrapped: loaded on first use from
-** jit/prof/zone.lua and jit/prof/wrap.lua. */
+/* -- Labels (the object is jit/prof/label.lua; these are its C side) ------ */
+
+static const char *label_error(int rc)
+{
+  switch (rc) {
+  case LJPROF_LABEL_EKEY:
+    return "a non-empty string key of at most 256 bytes without NUL, not "
+           "vmstate, zone, thread, thread_id or state (ljprof sets those)";
+  case LJPROF_LABEL_EVALUE:
+    return "a string or number value of at most 256 bytes without NUL";
+  case LJPROF_LABEL_ETOOMANY: return "at most 64 pairs in a set";
+  case LJPROF_LABEL_EFULL:
+    return "at most 65535 distinct label sets per state (keep label values "
+           "few: an endpoint, not a request id)";
+  case LJPROF_LABEL_EDEEP: return "at most 64 label pushes nested";
+  case LJPROF_LABEL_ESET: return "a set id from ljprof.label.set";
+  default: return "?";
+  }
+}
+
+/* label_set(t) -> id of the set of t's pairs (keys strings, values strings
+** or numbers); a bad pair raises one line naming it. */
+static int l_label_set(lua_State *L)
+{
+  const char *kv[2 * LJP_LABEL_PAIRS];
+  size_t len[2 * LJP_LABEL_PAIRS];
+  int n = 0, id, top;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  zone_handle(L);
+  lua_settop(L, 1);
+  lua_newtable(L);          /* 2: anchors the value strings made here */
+  top = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    int vt = lua_type(L, -1);
+    if (lua_type(L, -2) != LUA_TSTRING)
+      return luaL_error(L, "ljprof.label: bad key of type %s (accepted: %s)",
+                        luaL_typename(L, -2), label_error(LJPROF_LABEL_EKEY));
+    if (n >= LJP_LABEL_PAIRS)
+      return luaL_error(L, "ljprof.label: too many pairs (accepted: %s)",
+                        label_error(LJPROF_LABEL_ETOOMANY));
+    if (vt != LUA_TSTRING && vt != LUA_TNUMBER)
+      return luaL_error(L, "ljprof.label: bad value for key '%s' (a %s; "
+                        "accepted: %s)", lua_tostring(L, -2),
+                        luaL_typename(L, -1),
+                        label_error(LJPROF_LABEL_EVALUE));
+    kv[2 * n] = lua_tolstring(L, -2, &len[2 * n]);
+    lua_pushvalue(L, -1);
+    kv[2 * n + 1] = lua_tolstring(L, -1, &len[2 * n + 1]); /* a copy: a
+                                             number key must stay a number */
+    lua_rawseti(L, top, n + 1);
+    n++;
+    lua_pop(L, 1);
+  }
+  id = ljp_q_label_set(L, kv, len, n);
+  if (id < 0) {
+    int i;
+    const char *what = "";
+    for (i = 0; i < n && id == LJPROF_LABEL_EKEY; i++)
+      if (!len[2 * i] || len[2 * i] > 256 || memchr(kv[2 * i], 0, len[2 * i]) ||
+          ljp_label_reserved(kv[2 * i], len[2 * i]))
+        what = kv[2 * i];
+    for (i = 0; i < n && id == LJPROF_LABEL_EVALUE; i++)
+      if (len[2 * i + 1] > 256 || memchr(kv[2 * i + 1], 0, len[2 * i + 1]))
+        what = kv[2 * i];
+    if (id == LJPROF_LABEL_EKEY)
+      return luaL_error(L, "ljprof.label: bad key '%s' (accepted: %s)", what,
+                        label_error(id));
+    if (id == LJPROF_LABEL_EVALUE)
+      return luaL_error(L, "ljprof.label: bad value for key '%s' (accepted: "
+                        "%s)", what, label_error(id));
+    return luaL_error(L, "ljprof.label: cannot make the set (accepted: %s)",
+                      label_error(id));
+  }
+  lua_pushinteger(L, id);
+  return 1;
+}
+
+static int l_label_push_id(lua_State *L)
+{
+  lua_pushinteger(L, ljprof_label_push_h(zone_handle(L),
+                                         (int)luaL_checkinteger(L, 1)));
+  return 1;
+}
+
+static int l_label_pop_id(lua_State *L)
+{
+  lua_pushinteger(L, ljprof_label_pop_h(zone_handle(L)));
+  return 1;
+}
+
+static int l_label_current(lua_State *L)
+{
+  lua_pushinteger(L, ljprof_label_current_h(zone_handle(L)));
+  return 1;
+}
+
+/* label_pairs(id) -> {key = value, ...} of set id ({} for 0). */
+static int l_label_pairs(lua_State *L)
+{
+  int id = (int)luaL_checkinteger(L, 1);
+  zone_handle(L);
+  lua_newtable(L);
+  ljp_q_label_pairs(L, id, label_pair, L);
+  return 1;
+}
+
+static int l_label_flush(lua_State *L)
+{
+  zone_handle(L);
+  ljp_q_label_flush(L);
+  return 0;
+}
+
+/* The message of a label error code (jit/prof/label.lua). */
+static int l_label_error(lua_State *L)
+{
+  lua_pushstring(L, label_error((int)luaL_checkinteger(L, 1)));
+  return 1;
+}
+
+/* ljprof.zone, ljprof.label, ljprof.wrap, ljprof.wrapped: loaded on first
+** use from jit/prof/zone.lua, jit/prof/label.lua and jit/prof/wrap.lua. */
 static int module_index(lua_State *L)
 {
   const char *k = lua_tostring(L, 2);
   const char *mod = NULL;
   if (lua_type(L, 2) != LUA_TSTRING) return 0;
   if (!strcmp(k, "zone")) mod = "jit.prof.zone";
+  else if (!strcmp(k, "label")) mod = "jit.prof.label";
   else if (!strcmp(k, "wrap") || !strcmp(k, "wrapped")) mod = "jit.prof.wrap";
   if (!mod) return 0;
   lua_getglobal(L, "require");
@@ -865,6 +1133,14 @@ static const luaL_Reg ljprof_funcs[] = {
   {"zone_name", l_zone_name},
   {"zone_current", l_zone_current},
   {"zone_flush", l_zone_flush},
+  {"label_set", l_label_set},
+  {"label_push_id", l_label_push_id},
+  {"label_pop_id", l_label_pop_id},
+  {"label_current", l_label_current},
+  {"label_pairs", l_label_pairs},
+  {"label_flush", l_label_flush},
+  {"label_error", l_label_error},
+  {"profile", l_profile},
   {"running", l_running},
   {NULL, NULL}
 };

@@ -11,6 +11,7 @@
 #include <lua.h>
 
 #include "buf.h"
+#include "labels.h"
 #include "store.h"
 
 typedef struct ljp_q_run {
@@ -34,6 +35,12 @@ typedef struct ljp_q_run {
                               ** export helper, its time */
   uint64_t lend_waits, lend_wait_ns; /* regions of the profiled thread
                               ** that waited for a lent context */
+  uint64_t start_unix_ns;    /* when the run started (CLOCK_REALTIME) */
+  uint64_t duration_ns;      /* start to stop, or to now while it runs */
+  int tid;                   /* the profiled OS thread */
+  const char *thread_name;   /* its name when the run started ("" unknown) */
+  int state_id;              /* the profiled state's number in the process
+                                (1 for the first; reused after lua_close) */
 } ljp_q_run;
 
 /* The state's run; -1 when it was never profiled. */
@@ -74,6 +81,33 @@ void ljp_q_calls_push(lua_State *L);
 ** a Lua error when not running. */
 int ljp_q_exit_signals(lua_State *L, int names, const char *module,
                        const char *func, const char *arg, size_t arglen);
+
+/* The aggregated samples as frames (aggregated first): fn(d, frames, n,
+** vmstate, zone, labels, count) per (stack, VM state, zone, label set),
+** frames the store's frame ids outermost first, the innermost |depth| of
+** the run's depth; -1 without a context or out of memory. */
+typedef void (*ljp_q_sample_fn)(void *d, const uint32_t *frames, uint32_t n,
+                                int vmstate, const char *zone, int labels,
+                                uint64_t count);
+int ljp_q_samples(lua_State *L, ljp_q_sample_fn fn, void *d);
+/* One frame: kind 'L' (a Lua function: file, line, linedefined and its
+** name when it has one), 'C' (a C function or builtin, by name, stable
+** across runs) or 'N' (a native frame, by name). Texts are in sb: the
+** file first (file_len bytes), then the name (name_len). */
+typedef struct ljp_q_frameinfo {
+  char kind;
+  int has_name;
+  size_t file_len, name_len;
+  int line, linedefined;
+} ljp_q_frameinfo;
+int ljp_q_frame(lua_State *L, uint32_t id, ljp_q_frameinfo *fi, ljp_buf *sb);
+
+/* Labels beyond the C API: a set from strings with lengths (its id, or a
+** negative LJPROF_LABEL_E* code), a set's pairs, emptying the stack. */
+int ljp_q_label_set(lua_State *L, const char *const *kv, const size_t *len,
+                    int npairs);
+int ljp_q_label_pairs(lua_State *L, int id, ljp_label_visit fn, void *d);
+void ljp_q_label_flush(lua_State *L);
 
 /* Zones beyond the C API's handle functions. */
 int ljp_q_zone_intern(lua_State *L, const char *name, size_t len);

@@ -12,8 +12,9 @@
 **
 ** When the ring is full the handler adds the tick to a pending record
 ** instead of dropping it: the newest one with the same VM state, trace, C
-** function and zone, else the newest (its own time, PC and stack are lost,
-** the tick is not); only when no record is pending is the tick dropped.
+** function, zone and label set, else the newest (its own time, PC and
+** stack are lost, the tick is not); only when no record is pending is the
+** tick dropped.
 */
 #ifndef LJP_RING_H
 #define LJP_RING_H
@@ -59,6 +60,7 @@ typedef struct ljp_record {
   uint32_t tloc;         /* 'N': interned "chunk:line" the trace started
                             at (0: unknown), set at completion */
   uint16_t zone;         /* zone id at signal time (0: none) */
+  uint16_t labels;       /* label set id at signal time (0: none) */
   uint8_t vmstate;       /* 'N' 'I' 'C' 'G' 'J', or 'U' = resolve later */
   uint8_t nnative;       /* valid entries in native[] */
   uint8_t nflags;        /* LJP_NATIVE_* */
@@ -84,16 +86,18 @@ int ljp_ring_init(ljp_ring *r, uint32_t cap); /* cap rounded up to 2^n */
 void ljp_ring_free(ljp_ring *r);
 
 /* What a full ring merges by: a tick joins the newest pending record with
-** the same VM state, trace, C function and zone (so per-state, per-trace
-** and per-zone totals stay right while no safe point comes, e.g. in a
-** program running entirely in compiled code), else the newest with the
-** same VM state and zone, else the newest one. The C function compared
+** the same VM state, trace, C function, zone and label set (so per-state,
+** per-trace, per-zone and per-label totals stay right while no safe point
+** comes, e.g. in a program running entirely in compiled code), else the
+** newest with the same VM state, zone and label set, else the newest one.
+** The C function compared
 ** is the one known when the record was reserved (like_cfunc): the
 ** handler may name it better afterwards. */
 typedef struct ljp_like {
   uintptr_t cfunc;
   int32_t trace;
   uint16_t zone;
+  uint16_t labels;
   uint8_t vmstate;
 } ljp_like;
 
@@ -114,13 +118,14 @@ static inline ljp_record *ljp_ring_reserve(ljp_ring *r, uint32_t weight,
     ljp_record *into = &r->rec[(h - 1) & r->mask], *state = NULL;
     for (p = h; p > d && h - p < LJP_MERGE_SCAN; p--) {
       ljp_record *c = &r->rec[(p - 1) & r->mask];
-      if (like && c->vmstate == like->vmstate && c->zone == like->zone) {
+      if (like && c->vmstate == like->vmstate && c->zone == like->zone &&
+          c->labels == like->labels) {
         if (c->trace == like->trace && c->like_cfunc == like->cfunc) {
           into = c;
           state = NULL;
           break;
         }
-        if (!state) state = c;  /* at least the same state and zone */
+        if (!state) state = c;  /* at least the same state, zone, labels */
       }
     }
     if (state) into = state;

@@ -4,8 +4,8 @@
 ** reverse. A step that fails at start takes down the steps before it the
 ** same way, so there is no hand-written unwinding.
 **
-**   results   fresh ring and tables   | complete what never reached a safe
-**                                     | point, aggregate, write the output
+**   results   fresh ring and tables,  | complete what never reached a safe
+**             the start time          | point, aggregate, write the output
 **   code map  loaded objects, traces  | free retired arrays
 **   vm        probe LuaJIT's state    |
 **   native    native frame capture    |
@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -34,6 +35,18 @@
 static char *dup_or_null(const char *s)
 {
   return s ? strdup(s) : NULL;
+}
+
+/* The profile's time starts now (a run's start; an export that takes the
+** counts and starts afresh calls it too): pprof's time_nanos and
+** duration_nanos. */
+void ljp_run_clock_start(ljp_ctx *ctx)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ctx->start_unix_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  ctx->start_ns = ljp_now_ns();
+  ctx->stop_ns = 0;
 }
 
 /* -- The steps ------------------------------------------------------------- */
@@ -90,6 +103,9 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ctx->sig_ticks = ctx->sig_clock_ns = 0;
   ctx->tmr.deadline_ns = o->duration_us ?
                      ljp_now_ns() + o->duration_us * 1000u : 0;
+  ljp_run_clock_start(ctx);
+  memset(ctx->thread_name, 0, sizeof(ctx->thread_name));
+  prctl(PR_GET_NAME, ctx->thread_name, 0, 0, 0);  /* "luajit", "nginx" */
   return 0;
 }
 
@@ -111,6 +127,7 @@ static void results_down(ljp_ctx *ctx, lua_State *L)
   char err[256];
   if (!ctx->started) return;
   ctx->started = 0;
+  ctx->stop_ns = ljp_now_ns();
   ljp_complete(ctx, L);
   ljp_aggregate(ctx);
   if (ctx->output &&

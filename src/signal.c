@@ -4,8 +4,8 @@
 **
 ** ljp_signal_handler runs in signal context: only async-signal-safe calls,
 ** no malloc, no locks, no stdio, bounded work, errno preserved. It records
-** time, PC, VM state and weight into the context's ring and arms the safe
-** point. Every tick it cannot record is counted.
+** time, PC, VM state, zone, label set and weight into the context's ring
+** and arms the safe point. Every tick it cannot record is counted.
 **
 ** A signal carries a token (slot | run generation << 8) in si_value;
 ** itimer signals carry none and use the one itimer binding. A context's
@@ -87,6 +87,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   }
   like.vmstate = (uint8_t)vm;
   like.zone = ctx->zones.cur;      /* the zone active at the tick */
+  like.labels = ctx->labels.cur;   /* and the label set (labels.c) */
   rec = ljp_ring_reserve(&ctx->ring, w, &like, &res);
   if (rec) {
     rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
@@ -97,6 +98,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     rec->like_cfunc = like.cfunc;
     rec->vmstate = like.vmstate;
     rec->zone = like.zone;
+    rec->labels = like.labels;
     rec->nflags = 0;
     rec->nnative = 0;
     if (ctx->native_on) {

@@ -27,7 +27,8 @@ int ljp_store_init(ljp_store *s)
 {
   memset(s, 0, sizeof(*s));
   if (ljp_strtab_init(&s->strs) != 0 || ljp_strtab_init(&s->frames) != 0 ||
-      ljp_strtab_init(&s->stks) != 0 || ljp_counts_init(&s->stacks) != 0 ||
+      ljp_strtab_init(&s->stks) != 0 || ljp_strtab_init(&s->tags) != 0 ||
+      ljp_counts_init(&s->stacks) != 0 ||
       ljp_counts_init(&s->funcs) != 0 || ljp_counts_init(&s->traces) != 0) {
     ljp_store_free(s);
     return -1;
@@ -43,6 +44,7 @@ void ljp_store_free(ljp_store *s)
   ljp_strtab_free(&s->strs);
   ljp_strtab_free(&s->frames);
   ljp_strtab_free(&s->stks);
+  ljp_strtab_free(&s->tags);
 }
 
 int ljp_store_reset(ljp_store *s)
@@ -72,6 +74,7 @@ int ljp_store_copy(ljp_store *dst, const ljp_store *s)
   if (ljp_strtab_copy(&dst->strs, &s->strs) != 0 ||
       ljp_strtab_copy(&dst->frames, &s->frames) != 0 ||
       ljp_strtab_copy(&dst->stks, &s->stks) != 0 ||
+      ljp_strtab_copy(&dst->tags, &s->tags) != 0 ||
       ljp_counts_copy(&dst->stacks, &s->stacks) != 0 ||
       ljp_counts_copy(&dst->funcs, &s->funcs) != 0 ||
       ljp_counts_copy(&dst->traces, &s->traces) != 0) {
@@ -114,14 +117,43 @@ uint32_t ljp_store_stack(ljp_store *s, const uint32_t *ids, uint32_t n)
   return id == UINT32_MAX ? 0 : id;
 }
 
+uint32_t ljp_store_tag(ljp_store *s, uint16_t zone, uint16_t labels)
+{
+  unsigned char b[4];
+  uint32_t id;
+  if (!labels) return zone;
+  b[0] = (unsigned char)zone; b[1] = (unsigned char)(zone >> 8);
+  b[2] = (unsigned char)labels; b[3] = (unsigned char)(labels >> 8);
+  id = ljp_strtab_intern(&s->tags, (const char *)b, 4);
+  if (id == UINT32_MAX || id > LJP_TAG_MAX - LJP_TAG_LABELS)
+    return LJP_TAG_MAX + 1;
+  return LJP_TAG_LABELS + id;
+}
+
+void ljp_store_untag(const ljp_store *s, uint32_t tag, uint16_t *zone,
+                     uint16_t *labels)
+{
+  const unsigned char *b;
+  if (tag < LJP_TAG_LABELS || tag - LJP_TAG_LABELS >= s->tags.n) {
+    *zone = tag < LJP_TAG_LABELS ? (uint16_t)tag : 0;
+    *labels = 0;
+    return;
+  }
+  b = (const unsigned char *)ljp_strtab_get(&s->tags, tag - LJP_TAG_LABELS)->s;
+  *zone = (uint16_t)(b[0] | b[1] << 8);
+  *labels = (uint16_t)(b[2] | b[3] << 8);
+}
+
 size_t ljp_store_bytes(const ljp_store *s)
 {
-  return s->strs.bytes + s->frames.bytes + s->stks.bytes;
+  return s->strs.bytes + s->frames.bytes + s->stks.bytes + s->tags.bytes;
 }
 
 void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped)
 {
   uint64_t pos, tail, done, t0;
+  uint32_t tag = 0, last = 0;   /* the last (zone, labels) and its tag */
+  int have = 0;
   if (!ring->rec) return;
   t0 = now_ns();
   tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
@@ -129,9 +161,16 @@ void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped)
   for (pos = tail; pos < done; pos++) {
     ljp_record *r = ljp_ring_at(ring, pos);
     uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
+    uint32_t pair = (uint32_t)r->zone | (uint32_t)r->labels << 16;
     if (!w) continue;  /* nothing known of it: counted dropped */
-    if (ljp_counts_add(&s->stacks, ljp_stack_key(r->stack, r->vmstate,
-                                                 r->zone), w) != 0)
+    if (!have || pair != last) {
+      tag = ljp_store_tag(s, r->zone, r->labels);
+      last = pair;
+      have = 1;
+    }
+    if (tag > LJP_TAG_MAX ||
+        ljp_counts_add(&s->stacks, ljp_stack_key(r->stack, r->vmstate, tag),
+                       w) != 0)
       atomic_fetch_add(dropped, w);  /* out of memory */
     /* Side tables; an out-of-memory there loses detail, not samples. */
     ljp_counts_add(&s->funcs, ljp_func_key(r->func, r->vmstate), w);
@@ -168,9 +207,11 @@ void ljp_store_each_stack(const ljp_store *s, ljp_stack_visit fn, void *d)
   uint32_t i;
   for (i = 0; i < s->stacks.cap; i++) {
     const ljp_count *c = &s->stacks.slot[i];
-    if (c->key)
-      fn(d, ljp_stack_key_stack(c->key), ljp_stack_key_vmstate(c->key),
-         ljp_stack_key_zone(c->key), c->count);
+    uint16_t zone, labels;
+    if (!c->key) continue;
+    ljp_store_untag(s, ljp_stack_key_tag(c->key), &zone, &labels);
+    fn(d, ljp_stack_key_stack(c->key), ljp_stack_key_vmstate(c->key), zone,
+       labels, c->count);
   }
 }
 

@@ -11,9 +11,15 @@
 ** and the tick counts aggregated from completed ring records, in three
 ** tables with typed keys:
 **
-**   stacks   (stack, VM state, zone)     -> ticks   summary(), outputs
+**   stacks   (stack, VM state, tag)      -> ticks   summary(), outputs
 **   funcs    (leaf function, VM state)   -> ticks   functions()
 **   traces   (trace start, trace number) -> ticks   traces()
+**
+** A tag is a sample's (zone, label set) in 24 bits: the zone id itself
+** when the sample has no labels (so a run without labels keys exactly as
+** before), else 65536 + the pair's id in the store's tags table, a second
+** level of interning (a run sees few distinct pairs). The key stays one
+** 64-bit word: stack 32 bits, tag 24, VM state 8.
 **
 ** Aggregation hashes ids, never text: a stack's text is built only by the
 ** views that ask for one (dumpstack.c renders frames in a format).
@@ -62,6 +68,8 @@ typedef struct ljp_store {
   ljp_strtab frames;        /* id -> ljp_frame; id 0 is no frame */
   ljp_strtab stks;          /* id -> frame ids (uint32), innermost first;
                                id 0 is the empty stack */
+  ljp_strtab tags;          /* id -> (zone, label set), 2 + 2 bytes: the
+                               tags of samples with labels */
   ljp_counts stacks, funcs, traces;
   uint64_t batches;         /* drains that moved records */
   uint64_t aggregated;      /* records moved */
@@ -70,14 +78,22 @@ typedef struct ljp_store {
 
 /* -- Typed keys (a key is never 0: the VM state or a tag bit is set) ------ */
 
+#define LJP_TAG_LABELS 0x10000u   /* tags from here name a (zone, labels)
+                                     pair; below, a zone alone */
+#define LJP_TAG_MAX 0xffffffu
+
 static inline uint64_t ljp_stack_key(uint32_t stack, int vmstate,
-                                     uint16_t zone)
+                                     uint32_t tag)
 {
-  return ((uint64_t)(uint8_t)vmstate << 48) | ((uint64_t)zone << 32) | stack;
+  return ((uint64_t)(uint8_t)vmstate << 56) |
+         ((uint64_t)(tag & LJP_TAG_MAX) << 32) | stack;
 }
 static inline uint32_t ljp_stack_key_stack(uint64_t k) { return (uint32_t)k; }
-static inline uint16_t ljp_stack_key_zone(uint64_t k) { return (uint16_t)(k >> 32); }
-static inline int ljp_stack_key_vmstate(uint64_t k) { return (int)(uint8_t)(k >> 48); }
+static inline uint32_t ljp_stack_key_tag(uint64_t k)
+{
+  return (uint32_t)(k >> 32) & LJP_TAG_MAX;
+}
+static inline int ljp_stack_key_vmstate(uint64_t k) { return (int)(uint8_t)(k >> 56); }
 
 static inline uint64_t ljp_func_key(uint32_t func, int vmstate)
 {
@@ -136,6 +152,12 @@ static inline uint32_t ljp_store_stack_at(const ljp_store *s, uint32_t id,
   memcpy(&v, ljp_strtab_get(&s->stks, id)->s + 4 * i, 4);
   return v;
 }
+/* The tag of (zone, label set): LJP_TAG_MAX + 1 when it cannot be made
+** (out of memory, or 2^24 - 2^16 pairs). */
+uint32_t ljp_store_tag(ljp_store *s, uint16_t zone, uint16_t labels);
+/* The zone and label set of a tag. */
+void ljp_store_untag(const ljp_store *s, uint32_t tag, uint16_t *zone,
+                     uint16_t *labels);
 /* Memory held by the interned texts, frames and stacks. */
 size_t ljp_store_bytes(const ljp_store *s);
 
@@ -146,7 +168,8 @@ void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped);
 uint32_t ljp_store_nstacks(const ljp_store *s);
 
 typedef void (*ljp_stack_visit)(void *d, uint32_t stack, int vmstate,
-                                uint16_t zone, uint64_t ticks);
+                                uint16_t zone, uint16_t labels,
+                                uint64_t ticks);
 typedef void (*ljp_func_visit)(void *d, const ljp_str *func, int vmstate,
                                uint64_t ticks);
 typedef void (*ljp_trace_visit)(void *d, const ljp_str *start, int32_t trace,
@@ -159,7 +182,7 @@ void ljp_store_each_trace(const ljp_store *s, ljp_trace_visit fn, void *d);
 ** sb. */
 typedef void (*ljp_stack_render)(void *d, const ljp_store *s, uint32_t stack,
                                  ljp_buf *sb);
-/* Folded stacks ("stack count" per line, VM states and zones summed, equal
+/* Folded stacks ("stack count" per line, VM states, zones and labels summed, equal
 ** texts merged), written by the output routine (the C API's output
 ** option). 0, or -1 with one line in err. */
 int ljp_store_write_folded(const ljp_store *s, ljp_stack_render render,

@@ -13,6 +13,11 @@
 --   ljprof report RAW [-f FORMAT] [-o FILE] [-v VIEW]
 --       Renders a saved raw profile (.ljprof) into any format.
 --       ljprof report --help prints its own usage.
+--   ljprof report --diff BEFORE AFTER [-o FILE] [-f text|svg]
+--       What changed between two raw profiles: a text report (the
+--       functions whose share of samples grew most first) or a
+--       differential flame graph (.svg: red grew, blue shrank), shares
+--       normalized by each profile's total (jit.prof.diff).
 --   ljprof --version
 --       Prints "ljprof <version>" (meson's project version, which the
 --       launcher src/ljprof.in passes in LJPROF_VERSION).
@@ -45,6 +50,7 @@ local function usage()
 usage: ljprof [options] app.lua [args...]
        ljprof record [options] -- luajit [luajit options] app.lua [args...]
        ljprof report RAW.ljprof [-f FORMAT] [-o FILE] [-v VIEW]
+       ljprof report --diff BEFORE.ljprof AFTER.ljprof [-o FILE]
        ljprof --version
 
 The first two run the script under luajit with ljprof sampling (-jprof is
@@ -87,11 +93,19 @@ end
 local function report_usage()
   return [[
 usage: ljprof report RAW.ljprof [-f FORMAT] [-o FILE]... [-v VIEW] [-z] [-N]
+       ljprof report --diff BEFORE.ljprof AFTER.ljprof [-f text|svg] [-o FILE]...
 
 Renders a raw profile saved by "ljprof -o app.ljprof" or
 "luajit -jprof=...,app.ljprof" into any format, without running the
 script again. Without -o, the report goes to standard output (the text
 report unless -f says otherwise).
+
+With --diff, compares two raw profiles of one program: the text report
+lists the functions whose share of samples grew most first (self and
+total, before, after and the change), and an .svg output is a
+differential flame graph (widths from AFTER; red grew, blue shrank).
+Shares are normalized by each profile's total samples, so runs of
+different lengths compare.
 
 options:
   -o FILE          output file; repeatable. The format comes from the name:
@@ -105,6 +119,7 @@ options:
                    of folded stacks (default f)
   -z, --zones      zones as root frames ("[zone AI]") in the stack formats
   -N, --show-native  text reports show the C frames above the Lua caller
+      --diff       compare two raw profiles (text or svg outputs only)
   -h, --help       this text
 Long options take their value as "--format pprof" or "--format=pprof".
 ]]
@@ -159,6 +174,7 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-n" or a == "--no-native" then o.native = "off"
     elseif a == "-N" or a == "--show-native" then o.show_native = true
     elseif a == "--calls" then o.calls = true
+    elseif a == "--diff" and anywhere then o.diff = true
     elseif a == "--luajit" then o.luajit = val()
     elseif a == "-q" or a == "--quiet" then o.quiet = true
     elseif a == "-h" or a == "--help" then
@@ -204,8 +220,52 @@ local function parse_args(argv, first, anywhere)
   return o
 end
 
+-- ljprof report --diff BEFORE AFTER: a text report or a differential
+-- flame graph per output (jit.prof.diff).
+local function report_diff(o)
+  if #o.rest ~= 2 then
+    fail("report --diff needs two raw profiles, before and after (" .. #o.rest .. " given)")
+  end
+  local diff = require("jit.prof.diff")
+  local svg = require("jit.prof.svg")
+  local a, ma = raw.read(o.rest[1])
+  if not a then fail(ma) end
+  local b, mb = raw.read(o.rest[2])
+  if not b then fail(mb) end
+  if a.total == 0 or b.total == 0 then
+    fail("report --diff: " .. (a.total == 0 and o.rest[1] or o.rest[2]) ..
+         " has no samples (nothing to compare)")
+  end
+  local d = diff.compare(a, b)
+  local outputs = #o.outputs > 0 and o.outputs or {"-"}
+  for _, path in ipairs(outputs) do
+    local fmt = output.format(path, o.format, #outputs)
+    local data
+    if fmt == "text" then
+      data = diff.text(d, {before = o.rest[1], after = o.rest[2]})
+    elseif fmt == "svg" then
+      local meta = {}
+      for k, v in pairs(mb) do meta[k] = v end
+      meta.diff_scale = d.scale
+      meta.program = tostring(mb.program or o.rest[2]) .. " (diff against " .. o.rest[1] .. ")"
+      data = svg.render(diff.profile(d), meta)
+    else
+      fail((path == "-" and "" or (path .. ": ")) .. "report --diff writes text or svg " ..
+           "(got " .. fmt .. ")")
+    end
+    local ok, werr = output.write(path, data)
+    if not ok then fail(werr) end
+  end
+  if #o.outputs > 0 then
+    io.stderr:write(string.format("Diff: %d samples -> %d samples -> %s\n", a.total, b.total,
+      table.concat(o.outputs, ", ")))
+  end
+  return 0
+end
+
 local function report(argv)
   local o = parse_args(argv, 2, true)
+  if o.diff then return report_diff(o) end
   local src = o.rest[1]
   if not src then
     io.stderr:write("ljprof: report needs a raw profile file\n",

@@ -9,7 +9,10 @@
 -- then by stack. Frame labels are those of -jp's f view by default
 -- (function name, else chunk:firstline; C functions and builtins by
 -- name); meta.scope = "F" prefixes the chunk, "l" gives chunk:line, and
--- meta.fullpath keeps full chunk paths. A ";" inside a label becomes ","
+-- meta.fullpath keeps full chunk paths. A name two different Lua
+-- functions share is qualified with the end of its file's path and its
+-- first line ("run (check.lua:12)", model.names), so that the two stay
+-- apart; a name used once stays bare. A ";" inside a label becomes ","
 -- and a line break a space, so every line splits unambiguously. A sample
 -- without any frame counts as "(no stack)".
 --
@@ -33,12 +36,13 @@ function M.render(p, meta)
   local scope = meta.scope or "f"
   local fullpath = meta.fullpath and true or false
   local counts, labels = {}, {}
+  local names = model.names(p, scope, fullpath)
   for _, s in ipairs(p.samples) do
     local t = {}
     for i, id in ipairs(s.stack) do
       local l = labels[id]
       if not l then
-        l = clean(model.label(p.frames[id], scope, fullpath))
+        l = clean(names[id])
         labels[id] = l
       end
       t[i] = l

@@ -13,6 +13,13 @@
 -- builtin frames print the same text in both. Control bytes cannot occur
 -- in chunk or function names, so the key splits unambiguously.
 --
+-- A run is read either from its summary() keyed with KEY_FMT (collect),
+-- or, as jit/prof.lua does, from ljprof.profile(), which hands over
+-- structured frames (from_profile): then a named Lua function keeps its
+-- first line too (a dumpstack key keeps its name or its first line, not
+-- both), so that two functions of one name stay apart (names(),
+-- pprof_name()). Samples may carry labels ({key = value}, ljprof.label).
+--
 -- Native frames (the C code running above the Lua frame that called it,
 -- from the native unwinder: "libm.so.6+0x702c0", "fpconv_g_fmt") print
 -- their name once, at the frame's first f/F/l (src/dumpstack.c): <f> is
@@ -86,9 +93,74 @@ function M.collect(entries)
       end
     end
     p.samples[#p.samples + 1] = {stack = stack, vmstate = e.vmstate,
-                                 zone = e.zone or "", count = e.count}
+                                 zone = e.zone or "", labels = e.labels, count = e.count}
     p.total = p.total + e.count
   end
+  return p
+end
+
+-- A sample's labels as one string (sorted pairs), "" for none: samples
+-- that differ only in labels are kept apart by it.
+function M.labels_key(labels)
+  if not labels then return "" end
+  local t = {}
+  for k, v in pairs(labels) do t[#t + 1] = tostring(k) .. "\0" .. tostring(v) end
+  table.sort(t)
+  return table.concat(t, "\0")
+end
+
+-- The profile of ljprof.profile() (structured frames, see
+-- src/lua_ljprof.c): frames are merged by content (the store keeps C
+-- functions by entry point, which name alike), samples that are then
+-- equal are merged, most samples first.
+function M.from_profile(t)
+  local p = {frames = {}, samples = {}, total = 0}
+  local of, index = {}, {}
+  for i, f in ipairs(t.frames or {}) do
+    local fr, k
+    if f.kind == "lua" then
+      fr = {lua = true, file = f.file, line = f.line, linedefined = f.linedefined,
+            name = f.name}
+      k = "L\0" .. f.file .. "\0" .. f.line .. "\0" .. f.linedefined .. "\0" ..
+          (f.name or "")
+    elseif f.kind == "native" then
+      fr = {lua = false, native = true, name = f.name}
+      k = "N\0" .. f.name
+    else
+      fr = {lua = false, name = M.builtin_name(f.name)}
+      k = "C\0" .. fr.name
+    end
+    local id = index[k]
+    if not id then
+      id = #p.frames + 1
+      fr.id = id
+      p.frames[id] = fr
+      index[k] = id
+    end
+    of[i] = id
+  end
+  local by = {}
+  for _, s in ipairs(t.samples or {}) do
+    local stack = {}
+    for i, x in ipairs(s.stack) do stack[i] = of[x] end
+    local k = table.concat(stack, ",") .. "\0" .. s.vmstate .. "\0" .. (s.zone or "") ..
+              "\0" .. M.labels_key(s.labels)
+    local e = by[k]
+    if e then
+      e.count = e.count + s.count
+    else
+      e = {stack = stack, vmstate = s.vmstate, zone = s.zone or "", labels = s.labels,
+           count = s.count, key = k}
+      by[k] = e
+      p.samples[#p.samples + 1] = e
+    end
+    p.total = p.total + s.count
+  end
+  table.sort(p.samples, function(a, b)
+    if a.count ~= b.count then return a.count > b.count end
+    return a.key < b.key
+  end)
+  for _, e in ipairs(p.samples) do e.key = nil end
   return p
 end
 
@@ -121,6 +193,88 @@ function M.label(fr, scope, fullpath)
     return scope == "F" and (chunk .. ":" .. fr.name) or fr.name
   end
   return chunk .. ":" .. (fr.linedefined or "?")
+end
+
+-- The last k components of a path ("luacheck/main.lua" for k = 2 of
+-- "/usr/share/lua/5.1/luacheck/main.lua"); the whole path when it has no
+-- more.
+function M.path_suffix(file, k)
+  local parts = {}
+  for c in file:gmatch("[^/\\]+") do parts[#parts + 1] = c end
+  if k >= #parts then return file end
+  return table.concat(parts, "/", #parts - k + 1)
+end
+
+-- A Lua function's qualified name: "run (luacheck/main.lua:120)", or
+-- "luacheck/main.lua:120" without a name; loc is the file as shown.
+local function qualified(fr, loc)
+  local at = loc .. (fr.linedefined and (":" .. fr.linedefined) or "")
+  if fr.name then return fr.name .. " (" .. at .. ")" end
+  return at
+end
+
+-- A function's name in pprof: Lua functions always qualified with the
+-- last two components of their file and their first line ("run
+-- (luacheck/main.lua:120)"), so that the name is the same in every
+-- profile of the program (fleet tools merge profiles by name, and go tool
+-- pprof -top merges functions of one name); C functions by name.
+function M.pprof_name(fr)
+  if not fr.lua then return fr.name end
+  return qualified(fr, M.path_suffix(fr.file, 2))
+end
+
+-- Frame labels for the stack formats (folded, SVG, speedscope): -jp's
+-- label in scope "f" or "F" (M.label), except that a label two different
+-- Lua functions would share is qualified, for each of them, with the
+-- shortest end of its file's path that tells them apart and its first
+-- line: "run (check.lua:12)" and "run (format.lua:40)" where "run" alone
+-- would merge them; a name used once stays bare. Returns frame id ->
+-- label. Scope "l" (lines) labels are returned unchanged.
+function M.names(p, scope, fullpath)
+  scope = scope or "f"
+  local base, groups, ident = {}, {}, {}
+  for id, fr in ipairs(p.frames) do
+    local b = M.label(fr, scope, fullpath)
+    base[id] = b
+    if fr.lua and scope ~= "l" then
+      local k = fr.file .. "\0" .. tostring(fr.linedefined) .. "\0" .. (fr.name or "")
+      ident[id] = k
+      local g = groups[b]
+      if not g then g = {n = 0, of = {}, list = {}}; groups[b] = g end
+      if not g.of[k] then
+        g.of[k] = fr
+        g.n = g.n + 1
+        g.list[g.n] = k
+      end
+    end
+  end
+  local qual = {}
+  for _, g in pairs(groups) do
+    if g.n > 1 then
+      for _, k in ipairs(g.list) do
+        local fr, loc = g.of[k], nil
+        for depth = 1, 64 do
+          loc = fullpath and fr.file or M.path_suffix(fr.file, depth)
+          local clash = false
+          for _, k2 in ipairs(g.list) do
+            local o = g.of[k2]
+            if k2 ~= k and o.linedefined == fr.linedefined and
+               (fullpath and o.file or M.path_suffix(o.file, depth)) == loc then
+              clash = true
+              break
+            end
+          end
+          if not clash or loc == fr.file then break end
+        end
+        qual[k] = qualified(fr, loc)
+      end
+    end
+  end
+  local names = {}
+  for id in ipairs(p.frames) do
+    names[id] = ident[id] and qual[ident[id]] or base[id]
+  end
+  return names
 end
 
 -- The -jp key of a stack: depth > 0 keeps the innermost depth frames,
@@ -160,14 +314,16 @@ function M.with_zones(p)
       for i = 1, #s.stack do stack[i + 1] = s.stack[i] end
     end
     q.samples[#q.samples + 1] = {stack = stack, vmstate = s.vmstate, zone = s.zone,
-                                 count = s.count}
+                                 labels = s.labels, count = s.count}
   end
   return q
 end
 
 -- Output formats: module jit.prof.<name> provides render(p, meta) ->
--- file content (p from collect(), meta = {clock=, interval_us=, program=,
--- samples=, dropped=}). Chosen explicitly or from the file name.
+-- file content (p from collect() or from_profile(), meta = {clock=,
+-- interval_us=, program=, samples=, dropped=, created= (Unix seconds of
+-- the start), duration_ns=, thread=, thread_id=, state=}). Chosen
+-- explicitly or from the file name.
 M.FORMATS = {"text", "folded", "speedscope", "pprof", "svg", "raw"}
 local EXT = {
   {".speedscope.json", "speedscope"}, {".pb.gz", "pprof"}, {".svg", "svg"},

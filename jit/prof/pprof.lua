@@ -19,26 +19,37 @@
 --     are outermost first, so they are reversed), value = [count,
 --     count * period] (a count is in timer ticks), string labels
 --     "vmstate" (Compiled, Interpreted, C code, Garbage Collector, JIT
---     Compiler), "thread" (meta.thread or "main") and "zone" (when set).
+--     Compiler), "thread" (meta.thread, the profiled thread's name, or
+--     "main"), "state" (meta.state: which Lua state of the process, when
+--     known), "zone" (when set), the sample's own labels (ljprof.label,
+--     by key), and the number label "thread_id" (meta.thread_id). So
+--     `go tool pprof -tags` lists them and -tagfocus=endpoint=/api keeps
+--     one request kind.
 --     A sample without a Lua stack gets one pseudo-location, function
 --     "[<VM state>]" (e.g. "[Garbage Collector]"): pprof keeps a sample
 --     without locations in the total but shows it in no view (not even
 --     -raw or -traces), so its time would be unaccounted for.
---   One Function per function: Lua functions by (file, name or
---     linedefined), with name = the -jp "f" label (the name, or
---     chunk:linedefined), system_name = name, filename = the chunk's full
---     path, start_line = linedefined when known (0 when the frame only
---     knows the name); C functions and builtins by name, with an empty
---     filename and no lines.
+--   One Function per function: Lua functions by (file, first line, name),
+--     with name = the name qualified with the end of its file's path and
+--     its first line (model.pprof_name: "run (luacheck/main.lua:120)",
+--     "luacheck/main.lua:120" without a name; go tool pprof merges
+--     functions by name, and a profile's names stay the same whatever
+--     else it holds), system_name = the bare -jp "f" label (the name, or
+--     chunk:linedefined), filename = the chunk's full path, start_line =
+--     linedefined when known (0 when an old profile only knows the
+--     name); C functions and builtins by name, with an empty filename and
+--     no lines.
 --   One Location per (function, line), with a single Line{function_id,
 --     line} (no line for C frames), no address, and mapping_id 1: the one
 --     Mapping, filename = meta.program, with has_functions, has_filenames
 --     and has_line_numbers set, so pprof knows the profile is symbolized
 --     (it neither looks for a binary nor warns about a missing one).
---   duration_nanos = (meta.samples or the total) * period, an estimate
---     (for cpu clocks it is CPU time); time_nanos = meta.created (Unix
---     seconds) when present. comment holds program, clock and dropped
---     ticks. Zero values are left out, as proto3 does.
+--   time_nanos = meta.created (Unix seconds: when the run started) and
+--     duration_nanos = meta.duration_ns (start to stop, wall time) when
+--     present; without them (a raw profile of an older ljprof)
+--     duration_nanos is the estimate (meta.samples or the total) * period.
+--     comment holds program, clock and dropped ticks. Zero values are
+--     left out, as proto3 does.
 --
 -- Encoder: written here in Lua (varints, length-delimited fields, packed
 -- repeated integers). profile.proto needs a few small messages and two
@@ -274,8 +285,8 @@ function M.encode(p, meta)
   local function function_id(fr)
     local k
     if fr.lua then
-      k = "L\0" .. tostring(fr.file) .. "\0" .. (fr.name and ("n" .. fr.name) or
-          ("d" .. tostring(fr.linedefined)))
+      k = "L\0" .. tostring(fr.file) .. "\0" .. tostring(fr.linedefined) .. "\0" ..
+          tostring(fr.name)
     else
       k = "C\0" .. tostring(fr.name)
     end
@@ -284,10 +295,9 @@ function M.encode(p, meta)
     id = #functions + 1
     fn_of[k] = id
     local b = {}
-    local name = model.label(fr, "f")
     put_int(b, 1, id)
-    put_int(b, 2, str(name))
-    put_int(b, 3, str(name))
+    put_int(b, 2, str(model.pprof_name(fr)))
+    put_int(b, 3, str(model.label(fr, "f")))
     if fr.lua then
       put_int(b, 4, str(fr.file))       -- str(nil) is ""
       put_int(b, 5, tonumber(fr.linedefined) or 0)
@@ -340,10 +350,35 @@ function M.encode(p, meta)
 
   local k_vmstate, k_thread, k_zone = str("vmstate"), str("thread"), str("zone")
   local thread = str(meta.thread or "main")
+  local state_s = meta.state ~= nil and str(meta.state) or nil
+  local k_state = state_s and str("state")
+  local thread_id = tonumber(meta.thread_id)
+  local k_tid = thread_id and thread_id > 0 and str("thread_id")
   local function label(b, k, v)
     local l = {}
     put_int(l, 1, k); put_int(l, 2, v)
     put_bytes(b, 3, concat(l))
+  end
+  local function num_label(b, k, n)
+    local l = {}
+    put_int(l, 1, k); put_int(l, 3, n)
+    put_bytes(b, 3, concat(l))
+  end
+  -- A sample's own labels, by key (interned once per distinct set).
+  local user_cache = {}
+  local function user_labels(b, labels)
+    if not labels then return end
+    local lk = model.labels_key(labels)
+    local list = user_cache[lk]
+    if not list then
+      local keys = {}
+      for k2 in pairs(labels) do keys[#keys + 1] = tostring(k2) end
+      table.sort(keys)
+      list = {}
+      for i, k2 in ipairs(keys) do list[i] = {str(k2), str(labels[k2])} end
+      user_cache[lk] = list
+    end
+    for _, kv in ipairs(list) do label(b, kv[1], kv[2]) end
   end
 
   local total = 0
@@ -357,7 +392,10 @@ function M.encode(p, meta)
     put_packed(b, 2, {s.count, s.count * period})
     label(b, k_vmstate, str(state))
     label(b, k_thread, thread)
+    if k_state then label(b, k_state, state_s) end
     if s.zone and s.zone ~= "" then label(b, k_zone, str(s.zone)) end
+    user_labels(b, s.labels)
+    if k_tid then num_label(b, k_tid, thread_id) end
     put_bytes(out, 2, concat(b))
     total = total + s.count
   end
@@ -386,7 +424,11 @@ function M.encode(p, meta)
   if created and created > 0 and created < TWO32 then
     out[#out + 1] = key(9, VARINT); out[#out + 1] = varint_ns(created)
   end
-  put_int(out, 10, (tonumber(meta.samples) or total) * period)
+  local duration = tonumber(meta.duration_ns)
+  if not (duration and duration >= 0 and duration < TWO53) then
+    duration = (tonumber(meta.samples) or total) * period
+  end
+  put_int(out, 10, floor(duration))
   put_bytes(out, 11, ptype)
   put_int(out, 12, period)
   put_packed(out, 13, comments)

@@ -3,18 +3,25 @@
 -- can be rendered again later (`ljprof report`), so a long workload never
 -- has to run twice.
 --
--- Format, version 3 (version 2 without the functions and aborts of the
--- "Hot but interpreted" section, version 1 also without call counts):
+-- Format, version 4 (version 3 without labels, version 2 also without
+-- the functions and aborts of the "Hot but interpreted" section, version
+-- 1 also without call counts):
 -- UTF-8/byte text, one record per line, fields separated by TAB; in text
 -- fields TAB, LF, CR and backslash are written as \t \n \r \\.
 --
---   LJPROF-RAW 3                     magic and version (first line); the
+--   LJPROF-RAW 4                     magic and version (first line); the
 --                                    writer writes the lowest version that
---                                    holds the profile: 3 with functions or
---                                    aborts, else 2 with call counts, else 1
+--                                    holds the profile: 4 with labels, 3
+--                                    with functions or aborts, else 2 with
+--                                    call counts, else 1
 --   meta <key> <value>               clock, interval_us, program, samples,
---                                    dropped, created (any number; unknown
+--                                    dropped, created (Unix seconds of the
+--                                    start), duration_ns, thread,
+--                                    thread_id, state (any number; unknown
 --                                    keys are kept and ignored)
+--   labels <id> <key> <value> [<key> <value>...]
+--                                    version 4: a label set (ids count up
+--                                    from 1; keys distinct)
 --   frame <id> L <file> <line> <linedefined> <name>
 --   frame <id> C <name>              ids count up from 1; "-" for a missing
 --                                    linedefined or name
@@ -22,7 +29,10 @@
 --                                    unwinder, shown in stack formats only);
 --                                    readers that do not know the 5th field
 --                                    read it as a C frame
---   sample <count> <vmstate> <zone> <id,id,...>   frames outermost first
+--   sample <count> <vmstate> <zone> <id,id,...> [<labels id>]
+--                                    frames outermost first; version 4: the
+--                                    sample's label set (0 or none: no
+--                                    labels)
 --   call <count> <what> <func> <name> <source> <linedefined> <lastlinedefined>
 --                                    version 2: one per counted function
 --                                    (ljprof.calls(); what is Lua, main
@@ -34,14 +44,18 @@
 --   abort <count> <func> <line> <at> <code> <reason> <info>
 --                                    version 3: a trace abort LuaJIT
 --                                    reported (ljprof.aborts()), in order
---   end <frames> <samples> [<calls> [<functions> <aborts>]]
+--   end <frames> <samples> [<calls> [<functions> <aborts> [<labels>]]]
 --                                    last line: the counts written (calls
 --                                    in version 2; in version 3 calls is
---                                    "-" when the run did not count calls)
+--                                    "-" when the run did not count calls;
+--                                    in version 4 functions and aborts are
+--                                    "-" when the profile has none, and
+--                                    labels counts the label sets)
 --
 -- Readers load every version up to theirs: a version 1 file is a profile
 -- without call counts (p.calls nil), a version 1 or 2 file one without
--- p.functions and p.aborts (no "Hot but interpreted" section).
+-- p.functions and p.aborts (no "Hot but interpreted" section), a version
+-- 1 to 3 file one without labels.
 -- A file that does not start with the magic line is not a raw profile; a
 -- file without the end line, or whose counts differ, is truncated. Every
 -- field is checked (counts are decimal integers from 0 to 2^53, VM states
@@ -51,10 +65,12 @@
 -- '<text>'", and every format renders any profile the reader accepts.
 ----------------------------------------------------------------------------
 
+local model = require("jit.prof.model")
+
 local M = {}
 
 M.MAGIC = "LJPROF-RAW"
-M.VERSION = 3
+M.VERSION = 4
 
 local function esc(s)
   return (tostring(s):gsub("[\\\t\n\r]", {["\\"] = "\\\\", ["\t"] = "\\t",
@@ -69,7 +85,18 @@ local STATES = {"N", "I", "C", "G", "J"}
 
 function M.render(p, meta)
   local hot = p.functions ~= nil or p.aborts ~= nil
-  local out = {M.MAGIC .. " " .. (hot and 3 or p.calls and 2 or 1)}
+  -- Label sets, numbered as samples first use them.
+  local sets, set_of = {}, {}
+  for _, s in ipairs(p.samples) do
+    local k = s.labels and next(s.labels) ~= nil and model.labels_key(s.labels)
+    if k and not set_of[k] then
+      sets[#sets + 1] = s.labels
+      set_of[k] = #sets
+    end
+  end
+  local labeled = #sets > 0
+  local version = labeled and 4 or hot and 3 or p.calls and 2 or 1
+  local out = {M.MAGIC .. " " .. version}
   local keys = {}
   for k in pairs(meta or {}) do keys[#keys + 1] = k end
   table.sort(keys)
@@ -86,16 +113,32 @@ function M.render(p, meta)
                                     fr.native and "\tnative" or "")
     end
   end
+  for id, l in ipairs(sets) do
+    local keys = {}
+    for k in pairs(l) do keys[#keys + 1] = tostring(k) end
+    table.sort(keys)
+    local t = {"labels", tostring(id)}
+    for _, k in ipairs(keys) do
+      t[#t + 1] = esc(k)
+      t[#t + 1] = esc(l[k])
+    end
+    out[#out + 1] = table.concat(t, "\t")
+  end
   for _, s in ipairs(p.samples) do
-    out[#out + 1] = string.format("sample\t%.0f\t%s\t%s\t%s", s.count, esc(s.vmstate),
-                                  esc(s.zone or ""), table.concat(s.stack, ","))
+    local line = string.format("sample\t%.0f\t%s\t%s\t%s", s.count, esc(s.vmstate),
+                               esc(s.zone or ""), table.concat(s.stack, ","))
+    if labeled then
+      local k = s.labels and next(s.labels) ~= nil and model.labels_key(s.labels)
+      line = line .. "\t" .. (k and set_of[k] or 0)
+    end
+    out[#out + 1] = line
   end
   for _, c in ipairs(p.calls or {}) do
     out[#out + 1] = string.format("call\t%.0f\t%s\t%s\t%s\t%s\t%d\t%d", c.calls,
       esc(c.what or "Lua"), esc(c.func), c.name and esc(c.name) or "-",
       esc(c.source or "=[C]"), c.linedefined or -1, c.lastlinedefined or -1)
   end
-  if hot then
+  if hot or labeled then
     local funcs, aborts = p.functions or {}, p.aborts or {}
     for _, f in ipairs(funcs) do
       local t = {"function", esc(f.func), string.format("%.0f", f.total or 0)}
@@ -107,8 +150,14 @@ function M.render(p, meta)
         esc(a.func), a.line or -1, esc(a.at or "?"), a.code or -1, esc(a.reason or "?"),
         esc(a.info or ""))
     end
-    out[#out + 1] = string.format("end\t%d\t%d\t%s\t%d\t%d", #p.frames, #p.samples,
-      p.calls and tostring(#p.calls) or "-", #funcs, #aborts)
+    if labeled then
+      out[#out + 1] = string.format("end\t%d\t%d\t%s\t%s\t%s\t%d", #p.frames, #p.samples,
+        p.calls and tostring(#p.calls) or "-", p.functions and tostring(#funcs) or "-",
+        p.aborts and tostring(#aborts) or "-", #sets)
+    else
+      out[#out + 1] = string.format("end\t%d\t%d\t%s\t%d\t%d", #p.frames, #p.samples,
+        p.calls and tostring(#p.calls) or "-", #funcs, #aborts)
+    end
   elseif p.calls then
     out[#out + 1] = string.format("end\t%d\t%d\t%d", #p.frames, #p.samples, #p.calls)
   else
@@ -145,10 +194,16 @@ local META = {
   samples = function(v) return type(v) == "number" and v >= 0 and v <= 2 ^ 53 end,
   dropped = function(v) return type(v) == "number" and v >= 0 and v <= 2 ^ 53 end,
   created = function(v) return type(v) == "number" and v >= 0 and v <= 2 ^ 53 end,
+  duration_ns = function(v) return type(v) == "number" and v >= 0 and v < 2 ^ 53 and
+                                   v == math.floor(v) end,
+  thread_id = function(v) return type(v) == "number" and v >= 0 and v < 2 ^ 53 and
+                                 v == math.floor(v) end,
 }
 local META_WHAT = {
   interval_us = "a sampling interval from 1 to 60000000 (us)",
   samples = "a count", dropped = "a count", created = "a time in seconds",
+  duration_ns = "a duration in nanoseconds (an integer below 2^53)",
+  thread_id = "a thread id (an integer >= 0)",
 }
 
 -- Parse a raw profile: returns p (as jit.prof.model.collect builds it) and
@@ -193,6 +248,7 @@ function M.parse(data, name)
   local p, meta = {frames = {}, samples = {}, total = 0}, {}
   local calls = ver >= 2 and {} or nil
   if ver >= 3 then p.functions, p.aborts = {}, {} end
+  local sets = ver >= 4 and {} or nil
   local ended, ended_at, last_sample
   local meta_at = {}  -- the line of each meta key
   for i = 2, n do
@@ -235,11 +291,27 @@ function M.parse(data, name)
         if not k or not p.frames[k] then return bad(i, "the id of a frame defined above", id) end
         stack[#stack + 1] = k
       end
+      local labels
+      if sets and f[6] ~= nil and f[6] ~= "0" then
+        local k = count_of(f[6])
+        if not k or not sets[k] then return bad(i, "the id of a label set defined above", f[6]) end
+        labels = sets[k]
+      end
       p.samples[#p.samples + 1] = {stack = stack, count = count, vmstate = vm,
-                                   zone = unesc(f[4])}
+                                   zone = unesc(f[4]), labels = labels}
       p.total = p.total + count
       last_sample = i
       if p.total > 2 ^ 53 then return bad(i, "a total of samples below 2^53", f[2]) end
+    elseif kind == "labels" and sets and #f >= 4 and #f % 2 == 0 then
+      local id = count_of(f[2])
+      if id ~= #sets + 1 then return bad(i, "label set id " .. (#sets + 1), f[2]) end
+      local l = {}
+      for k = 3, #f, 2 do
+        local key = unesc(f[k])
+        if key == "" or l[key] then return bad(i, "distinct non-empty label keys", f[k]) end
+        l[key] = unesc(f[k + 1])
+      end
+      sets[id] = l
     elseif kind == "call" and calls and #f >= 8 then
       local c, ld, lld = count_of(f[2]), int_of(f[7]), int_of(f[8])
       if not c then return bad(i, "a call count (an integer >= 0)", f[2]) end
@@ -265,12 +337,12 @@ function M.parse(data, name)
         at = unesc(f[5]), code = code, reason = unesc(f[7]), info = unesc(f[8])}
     elseif kind == "end" then
       ended = {count_of(f[2]), count_of(f[3]), count_of(f[4]), count_of(f[5]),
-               count_of(f[6]), calls = f[4]}
+               count_of(f[6]), count_of(f[7]), calls = f[4], funcs = f[5], aborts = f[6]}
       ended_at = i
       break
     else
-      return bad(i, "a raw profile record (meta, frame, sample, call, function, abort, end)",
-                 line)
+      return bad(i, "a raw profile record (meta, frame, labels, sample, call, function, " ..
+                 "abort, end)", line)
     end
   end
   -- call counts: always in version 2; in version 3 unless the end record
@@ -278,6 +350,17 @@ function M.parse(data, name)
   if calls and not (ver >= 3 and ended and ended.calls == "-") then p.calls = calls end
   if not ended then
     return bad(n + 1, "the end record (the file is truncated)", "end of file")
+  end
+  -- version 4: "-" for no functions or aborts (the profile had none)
+  if ver >= 4 and ended.funcs == "-" and ended.aborts == "-" and #p.functions == 0 and
+     #p.aborts == 0 then
+    p.functions, p.aborts = nil, nil
+    ended[4], ended[5] = 0, 0
+  end
+  if sets and ended[6] ~= #sets then
+    return bad(ended_at, "an end record with the counts of the records above (frames, " ..
+      "samples, calls, functions, aborts, label sets; a record is missing: the file was " ..
+      "truncated or edited)", lines[ended_at])
   end
   if ended[1] ~= #p.frames or ended[2] ~= #p.samples or
      (p.calls and ended[3] ~= #p.calls) or (not p.calls and calls and #calls > 0) or

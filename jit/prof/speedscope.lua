@@ -10,13 +10,15 @@
 --
 -- - shared.frames: one frame per function. A Lua frame has name, file and
 --   line: name is what -jp's f view prints (the function's name, or
---   chunk:firstline when it has none, chunk without its directories), file
---   the full chunk path, line the function's first line when the stack key
---   carries it (functions without a name, and 0 for a main chunk);
---   otherwise (named functions) the key only carries the line being run,
---   so line is the lowest such line sampled in the function. The lines
---   sampled in one function are one frame, as in the f view (a frame is a
---   name in a file). C functions and builtins have a name only.
+--   chunk:firstline when it has none, chunk without its directories),
+--   qualified with the end of its file's path and its first line when two
+--   different functions would share it ("run (check.lua:12)",
+--   model.names), file the full chunk path, line the function's first
+--   line when the profile carries it (always from a run; an old raw
+--   profile keeps it only for functions without a name); otherwise the
+--   lowest line sampled in the function. The lines sampled in one
+--   function are one frame, as in the f view. C functions and builtins
+--   have a name only.
 -- - samples: frame indices, root (outermost) first. ljprof aggregates, so
 --   there is no time order: each distinct stack is one sample, weighted by
 --   its ticks, and samples are sorted by their frame names so that
@@ -27,8 +29,8 @@
 --   noted in the profile's name). A sample with an empty stack still
 --   counts, under a frame "(no stack)".
 --
--- The VM state and zone of samples are not written: speedscope has no
--- labels, and pseudo-frames for them would distort the stacks (use the
+-- The VM state, zone and labels of samples are not written: speedscope has
+-- no labels, and pseudo-frames for them would distort the stacks (use the
 -- -jprof text report's v option to split by VM state).
 ----------------------------------------------------------------------------
 
@@ -137,10 +139,11 @@ function M.render(p, meta)
     end
     return f
   end
+  local names = model.names(p, "f", false)
   for id, fr in ipairs(p.frames) do
     local f
     if fr.lua then
-      local name = model.label(fr, "f", false)
+      local name = names[id]
       f = frame_for("L\0" .. name .. "\0" .. fr.file, function()
         return {name = name, file = fr.file, line = fr.linedefined}
       end)

@@ -24,8 +24,10 @@
 --   many were left out.
 -- - Labels are those of -jp's F view: chunk:name for named Lua functions,
 --   chunk:firstline for unnamed ones (chunk without directories), C
---   functions and builtins by name; a sample with no stack is the frame
---   "(no stack)". A label that does not fit its box becomes the bare
+--   functions and builtins by name; a label two different Lua functions
+--   would share is qualified with the end of its file's path and its first
+--   line ("run (check.lua:12)", model.names); a sample with no stack is
+--   the frame "(no stack)". A label that does not fit its box becomes the bare
 --   function name, then is cut to at least two characters and "..", then
 --   left out (labels are monospace, so this needs no font metrics; the
 --   script fits them again with the font's measured width).
@@ -45,6 +47,14 @@
 -- two would look alike (contrast, the sum of the R, G and B differences,
 -- under M.MIN_CONTRAST). The legend at the top gives each state's share
 -- of all samples.
+--
+-- A differential graph (p.diff, from jit.prof.diff: each sample has the
+-- scaled count of the before profile in .before): widths are the after
+-- profile's; a frame's colour is its change, after minus before (its own
+-- samples and its callees'), red grew and blue shrank, deeper the larger
+-- the change relative to the largest one, light grey unchanged; the
+-- tooltip gives before, after and the change; the legend says how the
+-- before counts were scaled (meta.diff_scale).
 --
 -- Zoom (script): clicking a frame widens it to the full width with its
 -- callees; its callers stay as full-width, faded rows below it; other
@@ -193,16 +203,17 @@ end
 
 local function new_node(label, short, parent)
   return {label = label, short = short, parent = parent, count = 0, self = 0,
-          states = {}, children = {}, files = {}}
+          before = 0, states = {}, children = {}, files = {}}
 end
 
 local function add_state(t, st, c) t[st] = (t[st] or 0) + c end
 
--- The node of model frame fr under parent, created on first use.
-local function child(parent, fr)
+-- The node of model frame fr under parent, created on first use; name:
+-- its label (model.names).
+local function child(parent, fr, name)
   local label, short
   if fr then
-    label = M.clean(model.label(fr, "F", false))
+    label = M.clean(name or model.label(fr, "F", false))
     if fr.lua and fr.name then short = M.clean(fr.name) end
   else
     label = M.NO_STACK
@@ -226,28 +237,42 @@ end
 
 local function build(p)
   local root = new_node(M.ROOT, nil, nil)
+  local names = model.names(p, "F", false)
   for _, s in ipairs(p.samples) do
     local c = tonumber(s.count) or 0
-    if c > 0 then
+    local b = p.diff and tonumber(s.before) or 0
+    if c > 0 or b > 0 then
       local st = tostring(s.vmstate or "?")
       local node = root
       node.count = node.count + c
+      node.before = node.before + b
       add_state(node.states, st, c)
       local stack = s.stack or {}
       if #stack == 0 then
         node = child(node, nil)
         node.count = node.count + c
+        node.before = node.before + b
         add_state(node.states, st, c)
       end
       for _, id in ipairs(stack) do
-        node = child(node, p.frames[id] or {lua = false, name = "?"})
+        node = child(node, p.frames[id] or {lua = false, name = "?"}, names[id])
         node.count = node.count + c
+        node.before = node.before + b
         add_state(node.states, st, c)
       end
       node.self = node.self + c
     end
   end
   return root
+end
+
+-- The colour of a change (after - before) relative to the largest one:
+-- red grew, blue shrank, light grey none.
+local function diff_rgb(delta, max)
+  if max <= 0 or math.abs(delta) < 1e-9 then return {0xe8, 0xe8, 0xe8} end
+  local v = floor(215 * (1 - math.min(1, math.abs(delta) / max)) + 0.5)
+  if delta > 0 then return {0xff, v, v} end
+  return {v, v, 0xff}
 end
 
 -- The state most samples of t were in (ties: legend order), as an entry
@@ -318,7 +343,7 @@ local function state_shares(t, n)
 end
 
 -- The tooltip of a node: its lines, each escaped, joined by newlines.
-local function tooltip(node, total, us, clock_time)
+local function tooltip(node, total, us, clock_time, diff)
   local t = {node.label}
   local files = {}
   for f in pairs(node.files) do files[#files + 1] = f end
@@ -337,10 +362,15 @@ local function tooltip(node, total, us, clock_time)
   local line = plural(node.count, "sample") .. " (" .. pct(node.count, total) .. ")"
   if us then line = line .. ", " .. duration(node.count * us) .. " of " .. clock_time end
   t[#t + 1] = line
+  if diff then
+    t[#t + 1] = format("before: %.1f (scaled), after: %.0f, change: %+.1f (%+.2f%% of all)",
+      node.before, node.count, node.count - node.before,
+      total > 0 and (node.count - node.before) * 100 / total or 0)
+  end
   if node.parent and node.self > 0 then
     t[#t + 1] = "self: " .. plural(node.self, "sample") .. " (" .. pct(node.self, total) .. ")"
   end
-  t[#t + 1] = state_shares(node.states, node.count)
+  if node.count > 0 then t[#t + 1] = state_shares(node.states, node.count) end
   for i = 1, #t do t[i] = esc(t[i]) end
   return concat(t, "\n")
 end
@@ -576,8 +606,8 @@ function M.render(p, meta)
 
   -- Title, subtitle, legend, reset control.
   local program = meta.program and tostring(meta.program) or "ljprof"
-  w(format('<text class="title" x="%d" y="24" text-anchor="middle">Flame graph: %s</text>\n',
-    M.WIDTH / 2, esc(program)))
+  w(format('<text class="title" x="%d" y="24" text-anchor="middle">%s: %s</text>\n',
+    M.WIDTH / 2, p.diff and "Differential flame graph" or "Flame graph", esc(program)))
   local sub = {}
   if clock then sub[#sub + 1] = esc(clock) .. " clock" end
   if us then sub[#sub + 1] = duration(us) .. " interval" end
@@ -596,18 +626,31 @@ function M.render(p, meta)
   -- with text widths estimated at CW px per character (the script lays it
   -- out again with the real widths).
   local items, extra = {}, 0
-  for _, s in ipairs(M.STATES) do
-    local n = root.states[s[1]] or 0
-    items[#items + 1] = {s, format("%s (%s) %.1f%%", s[2], s[1], total > 0 and n * 100 / total or 0)}
-  end
-  for k, n in pairs(root.states) do if not STATE[k] then extra = extra + n end end
-  if extra > 0 then items[#items + 1] = {OTHER, format("Other %.1f%%", extra * 100 / total)} end
+  local diff = p.diff
   local lead = "Colour = VM state:"
+  if diff then
+    local k = tonumber(meta.diff_scale)
+    lead = "Colour = change, after minus before" ..
+      (k and format(" (before scaled x%.3g to the same total):", k) or ":")
+    items[1] = {{[3] = {0xff, 0x50, 0x50}, [4] = {0xff, 0x50, 0x50}}, "grew"}
+    items[2] = {{[3] = {0x50, 0x50, 0xff}, [4] = {0x50, 0x50, 0xff}}, "shrank"}
+    items[3] = {{[3] = {0xe8, 0xe8, 0xe8}, [4] = {0xe8, 0xe8, 0xe8}}, "unchanged; width = after"}
+  else
+    for _, s in ipairs(M.STATES) do
+      local n = root.states[s[1]] or 0
+      items[#items + 1] = {s, format("%s (%s) %.1f%%", s[2], s[1], total > 0 and n * 100 / total or 0)}
+    end
+    for k, n in pairs(root.states) do if not STATE[k] then extra = extra + n end end
+    if extra > 0 then items[#items + 1] = {OTHER, format("Other %.1f%%", extra * 100 / total)} end
+  end
   local CW, GAP = 6.5, 20
   local legend_w = #lead * CW + 10
   for _, it in ipairs(items) do legend_w = legend_w + 17 + nchars(it[2]) * CW + GAP end
   local x = floor((M.WIDTH - legend_w + GAP) / 2)
-  w('<g class="legend" id="legend"><title>Each frame is coloured by the VM state most of its samples ' ..
+  w(diff and '<g class="legend" id="legend"><title>Each frame is coloured by how many more (red) or ' ..
+    'fewer (blue) samples it has, its own and its callees&#39;, in the after profile than in the ' ..
+    'before profile scaled to the same total; widths are the after profile&#39;s.</title>\n' or
+    '<g class="legend" id="legend"><title>Each frame is coloured by the VM state most of its samples ' ..
     '(its own and its callees&#39;) were taken in; percentages are of all samples.</title>\n')
   w(format('<text x="%d" y="66">%s</text>\n', x, esc(lead)))
   x = x + #lead * CW + 10
@@ -639,12 +682,20 @@ function M.render(p, meta)
     rows[node.depth] = r
     r[#r + 1] = node
   end
+  local maxd = 0
+  if diff then
+    for _, node in ipairs(drawn) do
+      if node.parent then maxd = math.max(maxd, math.abs(node.count - node.before)) end
+    end
+  end
   for _, r in pairs(rows) do
     table.sort(r, function(a, b) return a.start < b.start end)
     local prev
     for _, node in ipairs(r) do
       if not node.parent then
         node.rgb = {0xc4, 0xc4, 0xc4}
+      elseif diff then
+        node.rgb = diff_rgb(node.count - node.before, maxd)
       else
         local st, v = dominant(node.states), shade(node.label)
         local c = rgb_at(st, v)
@@ -671,7 +722,7 @@ function M.render(p, meta)
     local short = node.short ~= node.label and node.short or nil
     w(format('<g class="f" data-s="%.0f" data-n="%.0f" data-d="%d"%s>', node.start, node.count,
       node.depth, short and (' data-short="' .. esc(short) .. '"') or ""))
-    w('<title>', tooltip(node, total, us, clock_time), '</title>')
+    w('<title>', tooltip(node, total, us, clock_time, diff), '</title>')
     w(format('<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s"/>', fx, y, fw, FH - 1, colour))
     w(format('<text x="%.2f" y="%.1f">%s</text></g>\n', fx + 3, y + FH - 4.5,
       esc(M.fit(node.label, short, fw))))

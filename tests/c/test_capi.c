@@ -46,6 +46,71 @@ static void cb(void *data, lua_State *L, int samples, int vmstate)
   }
 }
 
+/* Labels from C: pushed sets reach the samples (ljprof_summary_ex), the
+** plain summary sums over them, errors are the documented codes. */
+typedef struct lsum {
+  uint64_t total, with_c, with_d, plain;
+  int bad;
+} lsum;
+
+static void entry_visit(void *data, const ljprof_entry *e)
+{
+  lsum *s = data;
+  s->total += e->count;
+  if (e->nlabels == 1 && !strcmp(e->labels[0], "endpoint") &&
+      !strcmp(e->labels[1], "/c"))
+    s->with_c += e->count;
+  else if (e->nlabels == 2 && !strcmp(e->labels[0], "endpoint") &&
+           !strcmp(e->labels[1], "/d") && !strcmp(e->labels[2], "kind") &&
+           !strcmp(e->labels[3], "batch"))
+    s->with_d += e->count;      /* merged onto /c, sorted by key */
+  else if (e->nlabels != 0)
+    s->bad++;
+}
+
+static void plain_visit(void *data, const char *stack, size_t len,
+                        int vmstate, const char *zone, uint64_t count)
+{
+  (void)stack; (void)len; (void)vmstate; (void)zone;
+  ((lsum *)data)->plain += count;
+}
+
+static void test_labels(lua_State *L)
+{
+  static const char *const c[] = {"endpoint", "/c"};
+  static const char *const d[] = {"endpoint", "/d", "kind", "batch"};
+  static const char *const bad[] = {"zone", "x"};
+  ljprof_options opt;
+  char err[256];
+  lsum s;
+  memset(&s, 0, sizeof(s));
+  CHECK_EQ(ljprof_label_push(L, bad, 1), LJPROF_LABEL_EKEY);
+  CHECK_EQ(ljprof_label_pop(L), LJPROF_LABEL_EEMPTY);
+  ljprof_options_init(&opt);
+  opt.clock = LJPROF_CLOCK_WALL;
+  opt.interval_us = 1000;
+  CHECK_EQ(ljprof_start_ex(L, &opt, err, sizeof(err)), 0);
+  CHECK_EQ(ljprof_label_push(L, c, 1), 0);
+  CHECK_EQ(luaL_dostring(L, "jit.off() local s = 0 "
+                            "for i = 1, 3000000 do s = s + i % 7 end"), 0);
+  CHECK_EQ(ljprof_label_push(L, d, 2), 0);
+  CHECK_EQ(luaL_dostring(L, "local s = 0 "
+                            "for i = 1, 3000000 do s = s + i % 5 end"), 0);
+  CHECK_EQ(ljprof_label_pop(L), 0);
+  CHECK_EQ(ljprof_label_pop(L), 0);
+  CHECK_EQ(ljprof_label_pop(L), LJPROF_LABEL_EEMPTY);
+  ljprof_stop(L);
+  CHECK_EQ(ljprof_summary_ex(L, entry_visit, &s), 0);
+  CHECK_EQ(ljprof_summary(L, plain_visit, &s), 0);
+  printf("capi labels: %llu samples, %llu under /c, %llu under /d+batch\n",
+         (unsigned long long)s.total, (unsigned long long)s.with_c,
+         (unsigned long long)s.with_d);
+  CHECK(s.with_c > 0);
+  CHECK(s.with_d > 0);
+  CHECK_EQ(s.bad, 0);
+  CHECK_EQ(s.plain, s.total);
+}
+
 int main(void)
 {
   lua_State *L = luaL_newstate();
@@ -121,6 +186,7 @@ int main(void)
     fprintf(stderr, "calls: %s\n", lua_tostring(L, -1));
     CHECK(0);
   }
+  test_labels(L);
   CHECK_EQ(ljprof_start_ex(L, &opt, err, sizeof(err)), 0);
   CHECK_EQ(luaL_dostring(L, "for i = 1, 1000 do tostring(i) end"), 0);
   lua_close(L);

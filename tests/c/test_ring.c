@@ -170,8 +170,9 @@ static void test_merge_like(void)
 {
   ljp_ring r;
   ljp_push_result res;
-  ljp_like a = {0, 1, 0, 'N'}, b = {0, 2, 7, 'N'}, c = {0, 3, 0, 'N'},
-           d = {0, 0, 0, 'C'};
+  ljp_like a = {.trace = 1, .vmstate = 'N'},
+           b = {.trace = 2, .zone = 7, .vmstate = 'N'},
+           c = {.trace = 3, .vmstate = 'N'}, d = {.vmstate = 'C'};
   uint32_t i;
   CHECK_EQ(ljp_ring_init(&r, 16), 0);
   for (i = 0; i < 16; i++) {          /* fill: trace 1 then 15 x trace 2 */
@@ -180,6 +181,7 @@ static void test_merge_like(void)
     rec->vmstate = 'N';
     rec->trace = i ? 2 : 1;
     rec->zone = i ? 7 : 0;
+    rec->labels = 0;
     rec->cfunc = 0;
     rec->like_cfunc = 0;
     atomic_store(&rec->weight, 1);
@@ -204,9 +206,44 @@ static void test_merge_like(void)
   ljp_ring_free(&r);
 }
 
+/* Label sets keep merged ticks apart: a tick under labels joins a record
+** with the same labels, even an older one, before a newer one without. */
+static void test_merge_labels(void)
+{
+  ljp_ring r;
+  ljp_push_result res;
+  ljp_like api = {.trace = 1, .labels = 3, .vmstate = 'N'},
+           none = {.trace = 1, .vmstate = 'N'},
+           other = {.trace = 9, .labels = 3, .vmstate = 'N'};
+  uint32_t i;
+  CHECK_EQ(ljp_ring_init(&r, 16), 0);
+  for (i = 0; i < 16; i++) {          /* one record with labels 3, first */
+    ljp_record *rec = ljp_ring_reserve(&r, 1, i ? &none : &api, &res);
+    CHECK(rec != NULL);
+    rec->vmstate = 'N';
+    rec->trace = 1;
+    rec->zone = 0;
+    rec->labels = i ? 0 : 3;
+    rec->cfunc = rec->like_cfunc = 0;
+    atomic_store(&rec->weight, 1);
+    ljp_ring_publish(&r);
+  }
+  CHECK(ljp_ring_reserve(&r, 4, &api, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED);
+  CHECK_EQ(atomic_load(&r.rec[0].weight), 5);   /* its own set */
+  CHECK_EQ(atomic_load(&r.rec[15].weight), 1);
+  /* another trace under the same labels: the newest of state and labels */
+  CHECK(ljp_ring_reserve(&r, 2, &other, &res) == NULL);
+  CHECK_EQ(atomic_load(&r.rec[0].weight), 7);
+  CHECK(ljp_ring_reserve(&r, 1, &none, &res) == NULL);
+  CHECK_EQ(atomic_load(&r.rec[15].weight), 2);
+  ljp_ring_free(&r);
+}
+
 int main(void)
 {
   test_merge_like();
+  test_merge_labels();
   test_basic();
   test_wrap();
   test_full();

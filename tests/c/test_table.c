@@ -106,7 +106,12 @@ static void test_counts(void)
     uint64_t k = ljp_stack_key(123456, 'J', 65535);
     CHECK_EQ(ljp_stack_key_stack(k), 123456);
     CHECK_EQ(ljp_stack_key_vmstate(k), 'J');
-    CHECK_EQ(ljp_stack_key_zone(k), 65535);
+    CHECK_EQ(ljp_stack_key_tag(k), 65535);
+    /* the widest tag (a zone and label set pair) keeps every field */
+    k = ljp_stack_key(UINT32_MAX, 'N', LJP_TAG_MAX);
+    CHECK_EQ(ljp_stack_key_stack(k), UINT32_MAX);
+    CHECK_EQ(ljp_stack_key_vmstate(k), 'N');
+    CHECK_EQ(ljp_stack_key_tag(k), LJP_TAG_MAX);
   }
   {  /* typed keys: never 0, and each keeps its full fields */
     uint64_t f = ljp_func_key(0, 'I'), tr = ljp_trace_key(0, 0);

@@ -74,6 +74,17 @@ local function f(n) local s = 0 for i = 1, n do s = s + ffi.C.sin(i) + #string.r
 local function g(n) local s = 0 for i = 1, n do local h = function() return i end s = s + h() end return s end
 for k = 1, 100 do f(2e4) g(2e3) end
 ]], ""},
+  {"labels (raw version 4), two functions of one name", [[
+local label = require("ljprof").label
+local a = loadstring("local M = {} function M.run(n) local s = 0 for i = 1, n do " ..
+  "s = s + i % 7 end return s end return M", "@x/init.lua")()
+local b = loadstring("local M = {} function M.run(n) local s = 0 for i = 1, n do " ..
+  "s = s + i % 5 end return s end return M", "@y/init.lua")()
+for k = 1, 300 do
+  label({endpoint = "/a", tab = "t\tb"}, a.run, 2e4)
+  label{endpoint = "/b"} b.run(1e4) label()
+end
+]], ""},
 }
 for i, pr in ipairs(progs) do
   local script, out = dir .. "/seed" .. i .. ".lua", dir .. "/seed" .. i .. ".ljprof"

@@ -1,7 +1,13 @@
 -- jit.prof.pprof, the pprof (.pb.gz) writer: the encoder and gzip against
 -- fixed vectors, our own output decoded here (gunzip of stored blocks and
--- a minimal protobuf reader), and `go tool pprof` as the oracle on a real
--- recording of a deterministic workload. Without `go` the test fails.
+-- a minimal protobuf reader), `go tool pprof` as the oracle on a real
+-- recording of a deterministic workload, and the fields fleet tools read:
+-- protoc --decode against the pprof schema (tests/profile.proto) for
+-- time_nanos, duration_nanos, period, sample types, functions with file
+-- and first line, and labels; go tool pprof -tags and -tagfocus on a
+-- workload with two endpoints; two functions named run kept apart in -top
+-- (and in folded, SVG and speedscope labels, only where the name is
+-- ambiguous). Without `go` or `protoc` the test fails.
 local t = require("t")
 local ljprof = require("ljprof")
 local model = require("jit.prof.model")
@@ -125,6 +131,8 @@ local function decode(data)
   P.period = m[12][1]
   P.duration = m[10][1]
   P.mappings = #m[3]
+  P.time_nanos = m[9][1]
+  P.default_type = m[14][1] and P.strings[m[14][1]]
   for _, s in ipairs(m[5]) do
     local f = pb_map(s)
     local id = f[1][1]
@@ -151,7 +159,8 @@ local function decode(data)
     local labels = {}
     for _, ls in ipairs(sm[3]) do
       local l = pb_map(ls)
-      labels[S[l[1][1] or 0]] = S[l[2][1] or 0]
+      if l[3][1] then labels[S[l[1][1] or 0]] = l[3][1]     -- num
+      else labels[S[l[1][1] or 0]] = S[l[2][1] or 0] end
     end
     P.samples[#P.samples + 1] = {locs = locs, values = vals, labels = labels}
   end
@@ -159,7 +168,8 @@ local function decode(data)
 end
 
 -- Check a decoded profile against p, the profile it was rendered from.
-local function check_decoded(P, p, clock_type, period)
+local function check_decoded(P, p, clock_type, period, meta)
+  meta = meta or {}
   t.eq(P.strings[0], "", "string_table[0]")
   t.eq(#P.types, 2, "two sample types")
   t.eq(P.types[1] and P.types[1][1], "samples", "sample_type[0].type")
@@ -177,8 +187,9 @@ local function check_decoded(P, p, clock_type, period)
     t.eq(S.values[2], s.count * period, "value[1] = count * period")
     total = total + (S.values[1] or 0)
     t.eq(S.labels.vmstate, model.VMNAMES[s.vmstate] or s.vmstate, "vmstate label")
-    t.eq(S.labels.thread, "main", "thread label")
+    t.eq(S.labels.thread, meta.thread or "main", "thread label")
     t.eq(S.labels.zone, s.zone ~= "" and s.zone or nil, "zone label")
+    for k, v in pairs(s.labels or {}) do t.eq(S.labels[k], v, "user label " .. k) end
     if #s.stack == 0 then
       -- Without a stack: one pseudo-location "[<VM state>]".
       local loc = P.locations[S.locs[1]]
@@ -198,7 +209,8 @@ local function check_decoded(P, p, clock_type, period)
       t.eq(loc.mapping_id, 1, "location's mapping")
       local fn = P.functions[loc.lines[1].function_id]
       if not t.ok(fn, "function of location " .. lid) then break end
-      t.eq(fn.name, model.label(fr, "f"), "frame " .. k .. " from the leaf: function name")
+      t.eq(fn.name, model.pprof_name(fr), "frame " .. k .. " from the leaf: function name")
+      t.eq(fn.system_name, model.label(fr, "f"), "system_name: the bare name")
       t.eq(fn.filename, fr.lua and fr.file or "", "function filename")
       t.eq(loc.lines[1].line, fr.lua and math.max(0, fr.line) or 0, "line")
       if fr.lua and fr.linedefined then t.eq(fn.start_line, fr.linedefined, "start_line") end
@@ -388,7 +400,7 @@ t.case("synthetic profile: decoded here, leaf first, string_table[0] == \"\"", f
     local names, total, text, ok = top(f, "-sample_index=samples")
     t.ok(ok, v[1] .. ": go tool pprof -top succeeds:\n" .. text)
     t.eq(total, "50", v[1] .. ": total samples/count:\n" .. text)
-    t.eq(names[1], "work", v[1] .. ": hottest function:\n" .. text)
+    t.eq(names[1], "work (/app/lib.lua)", v[1] .. ": hottest function, qualified:\n" .. text)
     t.ok(text:find("\nTime: Nov 1[45], 2023") ~= nil, v[1] .. ": time_nanos from meta.created:\n" .. text)
     t.ok(text:find("^File: app.lua\n") ~= nil, v[1] .. ": the program as main file:\n" .. text)
     local sum, rtext, rok = raw_total(f)
@@ -408,12 +420,19 @@ local function driver(rounds)
   return r
 end
 
+-- A function's name in pprof: "name (dir/file.lua:firstline)".
+local function qname(name, f)
+  local info = debug.getinfo(f, "S")
+  return model.pprof_name({lua = true, file = info.source:sub(2),
+                           linedefined = info.linedefined, name = name})
+end
+
 t.case("recorded workload: go tool pprof -top, -traces, -raw", function()
-  ljprof.record({clock = "wall", interval = 1, fmt = model.KEY_FMT, depth = -model.MAX_DEPTH})
+  ljprof.record({clock = "wall", interval = 1, depth = -model.MAX_DEPTH})
   driver(270)                                 -- about 0.5 s; never timed
   ljprof.stop()
   local st = ljprof.stats()
-  local p = model.collect(ljprof.summary())
+  local p = model.from_profile(ljprof.profile())
   print(string.format("  %d ticks, %d completed, %d dropped, %d stacks", st.ticks,
                       st.completed, st.dropped, #p.samples))
   t.ok(p.total > 50, "enough samples: " .. p.total)
@@ -430,12 +449,12 @@ t.case("recorded workload: go tool pprof -top, -traces, -raw", function()
   local names, total, text, ok = top(file, "-sample_index=samples")
   t.ok(ok, "go tool pprof -top succeeds:\n" .. text)
   t.eq(tonumber(total), p.total, "pprof total samples/count = ticks:\n" .. text)
-  t.eq(names[1], "heavy", "hottest function:\n" .. text)
-  t.eq(names[2], "light", "second hottest:\n" .. text)
+  t.eq(names[1], qname("heavy", heavy), "hottest function, with file and line:\n" .. text)
+  t.eq(names[2], qname("light", light), "second hottest:\n" .. text)
   local seen = {}
   for _, n in ipairs(names) do seen[n] = true end
   t.ok(seen["string.rep"], "the C function string.rep is listed:\n" .. text)
-  t.ok(seen.driver, "the caller driver is listed (cumulative):\n" .. text)
+  t.ok(seen[qname("driver", driver)], "the caller driver is listed (cumulative):\n" .. text)
   -- Time view: the total in ms is the ticks at 1 ms.
   local _, ttotal, ttext = top(file)
   t.ok(ttotal == p.total .. "ms" or ttotal == string.format("%gs", p.total / 1000),
@@ -443,7 +462,8 @@ t.case("recorded workload: go tool pprof -top, -traces, -raw", function()
   -- Leaf first: in -traces every stack with heavy starts at heavy, then driver.
   local tr, tok = go_pprof("-traces", file)
   t.ok(tok, "go tool pprof -traces succeeds:\n" .. tr)
-  t.ok(tr:find("\n%s+%S+%s+heavy\n%s+driver\n") ~= nil, "trace: heavy, then its caller driver:\n" .. tr)
+  t.ok(tr:find("\n%s+%S+%s+heavy %([^\n]*%)\n%s+driver %(") ~= nil,
+       "trace: heavy, then its caller driver:\n" .. tr)
   t.ok(tr:find("vmstate:%s+Interpreted") ~= nil, "vmstate label shown:\n" .. tr)
   t.ok(tr:find("thread:%s+main") ~= nil, "thread label shown:\n" .. tr)
   local sum, rtext, rok = raw_total(file)
@@ -451,6 +471,219 @@ t.case("recorded workload: go tool pprof -top, -traces, -raw", function()
   t.eq(sum, p.total, "-raw samples/count add up to the ticks")
 end)
 jit.on()
+
+----------------------------------------------------------------------------
+-- A real run through -jprof (the pprof file has the run's own time,
+-- duration and thread): two endpoints under labels, and two functions
+-- named run in two modules (chunks luacheck/main.lua, luacheck/check.lua).
+
+local T = require("t")
+local FLEET = [[
+local label = require("ljprof").label
+local main = assert(loadstring("local M = {}\nfunction M.run(n) local s = 0 for i = 1, n do " ..
+  "s = s + i % 7 end return s end\nreturn M", "@luacheck/main.lua"))()
+local check = assert(loadstring("local M = {}\nfunction M.run(n) local s = 0 for i = 1, n do " ..
+  "s = s + i % 5 end return s end\nreturn M", "@luacheck/check.lua"))()
+local function serve_a() local r = main.run(20000) return r end
+local function serve_b() local r = check.run(10000) return r end
+jit.off()
+local A, B = label.set{endpoint = "/a"}, label.set{endpoint = "/b", method = "POST"}
+local r = 0
+for _ = 1, tonumber(arg[1]) do
+  label(A); r = r + serve_a(); label()
+  label(B); r = r + serve_b(); label()
+end
+print(r > 0)
+]]
+local fleet = {}
+do
+  write(tmpdir .. "/fleet.lua", FLEET)
+  fleet.pb = tmpdir .. "/fleet.pb.gz"
+  fleet.folded = tmpdir .. "/fleet.folded"
+  fleet.svg = tmpdir .. "/fleet.svg"
+  fleet.ss = tmpdir .. "/fleet.speedscope.json"
+  fleet.t0 = os.time()
+  fleet.out, fleet.ok = sh(string.format("cd '%s' && %s %s -jprof=/clock=wall/rate=1000,%s,%s,%s,%s fleet.lua 2000",
+    tmpdir, T.CHILD_ENV, T.LUAJIT, fleet.pb, fleet.folded, fleet.svg, fleet.ss))
+  fleet.t1 = os.time()
+end
+
+-- protoc's text format as nested tables: each field a list of values
+-- (numbers, strings or messages), in order.
+local function parse_text(text)
+  local root, stack = {}, {}
+  local cur = root
+  local function add(m, k, v)
+    m[k] = m[k] or {}
+    table.insert(m[k], v)
+  end
+  for line in text:gmatch("[^\n]+") do
+    line = line:match("^%s*(.-)%s*$")
+    local name = line:match("^([%w_]+) {$")
+    if name then
+      local m = {}
+      add(cur, name, m)
+      stack[#stack + 1] = cur
+      cur = m
+    elseif line == "}" then
+      cur = table.remove(stack)
+    else
+      local k, v = line:match("^([%w_]+): (.*)$")
+      if k then
+        if v:sub(1, 1) == '"' then
+          v = v:sub(2, -2):gsub("\\(%d%d%d)", function(o) return string.char(tonumber(o, 8)) end)
+                          :gsub("\\(.)", "%1")
+        elseif v == "true" or v == "false" then
+          v = v == "true"
+        else
+          v = tonumber(v)
+        end
+        add(cur, k, v)
+      end
+    end
+  end
+  return root
+end
+
+local protoc
+do
+  local out, ok = sh("command -v protoc")
+  protoc = ok and out:match("^(%S+)") or nil
+end
+
+t.case("fleet fields: protoc --decode against the pprof schema", function()
+  t.ok(fleet.ok, "the labelled workload ran under -jprof:\n" .. fleet.out)
+  if not protoc then
+    t.ok(false, "`protoc` is not installed: protoc --decode with the pprof schema " ..
+      "(tests/profile.proto) is this test's oracle for the fields; install it " ..
+      "(apt-get install -y protobuf-compiler) and run again")
+    return
+  end
+  local proto_dir = (os.getenv("LJPROF_SRC") or ".") .. "/tests"
+  local text, ok = sh(string.format("gzip -dc '%s' | '%s' --decode=perftools.profiles.Profile " ..
+    "--proto_path='%s' '%s/profile.proto'", fleet.pb, protoc, proto_dir, proto_dir))
+  if not t.ok(ok, "protoc --decode succeeds:\n" .. text) then return end
+  local P = parse_text(text)
+  local S = {}
+  for i, str in ipairs(P.string_table or {}) do S[i - 1] = str end
+  local function vt(m) return S[(m.type or {0})[1]] .. "/" .. S[(m.unit or {0})[1]] end
+  t.eq(S[0], "", "string_table[0]")
+  t.eq(#P.sample_type, 2, "two sample types")
+  t.eq(vt(P.sample_type[1]), "samples/count", "sample_type[0]: samples/count")
+  t.eq(vt(P.sample_type[2]), "wall/nanoseconds", "sample_type[1]: wall/nanoseconds by the clock")
+  t.eq(vt(P.period_type[1]), "wall/nanoseconds", "period_type")
+  t.eq(P.period[1], 1000000, "period: 1 ms in ns")
+  t.eq(S[P.default_sample_type[1]], "wall", "default_sample_type")
+  local tn = P.time_nanos and P.time_nanos[1] or 0
+  t.ok(tn >= (fleet.t0 - 1) * 1e9 and tn <= (fleet.t1 + 1) * 1e9,
+       string.format("time_nanos %.0f: the run's start, between %d and %d s", tn, fleet.t0, fleet.t1))
+  local dn = P.duration_nanos and P.duration_nanos[1] or 0
+  local total = 0
+  for _, smp in ipairs(P.sample) do total = total + smp.value[1] end
+  t.ok(dn > 0 and dn <= (fleet.t1 - fleet.t0 + 1) * 1e9,
+       string.format("duration_nanos %.0f: the run's wall time", dn))
+  t.ok(dn >= total * 1e6 * 0.5, string.format("duration_nanos %.0f covers most of %d ticks of 1 ms",
+       dn, total))
+  -- Functions: name with file and first line, the bare name as system_name.
+  local runs = {}
+  for _, f in ipairs(P["function"]) do
+    if S[f.system_name[1]] == "run" then
+      runs[#runs + 1] = {name = S[f.name[1]], file = S[f.filename[1]], start = f.start_line[1]}
+    end
+  end
+  table.sort(runs, function(a, b) return a.name < b.name end)
+  t.eq(#runs, 2, "two Functions with system_name run")
+  t.eq(runs[1] and runs[1].name, "run (luacheck/check.lua:2)", "name qualified: check.lua's run")
+  t.eq(runs[1] and runs[1].file, "luacheck/check.lua", "its filename")
+  t.eq(runs[1] and runs[1].start, 2, "its start_line")
+  t.eq(runs[2] and runs[2].name, "run (luacheck/main.lua:2)", "name qualified: main.lua's run")
+  -- Labels: vmstate, thread, state, thread_id (num), and the user's.
+  local seen = {}
+  for _, smp in ipairs(P.sample) do
+    for _, l in ipairs(smp.label or {}) do
+      local k = S[l.key[1]]
+      local v = l.str and S[l.str[1]] or (l.num and ("#" .. l.num[1]))
+      seen[k] = seen[k] or {}
+      seen[k][v] = (seen[k][v] or 0) + smp.value[1]
+    end
+  end
+  t.ok(seen.vmstate and seen.vmstate.Interpreted, "vmstate label")
+  t.ok(seen.thread and seen.thread.luajit, "thread label: the thread's name")
+  t.ok(seen.state and seen.state["1"], "state label: the first Lua state")
+  local tid = seen.thread_id and next(seen.thread_id)
+  t.ok(tid and tid:match("^#%d+$"), "thread_id, a number label: " .. tostring(tid))
+  t.ok(seen.endpoint and seen.endpoint["/a"] and seen.endpoint["/b"], "endpoint labels /a and /b")
+  t.ok(seen.method and seen.method.POST, "method label of /b")
+  t.eq(seen.method and seen.method.POST, seen.endpoint and seen.endpoint["/b"],
+       "/b's samples carry both of its labels")
+end)
+
+t.case("go tool pprof -tags and -tagfocus slice the profile by endpoint", function()
+  if not need_go() then return end
+  local tags, ok = go_pprof("-tags", fleet.pb)
+  t.ok(ok, "go tool pprof -tags succeeds:\n" .. tags)
+  t.ok(tags:find("endpoint: Total") ~= nil, "-tags lists endpoint:\n" .. tags)
+  t.ok(tags:find("%(%s*[%d.]+%%%): /a\n") ~= nil and tags:find("%(%s*[%d.]+%%%): /b\n") ~= nil,
+       "-tags: /a and /b with their shares:\n" .. tags)
+  t.ok(tags:find("method: Total") ~= nil and tags:find(": POST") ~= nil, "-tags: method POST")
+  t.ok(tags:find("vmstate: Total") ~= nil, "-tags: vmstate")
+  local a, _, atext = top(fleet.pb, "-sample_index=samples -tagfocus=endpoint=/a")
+  local b, _, btext = top(fleet.pb, "-sample_index=samples -tagfocus=endpoint=/b")
+  local function has(list, name) for _, n in ipairs(list) do if n == name then return true end end end
+  t.ok(has(a, "run (luacheck/main.lua:2)") and has(a, "serve_a (fleet.lua:6)"),
+       "-tagfocus=endpoint=/a: /a's functions:\n" .. atext)
+  t.ok(not has(a, "run (luacheck/check.lua:2)") and not has(a, "serve_b (fleet.lua:7)"),
+       "-tagfocus=endpoint=/a: none of /b's:\n" .. atext)
+  t.ok(has(b, "run (luacheck/check.lua:2)") and not has(b, "run (luacheck/main.lua:2)"),
+       "-tagfocus=endpoint=/b: only /b's run:\n" .. btext)
+  local n, _, ntext = top(fleet.pb, "-sample_index=samples -tagfocus=endpoint=/nowhere")
+  t.eq(#n, 0, "-tagfocus on no endpoint: nothing:\n" .. ntext)
+end)
+
+t.case("two functions named run: apart in -top; qualified in folded, SVG, speedscope", function()
+  if need_go() then
+    local names, _, text = top(fleet.pb, "-sample_index=samples")
+    local found = {}
+    for _, n in ipairs(names) do found[n] = true end
+    t.ok(found["run (luacheck/main.lua:2)"] and found["run (luacheck/check.lua:2)"],
+         "go tool pprof -top: two rows for run:\n" .. text)
+  end
+  -- Folded: only an ambiguous name is qualified, with the shortest path
+  -- end that tells the two apart.
+  local folded = read(fleet.folded) or ""
+  t.ok(folded:find(";serve_a;run %(main%.lua:2%) %d+\n") ~= nil,
+       "folded: main.lua's run qualified, serve_a bare:\n" .. folded)
+  t.ok(folded:find(";serve_b;run %(check%.lua:2%) %d+\n") ~= nil,
+       "folded: check.lua's run qualified:\n" .. folded)
+  t.ok(not folded:find(";run %d") and not folded:find(";run;"), "no bare run left:\n" .. folded)
+  -- SVG labels are -jp's F view (chunk:name): those differ already.
+  local svg = read(fleet.svg) or ""
+  t.ok(svg:find("<title>main%.lua:run\n") and svg:find("<title>check%.lua:run\n"),
+       "SVG: both runs labelled apart")
+  local ss = read(fleet.ss) or ""
+  t.ok(ss:find('"name":"run (main.lua:2)"', 1, true) and ss:find('"name":"run (check.lua:2)"', 1, true),
+       "speedscope: two frames named apart")
+  -- model.names, directly: the shortest path end that tells files apart.
+  local p = {frames = {
+    {id = 1, lua = true, file = "/a/x/init.lua", line = 5, linedefined = 3, name = "new"},
+    {id = 2, lua = true, file = "/a/y/init.lua", line = 9, linedefined = 3, name = "new"},
+    {id = 3, lua = true, file = "/a/y/init.lua", line = 20, linedefined = 18, name = "new"},
+    {id = 4, lua = true, file = "/a/y/init.lua", line = 21, linedefined = 18, name = "new"},
+    {id = 5, lua = true, file = "/a/y/util.lua", line = 2, linedefined = 1, name = "once"},
+    {id = 6, lua = false, name = "string.rep"},
+  }}
+  local n = model.names(p, "f")
+  t.eq(n[1], "new (x/init.lua:3)", "two directories: a parent directory")
+  t.eq(n[2], "new (y/init.lua:3)", "the other one")
+  t.eq(n[3], "new (init.lua:18)", "the same file: its first line tells it apart")
+  t.eq(n[4], n[3], "two lines of one function: one name")
+  t.eq(n[5], "once", "a name used once stays bare")
+  t.eq(n[6], "string.rep", "C functions by name")
+  t.eq(model.names(p, "l")[1], "init.lua:5", "line labels unchanged")
+  local F = model.names(p, "F")
+  t.eq(F[1], "new (x/init.lua:3)", "F labels (init.lua:new twice) qualified the same way")
+  t.eq(F[5], "util.lua:once", "an F label used once stays as it is")
+end)
 
 os.execute("rm -rf '" .. tmpdir .. "'")
 t.done()

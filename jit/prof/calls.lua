@@ -203,15 +203,20 @@ local function listing(out, file, rows, hot, ann)
     return
   end
   local fp, err = io.open(file)
-  if not fp then
+  local whole
+  if fp then  -- (a directory opens, and fails to read)
+    whole, err = fp:read("*a")
+    fp:close()
+  end
+  if not whole then
     out[#out + 1] = format("\n====== ERROR: %s: %s\n", file, err)
     return
   end
   out[#out + 1] = format("\n====== %s ======\n", file)
   out[#out + 1] = format(COLS .. " |\n", "ncalls", "self ms", "total ms", "percall")
   local text = {}
-  for line in fp:lines() do text[#text + 1] = line end
-  fp:close()
+  for line in whole:gmatch("([^\n]*)\n?") do text[#text + 1] = line end
+  if text[#text] == "" then text[#text] = nil end
   if text[1] and text[1]:byte() == 27 then
     out[#out + 1] = "[Cannot annotate bytecode file]\n"
     return

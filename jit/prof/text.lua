@@ -237,6 +237,11 @@ local function annotate(out, v, count1, nonfile, samples)
       out[#out + 1] = format("\n====== %s ======\n[Cannot annotate non-file]\n", file)
     else
       fp, err = io.open(file)
+      if fp and select(2, fp:read(0)) then  -- a directory opens, then fails to read
+        err = file .. ": " .. select(2, fp:read(0))
+        fp:close()
+        fp = nil
+      end
       if not fp then out[#out + 1] = format("====== ERROR: %s: %s\n", file, err) end
     end
     if fp then

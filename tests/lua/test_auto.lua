@@ -484,6 +484,65 @@ t.case("periodic export: a file per interval, rotation by count, memory flat", f
   t.ok(late <= early + 256 * 1024, "memory flat: " .. early .. " -> " .. late)
 end)
 
+-- A program that labels its two kinds of work (ljprof.label), until the
+-- test creates "stop".
+t.write(path("labelled.lua"), [[
+local d = debug.getinfo(1, "S").source:match("^@(.*)/labelled%.lua$")
+local label = require("ljprof").label
+local function exists(p) local f = io.open(p) if f then f:close() end return f ~= nil end
+local function work(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
+local n = 0
+repeat
+  label({endpoint = "/a"}, work, 20000)
+  label({endpoint = "/b"}, work, 20000)
+  n = n + 1
+  if n == 300 then io.stdout:write("ready\n") io.stdout:flush() end
+until n > 300 and exists(d .. "/stop")
+print("done")
+]])
+
+local go = (sh("command -v go"):match("^(/%S+)"))
+-- go tool pprof's output for one file (HOME and its cache in dir).
+local function pprof(args, file)
+  return sh(string.format("HOME=%s PPROF_TMPDIR=%s GOTOOLCHAIN=local GOFLAGS= %s tool pprof " ..
+                          "-symbolize=none %s %s", q(dir), q(dir), go, args, q(file)))
+end
+
+t.case("periodic files and snapshots keep labels, thread, state and their own time span", function()
+  if not go then
+    t.ok(false, "`go` is not installed: go tool pprof is the oracle here (apt-get install -y golang-go)")
+    return
+  end
+  for _, every in ipairs({true, false}) do
+    clean()
+    local h = spawn(string.format("env %sLJPROF=%s %s -l ljprof.auto %s", t.CHILD_ENV,
+      q("rate=1000,clock=wall,output=" .. dir .. "/l-%n.pb.gz" .. (every and ",every=0.3,keep=4" or "")),
+      LJ, q(path("labelled.lua"))), "l")
+    wait_for(function() return h.out():find("ready") end, "ready")
+    if every then wait_for(function() return exists(path("l-2.pb.gz")) end, "two periodic files") end
+    h.kill("USR2")
+    wait_for(function() return h.err():find("snapshot written") end, "the snapshot")
+    t.write(path("stop"), "")
+    t.eq(h.wait(), 0, "status")
+    t.eq(h.out(), "ready\ndone\n", "the program's output")
+    local files = ls("^l%-%d+%.pb%.gz$")
+    t.ok(#files >= (every and 3 or 1), (every and "periodic" or "snapshot") .. ": files " .. table.concat(files, " "))
+    for _, f in ipairs(files) do
+      local tags = pprof("-tags", path(f))
+      for _, want in ipairs({"endpoint:", "/a", "/b", "thread:", "luajit", "state:", "vmstate:"}) do
+        t.ok(tags:find(want, 1, true) ~= nil, f .. ": -tags shows " .. want .. "\n" .. tags)
+      end
+      local top = pprof("-top", path(f))   -- "Duration: 299.31ms, Total samples = ..."
+      local num, unit = top:match("Duration: ([%d%.]+)(m?s),")
+      local ms = (tonumber(num) or 0) * (unit == "s" and 1000 or 1)
+      t.ok(ms > 0, f .. ": a duration: " .. (top:match("Duration: [^\n]*") or "none"))
+      if every and f ~= files[1] and f ~= files[#files] then  -- an interval of its own
+        t.ok(ms < 3000, f .. ": the interval's span, not the run's: " .. ms .. " ms")
+      end
+    end
+  end
+end)
+
 t.case("periodic export: rotation by size", function()
   clean()
   local out = sh(string.format("%sLJPROF=%s %s -l ljprof.auto %s m- 5 2>err", t.CHILD_ENV,

@@ -96,7 +96,7 @@ ctx.env = {
   LUA_PATH = ROOT .. "/?.lua;" .. ROOT .. "/jit/?.lua;;",
   LUA_CPATH = LIBDIR .. "/lib?.so;;",
   LUAJIT_PROFILEFILE = false, LJPROF_BENCH = false,
-  LJPROF_BENCH_STATS = false, LJPROF_BENCH_TRACES = false,
+  LJPROF_BENCH_STATS = false, LJPROF_BENCH_TRACES = false, LJPROF = false,
 }
 ctx.script = function(w) return "bench/workloads/" .. w .. ".lua" end
 ctx.perf = opt.perf and proc.sh("command -v perf") ~= ""

@@ -87,6 +87,9 @@ static struct {
   size_t arglen;
   lua_State *empty;            /* a thread of HL with no frames */
 } trap;
+/* Taken by on, off and hold (normal context, any thread); never by the
+** handler or the helper. */
+static pthread_mutex_t trap_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *sig_name(int sig)
 {
@@ -410,7 +413,7 @@ static void untrap(void)
 /* Stop trapping. If a signal already came, the helper is writing: hand
 ** over and park (the program is about to die of it); while held, the run
 ** has written its outputs itself: die of it now. */
-void ljp_exit_signals_off(ljp_ctx *ctx)
+static void signals_off(ljp_ctx *ctx)
 {
   sigset_t old;
   int sig;
@@ -426,6 +429,14 @@ void ljp_exit_signals_off(ljp_ctx *ctx)
   pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+void ljp_exit_signals_off(ljp_ctx *ctx)
+{
+  if (atomic_load(&trap.ctx) != ctx) return;  /* (never ours: no wait) */
+  pthread_mutex_lock(&trap_mu);
+  signals_off(ctx);
+  pthread_mutex_unlock(&trap_mu);
+}
+
 /* The run writes its own outputs now (jit.prof's stop): a signal that
 ** comes meanwhile waits for ljp_exit_signals_off, then kills. One that
 ** came before: the helper is writing; hand over and park. */
@@ -433,6 +444,11 @@ void ljp_exit_signals_hold(ljp_ctx *ctx)
 {
   sigset_t old;
   if (atomic_load(&trap.ctx) != ctx) return;
+  pthread_mutex_lock(&trap_mu);
+  if (atomic_load(&trap.ctx) != ctx) {
+    pthread_mutex_unlock(&trap_mu);
+    return;
+  }
   block_exit_signals(&old);
   if (ctx->exit.signal) {
     ljp_exit_close(&ctx->exit);
@@ -440,6 +456,7 @@ void ljp_exit_signals_hold(ljp_ctx *ctx)
   }
   trap.hold = 1;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_mutex_unlock(&trap_mu);
 }
 
 int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
@@ -447,16 +464,36 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
                         const char *arg, size_t arglen)
 {
   size_t i;
-  int n = 0;
+  int n = 0, k, want[NSIGS], got[NSIGS];
+  const char *err = NULL;
   sigset_t all, old;
   if (ctx->state != LJP_RUNNING)
     return luaL_error(L, "ljprof: on_signal needs a running profile");
-  if (atomic_load(&trap.ctx) && atomic_load(&trap.ctx) != ctx)
+  for (i = 0; i < NSIGS; i++) {  /* read before the lock: no error inside */
+    want[i] = got[i] = 0;
+    for (k = 1; !want[i]; k++) {
+      const char *s;
+      lua_rawgeti(L, names, k);
+      if (lua_isnil(L, -1)) { lua_pop(L, 1); break; }
+      s = lua_tostring(L, -1);
+      want[i] = s && !strcmp(s, exit_sigs[i].name);
+      lua_pop(L, 1);
+    }
+  }
+  /* One trap per process, claimed under trap_mu: states of several
+  ** threads start at once (LD_PRELOAD in a threaded host), and two that
+  ** both found it free made two helpers, one of them never woken (the
+  ** process hung at the states' close). */
+  pthread_mutex_lock(&trap_mu);
+  if (atomic_load(&trap.ctx) && atomic_load(&trap.ctx) != ctx) {
+    pthread_mutex_unlock(&trap_mu);
     return luaL_error(L, "ljprof: exit signals are trapped for another "
                       "Lua state");
-  ljp_exit_signals_off(ctx);      /* a new writer replaces the old one */
+  }
+  signals_off(ctx);               /* a new writer replaces the old one */
   if (spec_copy(L, module, func, arg, arglen) != 0) {
     spec_free();
+    pthread_mutex_unlock(&trap_mu);
     return luaL_error(L, "ljprof: on_signal: out of memory");
   }
   memset(&ctx->exit, 0, sizeof(ctx->exit));
@@ -473,21 +510,11 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
     block_exit_signals(&old);
     untrap();
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return luaL_error(L, "ljprof: on_signal: cannot start a thread");
+    err = "ljprof: on_signal: cannot start a thread";
   }
-  lua_newtable(L);
-  for (i = 0; i < NSIGS; i++) {
+  for (i = 0; !err && i < NSIGS; i++) {
     struct sigaction sa, prev;
-    int want = 0, k;
-    for (k = 1; !want; k++) {
-      const char *s;
-      lua_rawgeti(L, names, k);
-      if (lua_isnil(L, -1)) { lua_pop(L, 1); break; }
-      s = lua_tostring(L, -1);
-      want = s && !strcmp(s, exit_sigs[i].name);
-      lua_pop(L, 1);
-    }
-    if (!want) continue;
+    if (!want[i]) continue;
     if (sigaction(exit_sigs[i].signo, NULL, &prev) != 0 ||
         (prev.sa_flags & SA_SIGINFO) || prev.sa_handler != SIG_DFL)
       continue;  /* the program's, or ignored: not ours to take */
@@ -498,9 +525,16 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
     if (sigaction(exit_sigs[i].signo, &sa, NULL) == 0) {
       trap.old[i] = prev;
       trap.trapped[i] = 1;
-      lua_pushstring(L, exit_sigs[i].name);
-      lua_rawseti(L, -2, ++n);
+      got[i] = 1;
     }
+  }
+  pthread_mutex_unlock(&trap_mu);
+  if (err) return luaL_error(L, "%s", err);
+  lua_newtable(L);
+  for (i = 0; i < NSIGS; i++) {
+    if (!got[i]) continue;
+    lua_pushstring(L, exit_sigs[i].name);
+    lua_rawseti(L, -2, ++n);
   }
   return 1;
 }

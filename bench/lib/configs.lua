@@ -65,6 +65,33 @@ function M.jitp(name, label, opts, rate)
   return c
 end
 
+-- ljprof started from the environment as an operator starts it (docs/
+-- operators.md): `luajit -l ljprof.auto WORKLOAD` with LJPROF giving the
+-- rate and a pprof output (the production default: 99 Hz on the cpu
+-- clock, pprof written at exit).
+function M.auto(rate)
+  local name = "auto" .. rate
+  local c = config{name = name, label = "ljprof `LJPROF=rate=" .. rate .. "` (`-l ljprof.auto`)",
+                   kind = "ljprof", rate = rate, clock = "cpu"}
+  c.argv = function(script)
+    return {"luajit", "-lbench.probe", "-lljprof.auto", script}
+  end
+  c.cmd = "LJPROF=rate=" .. rate .. ",output=OUT.pb.gz luajit -lbench.probe -l ljprof.auto WORKLOAD"
+  c.env = {LJPROF_BENCH_STATS = stats_file(),
+           LJPROF = "rate=" .. rate .. ",output=" .. out_file() .. ".pb.gz"}
+  local prepare = c.prepare
+  c.prepare = function()
+    prepare()
+    os.remove(out_file() .. ".pb.gz")
+  end
+  c.samples = function()
+    local st = proc.read_kv(stats_file())
+    if not st then error(name .. ": no statistics written (" .. stats_file() .. ")") end
+    return st
+  end
+  return c
+end
+
 M.SWEEP_RATES = {100, 3000, 10000}
 M.IDLE = "Gi60000"
 function M.idle_ljprof()
@@ -87,6 +114,8 @@ function M.base()
              "G/clock=wall/rate=1000/native=off", 1000, "wall"),
     M.jitp("jp10", "jit.p `-jp=Gi10` (10 ms)", "Gi10", 100),
     M.jitp("jp1", "jit.p `-jp=Gi1` (1 ms)", "Gi1", 1000),
+    -- the always-on production default
+    M.auto(99),
     -- both started with a 60 s interval: their fixed costs alone
     M.idle_ljprof(), M.idle_jitp(),
   }
@@ -100,6 +129,10 @@ function M.sweep()
     t[#t + 1] = M.ljprof("wall" .. r, "ljprof wall " .. r .. " Hz",
                          "G/clock=wall/rate=" .. r, r, "wall")
   end
+  -- the production rates below and above the default, and jit.p at 19 Hz
+  t[#t + 1] = M.auto(19)
+  t[#t + 1] = M.auto(999)
+  t[#t + 1] = M.jitp("jp53", "jit.p `-jp=Gi53` (53 ms, 19 Hz)", "Gi53", 19)
   return t
 end
 
@@ -122,6 +155,7 @@ function M.jit()
 end
 
 -- The ljprof configuration compared with each jit.p one (same interval).
-M.VS_JITP = {cpu10 = "jp10", cpu1 = "jp1", wall1k = "jp1"}
+M.VS_JITP = {cpu10 = "jp10", cpu1 = "jp1", wall1k = "jp1", auto19 = "jp53", auto99 = "jp10",
+             auto999 = "jp1"}
 
 return M

@@ -169,6 +169,34 @@ function M.tables(res)
     p(string.format("| %s | %s |", w, table.concat(cells, " | ")))
   end
   p("")
+  p("### Production: started from the environment (`LJPROF`, `-l ljprof.auto`)")
+  p("")
+  p("ljprof as an operator turns it on (docs/operators.md): `LJPROF=rate=R,output=OUT.pb.gz " ..
+    "luajit -l ljprof.auto WORKLOAD`, cpu clock, a pprof profile written at exit. Each cell: " ..
+    "median paired CPU-time ratio − 1 (samples per CPU second); *vs jit.p*: paired CPU ratio " ..
+    "to jit.p at the nearest interval in the same rounds (`-jp=Gi53`, `Gi10`, `Gi1`). 99 Hz, " ..
+    "the default, runs on every workload; 19 and 999 Hz on the sweep workloads.")
+  p("")
+  p("| workload | 19 Hz | vs jit.p 53 ms | 99 Hz (default) | vs jit.p 10 ms | 999 Hz | vs jit.p 1 ms |")
+  p("|---|---|---|---|---|---|---|")
+  for _, w in ipairs(res.workloads) do
+    local cells = {}
+    for _, pair in ipairs({{"auto19", "jp53"}, {"auto99", "jp10"}, {"auto999", "jp1"}}) do
+      local a, j = pair[1], pair[2]
+      if res.data[w][a] then
+        local r = M.cpu_ratio(res, w, a)
+        cells[#cells + 1] = r and string.format("%s [%s/s]", stat.pct(r),
+                                                stat.num(per_cpu(res, w, a, "signals"))) or "(no data)"
+        local v = res.data[w][j] and stat.median(paired(res, w, a, j, "cpu"))
+        cells[#cells + 1] = v and string.format("×%.3f", v) or ""
+      else
+        cells[#cells + 1] = ""
+        cells[#cells + 1] = ""
+      end
+    end
+    p(string.format("| %s | %s |", w, table.concat(cells, " | ")))
+  end
+  p("")
   p("### Native (C) frames: what their capture costs")
   p("")
   p("The same runs with native capture on (the default) and off (`/native=off`): " ..

@@ -95,6 +95,15 @@ local function fail(msg) error("jit.prof: " .. msg, 0) end
 -- (jit/prof/auto.lua) names its outputs by templates (%p %s %t %n), which
 -- the library fills for the state and the interval the file holds; any
 -- other run's names are kept as given.
+-- The program's name where no script set arg[0] (a C host under
+-- LD_PRELOAD): the thread's command name, as the periodic files have it.
+local function program_comm()
+  local f = io.open("/proc/self/comm")
+  local name = f and f:read("*l")
+  if f then f:close() end
+  return name or "?"
+end
+
 local function file_name(path)
   return ljprof.output_name and ljprof.output_name(path) or path
 end
@@ -262,7 +271,8 @@ local function write_outputs(r)
   p.functions, p.aborts = ljprof.functions(), ljprof.aborts()  -- "Hot but interpreted"
   local meta = {
     clock = st.clock, interval_us = st.interval_us, program = r.program,
-    samples = st.samples, dropped = st.dropped,
+    -- (periodic export: the last interval's, as start_time and duration)
+    samples = st.interval and p.total or st.samples, dropped = st.dropped,
     -- when and how long it ran, and what: pprof's time_nanos and
     -- duration_nanos, its thread and state labels
     created = st.start_time, duration_ns = st.duration_ns, thread = st.thread,
@@ -333,7 +343,7 @@ function M.start(opts, ...)
       if not ok then fail(err) end
     end
   end
-  r.program = type(arg) == "table" and arg[0] or "?"
+  r.program = type(arg) == "table" and arg[0] or program_comm()
   local ropt = {fmt = model.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
                 duration = r.kv.duration, native = r.kv.native ~= "off",
                 calls = r.kv.calls == "on"}

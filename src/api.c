@@ -701,6 +701,15 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->duration_ns = !ctx->start_ns ? 0
                     : (ctx->stop_ns ? ctx->stop_ns : ljp_now_ns()) -
                       ctx->start_ns;
+  if (ctx->autos.x && ctx->autos.seq > 1 &&
+      ctx->autos.t0 > ctx->start_unix_ns) {
+    /* Periodic export took the store: what it holds began at the last
+    ** take (the file written at stop is the last interval's). */
+    uint64_t skip = ctx->autos.t0 - ctx->start_unix_ns;
+    ri->start_unix_ns = ctx->autos.t0;
+    ri->duration_ns = ri->duration_ns > skip ? ri->duration_ns - skip : 0;
+    ri->interval = ctx->autos.seq;
+  }
   ri->tid = ctx->tid;
   ri->thread_name = ctx->thread_name;
   ri->state_id = ctx->slot + 1;

@@ -582,6 +582,7 @@ static int l_stats(lua_State *L)
       lua_setfield(L, -2, "start_time");
       setnum(L, "duration_ns", ri.duration_ns);
     }
+    if (ri.interval) setnum(L, "interval", ri.interval);
     setnum(L, "thread_id", (uint64_t)ri.tid);
     setnum(L, "state_id", (uint64_t)ri.state_id);
     if (ri.thread_name && ri.thread_name[0]) {

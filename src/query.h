@@ -37,6 +37,8 @@ typedef struct ljp_q_run {
                               ** that waited for a lent context */
   uint64_t start_unix_ns;    /* when the run started (CLOCK_REALTIME) */
   uint64_t duration_ns;      /* start to stop, or to now while it runs */
+  uint64_t interval;         /* periodic export: the interval the store
+                                holds (2, 3, ...; 0: the whole run) */
   int tid;                   /* the profiled OS thread */
   const char *thread_name;   /* its name when the run started ("" unknown) */
   int state_id;              /* the profiled state's number in the process

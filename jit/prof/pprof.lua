@@ -20,9 +20,9 @@
 --     count * period] (a count is in timer ticks), string labels
 --     "vmstate" (Compiled, Interpreted, C code, Garbage Collector, JIT
 --     Compiler), "thread" (meta.thread, the profiled thread's name, or
---     "main"), "state" (meta.state: which Lua state of the process, when
---     known), "zone" (when set), the sample's own labels (ljprof.label,
---     by key), and the number label "thread_id" (meta.thread_id). So
+--     "main"), "zone" (when set), the sample's own labels (ljprof.label,
+--     by key), and the number labels "thread_id" (meta.thread_id) and
+--     "state" (meta.state: which Lua state of the process, when known). So
 --     `go tool pprof -tags` lists them and -tagfocus=endpoint=/api keeps
 --     one request kind.
 --     A sample without a Lua stack gets one pseudo-location, function
@@ -350,8 +350,11 @@ function M.encode(p, meta)
 
   local k_vmstate, k_thread, k_zone = str("vmstate"), str("thread"), str("zone")
   local thread = str(meta.thread or "main")
-  local state_s = meta.state ~= nil and str(meta.state) or nil
-  local k_state = state_s and str("state")
+  -- a number label, as thread_id: -tagfocus=state=2 means state 2 (a
+  -- string label "2" is read by pprof as a numeric range and matched
+  -- nothing)
+  local state_n = tonumber(meta.state)
+  local k_state = state_n and str("state")
   local thread_id = tonumber(meta.thread_id)
   local k_tid = thread_id and thread_id > 0 and str("thread_id")
   local function label(b, k, v)
@@ -392,7 +395,7 @@ function M.encode(p, meta)
     put_packed(b, 2, {s.count, s.count * period})
     label(b, k_vmstate, str(state))
     label(b, k_thread, thread)
-    if k_state then label(b, k_state, state_s) end
+    if k_state then num_label(b, k_state, state_n) end
     if s.zone and s.zone ~= "" then label(b, k_zone, str(s.zone)) end
     user_labels(b, s.labels)
     if k_tid then num_label(b, k_tid, thread_id) end

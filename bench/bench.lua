@@ -205,6 +205,9 @@ if R.over then
   overhead_target("a run started with a 60 s interval (no sample) costs ≤ 0.5%, every workload", "idle", 0.5)
   vs_target("below jit.p at 10 ms (paired CPU ratio ljprof/jit.p < 1), every workload", "cpu10", "jp10")
   vs_target("below jit.p at 1 ms (both tick-limited CPU timers), every workload", "cpu1", "jp1")
+  overhead_target("the production default (`LJPROF`, 99 Hz, pprof at exit, `-l ljprof.auto`) ≤ 1%, every workload",
+                  "auto99", 1)
+  vs_target("the production default below jit.p at 10 ms, every workload", "auto99", "jp10")
 end
 local cost20
 if R.cost then

@@ -61,10 +61,13 @@ static int ctx_gc(lua_State *L)
   return 0;
 }
 
-ljp_ctx *ljp_ctx_get(lua_State *L, int create)
+/* The context of L (created when create is set): NULL when there is none,
+** or it cannot be made; then err (when given) says why, in one line. */
+static ljp_ctx *ctx_get(lua_State *L, int create, char *err, size_t n)
 {
   const void *reg = lua_topointer(L, LUA_REGISTRYINDEX);
   ljp_ctx *ctx = ljp_exit_view(reg), **ud;
+  if (err && n) err[0] = '\0';
   if (ctx) return ctx;              /* the exit helper's state */
   if ((ctx = ljp_auto_view(reg)))   /* the export helper's: a snapshot */
     return ctx;
@@ -72,15 +75,31 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
   if (ctx && ctx->exit.closed && !ljp_exit_is_helper())
     ljp_exit_park();                /* the exit helper owns it now */
   if (ctx || !create) return ctx;
-  if (!(ctx = calloc(1, sizeof(*ctx)))) return NULL;
+  if (!(ctx = calloc(1, sizeof(*ctx)))) {
+    if (err) snprintf(err, n, "ljprof: cannot set up profiling for this Lua "
+                      "state: out of memory");
+    return NULL;
+  }
   ctx->tr.handler_ref = ctx->tr.attach_ref = ctx->tr.tracemc_ref = LUA_NOREF;
   ctx->tr.funcinfo_ref = LUA_NOREF;
   if ((ctx->slot = ljp_slot_alloc(ctx, reg)) < 0) {
     free(ctx);
+    if (err) snprintf(err, n, "ljprof: cannot set up profiling for this Lua "
+                      "state: more than %d profiled states", LJP_MAX_SLOTS);
     return NULL;
   }
-  if (ljp_codemap_init(&ctx->map) != 0 || ljp_store_init(&ctx->store) != 0) {
+  if (ljp_codemap_init(&ctx->map) != 0) {
     ctx_free(ctx);
+    if (err) snprintf(err, n, "ljprof: cannot set up profiling for this Lua "
+                      "state: LuaJIT's code not found in the process "
+                      "(lua_atpanic is not in its global scope: LuaJIT "
+                      "loaded with RTLD_LOCAL?)");
+    return NULL;
+  }
+  if (ljp_store_init(&ctx->store) != 0) {
+    ctx_free(ctx);
+    if (err) snprintf(err, n, "ljprof: cannot set up profiling for this Lua "
+                      "state: out of memory");
     return NULL;
   }
   ctx->L = lua_newthread(L);
@@ -96,6 +115,11 @@ ljp_ctx *ljp_ctx_get(lua_State *L, int create)
   lua_setmetatable(L, -2);
   lua_rawset(L, LUA_REGISTRYINDEX);
   return ctx;
+}
+
+ljp_ctx *ljp_ctx_get(lua_State *L, int create)
+{
+  return ctx_get(L, create, NULL, 0);
 }
 
 
@@ -147,12 +171,7 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
   } else if (!opt.signo) {
     opt.signo = LJPROF_DEFAULT_SIGNAL;
   }
-  if (!(ctx = ljp_ctx_get(L, 1))) {
-    snprintf(err, errlen, "ljprof: cannot set up profiling for this Lua "
-             "state (out of memory, more than %d profiled states, or "
-             "LuaJIT's code not found)", LJP_MAX_SLOTS);
-    return -1;
-  }
+  if (!(ctx = ctx_get(L, 1, err, errlen))) return -1;
   if (!(ctx->in_safepoint && ljp_run_stopping(ctx)) &&
       ljp_run_busy(ctx, L, err, errlen))
     return -1;
@@ -838,10 +857,14 @@ void ljp_q_zone_flush(lua_State *L)
 /* -- Started from LJPROF (auto.c, jit/prof/auto.lua) -------------------------- */
 
 int ljp_q_auto_attach(lua_State *L, double every_s, uint32_t keep,
-                      uint64_t maxbytes)
+                      uint64_t maxbytes, char *err, size_t errlen)
 {
-  ljp_ctx *ctx = ljp_ctx_get(L, 1);
-  return ctx ? ljp_auto_attach(ctx, every_s, keep, maxbytes) : -1;
+  ljp_ctx *ctx = ctx_get(L, 1, err, errlen);
+  int idx;
+  if (!ctx) return -1;
+  if ((idx = ljp_auto_attach(ctx, every_s, keep, maxbytes)) < 0)
+    snprintf(err, errlen, "ljprof: out of memory");
+  return idx;
 }
 
 int ljp_q_auto_start(lua_State *L, const char *spec, size_t speclen,

@@ -1039,15 +1039,20 @@ static int l_remove_output(lua_State *L)
 
 /* -- Started from LJPROF (jit/prof/auto.lua; auto.c) ----------------------- */
 
-/* auto_attach(every_s, keep, maxbytes) -> the state's index (%s): before
-** the start. */
+/* auto_attach(every_s, keep, maxbytes) -> the state's index (%s), or nil
+** and one line (no context for the state): before the start. */
 static int l_auto_attach(lua_State *L)
 {
   double every = luaL_optnumber(L, 1, 0);
   lua_Number keep = luaL_optnumber(L, 2, 0), maxb = luaL_optnumber(L, 3, 0);
+  char err[384];
   int idx = ljp_q_auto_attach(L, every, keep > 0 ? (uint32_t)keep : 0,
-                              maxb > 0 ? (uint64_t)maxb : 0);
-  if (idx < 0) return luaL_error(L, "ljprof: out of memory");
+                              maxb > 0 ? (uint64_t)maxb : 0, err, sizeof(err));
+  if (idx < 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
   lua_pushinteger(L, idx);
   return 1;
 }

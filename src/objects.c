@@ -66,12 +66,11 @@
 #include "objects.h"
 
 /* LuaJIT's object is found by the address of one of its API functions,
-** the one reference to LuaJIT that is not a call: lua_atpanic, which
-** ljprof never calls, declared weak, so that the library also loads into
-** a process without LuaJIT (LD_PRELOAD=libljprof.so reaches every program
-** a host starts; there it is 0, and nothing of ljprof runs there). Any
-** strong reference would make the loader resolve it at load time. */
-#pragma weak lua_atpanic
+** lua_atpanic (ljprof never calls it), looked up at run time at each
+** rebuild (vm_addr): not a link-time reference, which the loader resolves
+** when ljprof is loaded, and which stays 0 when LuaJIT comes later (a
+** host that dlopens it after start, as nginx's load_module does, with
+** libljprof.so preloaded). */
 
 /* -- Reclamation ----------------------------------------------------------- */
 
@@ -323,6 +322,7 @@ typedef struct scan {
   ljp_object **o;
   uint32_t n, cap;
   int oom;
+  uintptr_t vm;             /* vm_addr(): LuaJIT's code, 0 unknown */
 } scan;
 
 /* The main program's file, read once (normal context, reg_mu held): its
@@ -366,12 +366,38 @@ static int note_build_id(const unsigned char *p, uint64_t n, unsigned char *id)
   return 0;
 }
 
+/* The address of LuaJIT's code, 0 when it is not found. The lua_atpanic
+** that dlsym finds in the process's global scope (RTLD_DEFAULT) is the
+** one ljprof's own calls into LuaJIT are bound to (ljprof names no
+** library: its lua_* calls are resolved in that scope too), hence the
+** LuaJIT of every state ljprof can work on. Validated: an exported
+** function's start (dladdr names it) in an object that is not ljprof.
+** That object is then pinned (dlopen RTLD_NOLOAD, never closed): ljprof's
+** bindings point into it, so a host's dlclose must not unmap it. Not
+** found: a process without LuaJIT, or one that loaded it RTLD_LOCAL
+** (ljprof cannot call it there). Normal context, reg_mu held, outside
+** dl_iterate_phdr. */
+static uintptr_t vm_addr(void)
+{
+  static void *pinned;
+  void *p = dlsym(RTLD_DEFAULT, "lua_atpanic");
+  Dl_info di, self;
+  struct link_map *lm = NULL;
+  if (!p || !dladdr1(p, &di, (void **)&lm, RTLD_DL_LINKMAP) ||
+      di.dli_saddr != p || !di.dli_sname || strcmp(di.dli_sname, "lua_atpanic") ||
+      !dladdr((void *)vm_addr, &self) || di.dli_fbase == self.dli_fbase)
+    return 0;
+  if (!pinned && lm && lm->l_name && lm->l_name[0])
+    pinned = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+  return (uintptr_t)p;
+}
+
 /* Called with the loader's lock held: copy everything needed now. */
 static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
   scan *sc = data;
   ljp_object *o;
-  uintptr_t vm = (uintptr_t)(void *)lua_atpanic;
+  uintptr_t vm = sc->vm;
   uintptr_t self = (uintptr_t)(void *)ljp_objects_refresh;
   uintptr_t hdr = 0;
   const ElfW(Phdr) *note[4];
@@ -407,7 +433,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
   }
   if (!o->nseg) { free(o); return 0; }
   for (i = 0; i < o->nseg; i++) {
-    if (vm >= o->lo[i] && vm < o->hi[i]) o->kind = LJP_SPAN_VM;
+    if (vm && vm >= o->lo[i] && vm < o->hi[i]) o->kind = LJP_SPAN_VM;
     else if (self >= o->lo[i] && self < o->hi[i]) o->kind = LJP_SPAN_SELF;
   }
   if (hdr && ljp_cfi_init(&o->eh, hdr) == 0)
@@ -442,6 +468,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
 static int same_obj(const ljp_object *a, const ljp_object *b)
 {
   return a->base == b->base && a->eh.hdr == b->eh.hdr && a->nseg == b->nseg &&
+         a->kind == b->kind &&  /* LuaJIT found since: a new object */
          a->lo[0] == b->lo[0] && a->hi[0] == b->hi[0] &&
          !strcmp(a->name, b->name) &&
          !memcmp(a->print, b->print, sizeof(a->print));
@@ -529,6 +556,7 @@ static void refresh_locked(int force)
   nlm = lm_walk(lm, LJP_LM_MAX);
   exe_init();
   memset(&sc, 0, sizeof(sc));
+  sc.vm = vm_addr();
   dl_iterate_phdr(scan_cb, &sc);
   used = old ? calloc(old->nobj + 1, 1) : NULL;
   keep = sc.n ? malloc(sc.n * sizeof(*keep)) : NULL;

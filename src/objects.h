@@ -95,7 +95,8 @@ void ljp_objects_refresh(void);
 /* Free the registry and everything retired: only when the library is
 ** unloaded and no run ever started (no handler can be reading). */
 void ljp_objects_release(void);
-/* Was LuaJIT's object found (by the address of lua_gettop)? */
+/* Was LuaJIT's object found (by the address of lua_atpanic, looked up
+** at run time: 0 when LuaJIT is not loaded, or loaded RTLD_LOCAL)? */
 int ljp_objects_have_vm(void);
 /* The interpreter's extent [lo, hi); must lie in LuaJIT's object.
 ** 0, or -1 (rejected). Rebuilds the snapshot. */

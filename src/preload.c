@@ -14,9 +14,19 @@
 ** signals. package.preload.ljprof is this library, so that the state
 ** uses this copy even if package.cpath finds another.
 **
+** LuaJIT may be loaded after start (nginx's load_module dlopens
+** ngx_http_lua_module.so, which links libluajit, RTLD_NOW | RTLD_GLOBAL):
+** the module's call binds here all the same, since this library comes
+** first in the global scope, and ljprof finds LuaJIT's code at run time
+** (objects.c). Loaded RTLD_LOCAL, LuaJIT is out of reach of ljprof's own
+** calls: one line (reachable), not started.
+**
 ** Not started: states of ljprof's own helpers (ownstate.c marks them), a
 ** host that opens the libraries one by one (luaopen_base, ...) instead of
-** with luaL_openlibs, a host with LuaJIT linked into its executable
+** with luaL_openlibs, a host that calls luaL_openlibs through
+** dlsym(handle, ...) on its own handle of libluajit (that is LuaJIT's
+** definition, not the process's: nothing to interpose; silent), a LuaJIT
+** loaded RTLD_LOCAL (above), a host with LuaJIT linked into its executable
 ** (calls inside it cannot be interposed). For the last, the luajit
 ** executable among them, the constructor below uses the executable's own
 ** hook instead: LUA_INIT (luajit.c runs it after luaL_openlibs, before the
@@ -125,6 +135,29 @@ static int wanted(void)
   return e && *e;
 }
 
+/* Can ljprof's own calls reach the LuaJIT whose luaL_openlibs is real?
+** They are bound in the process's global scope (libljprof names no
+** library), as dlsym RTLD_DEFAULT finds. A LuaJIT loaded RTLD_LOCAL (by a
+** module that links it, dlopen'ed RTLD_LOCAL) is not there: the first
+** call would end the process ("symbol lookup error"). Then one line,
+** naming it, and no profiling. */
+static int reachable(openlibs_fn real)
+{
+  static _Atomic int said;
+  void *g = dlsym(RTLD_DEFAULT, "lua_gettop");
+  Dl_info a, b;
+  if (!dladdr((void *)real, &b)) return 0;
+  if (g && dladdr(g, &a) && a.dli_fbase == b.dli_fbase) return 1;
+  if (!atomic_exchange(&said, 1)) {
+    char line[PATH_MAX + 128];
+    snprintf(line, sizeof(line), "ljprof: LD_PRELOAD: LuaJIT (%s) was "
+             "loaded RTLD_LOCAL, out of ljprof's reach; not profiling",
+             b.dli_fname ? b.dli_fname : "?");
+    say(line, NULL);
+  }
+  return 0;
+}
+
 /* The interposer (ENTRY: the host calls it). */
 LJPROF_API void luaL_openlibs(lua_State *L)
 {
@@ -137,7 +170,7 @@ LJPROF_API void luaL_openlibs(lua_State *L)
     atomic_store(&real_openlibs, real);
   }
   real(L);
-  if (ljp_own_opening() || !wanted()) return;
+  if (ljp_own_opening() || !wanted() || !reachable(real)) return;
   boot(L);
 }
 

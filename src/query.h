@@ -118,12 +118,12 @@ int ljp_q_zone_current(lua_State *L);
 void ljp_q_zone_flush(lua_State *L);
 
 /* Runs started from LJPROF (auto.c, jit/prof/auto.lua). attach: before
-** the start, the state's index (%s) or -1; start: after it, 0 or -1 and
+** the start, the state's index (%s), or -1 and one line in err; start: after it, 0 or -1 and
 ** one line in err; stop: before the run's own stop. output_name: tmpl
 ** filled for the state's interval, 0 when it is no auto-started run (the
 ** name stays); output_written: rotation. */
 int ljp_q_auto_attach(lua_State *L, double every_s, uint32_t keep,
-                      uint64_t maxbytes);
+                      uint64_t maxbytes, char *err, size_t errlen);
 int ljp_q_auto_start(lua_State *L, const char *spec, size_t speclen,
                      int control, int signo, int paused,
                      lua_CFunction opener, char *err, size_t errlen);

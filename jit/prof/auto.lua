@@ -287,7 +287,8 @@ function M.start(cfg)
   if M.running then return end
   local ljprof = require("ljprof")
   local prof = require("jit.prof")
-  local index = ljprof.auto_attach(cfg.every or 0, cfg.keep or 0, cfg.maxbytes or 0)
+  local index, why = ljprof.auto_attach(cfg.every or 0, cfg.keep or 0, cfg.maxbytes or 0)
+  if not index then fail((tostring(why):gsub("^ljprof: ", ""))) end
   local outs = {}
   for i, o in ipairs(cfg.outputs) do outs[i] = M.state_name(o, index) end
   local ok, err = pcall(prof.start, cfg.opts, unpack(outs))

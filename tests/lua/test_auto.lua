@@ -4,8 +4,10 @@
 --     program runs unprofiled, its output unchanged);
 --   * LD_PRELOAD=libljprof.so in a C host that knows nothing of ljprof
 --     (tests/embed/plain_host.c, linked with LuaJIT only), one state after
---     another and on threads, and in the luajit executable, from a clean
---     environment (env -i); without LJPROF the preload changes nothing;
+--     another and on threads, in a host that dlopens LuaJIT after start
+--     (tests/embed/dlopen_host.c, as nginx's load_module), and in the
+--     luajit executable, from a clean environment (env -i); without
+--     LJPROF the preload changes nothing;
 --   * the control signal: snapshots of a running process (every state of
 --     it, one of them blocked), pause and resume (a phase run while
 --     paused has no sample), a program that handles the signal itself;
@@ -262,6 +264,47 @@ return "state " .. STATE .. " ok"
     if rc ~= "0\n" then hung[#hung + 1] = k .. ": " .. rc:gsub("\n", "") end
   end
   t.eq(table.concat(hung, ", "), "", "20 runs of 4 threaded states: every one ends, status 0")
+end)
+
+t.case("LD_PRELOAD in a host that dlopens LuaJIT after start (nginx's load_module)", function()
+  -- ljprof is loaded before LuaJIT: its code is found at run time (a
+  -- link-time address stayed 0: "auto.lua:290: ljprof: out of memory").
+  clean()
+  local host = os.getenv("LJPROF_DLOPEN_HOST") or (t.BUILD .. "/tests/dlopen_host")
+  local mod = os.getenv("LJPROF_DLOPEN_MODULE") or (t.BUILD .. "/tests/ljp_dlopen_module.so")
+  local lib = sh("ldd " .. q(mod)):match("=> (/%S*libluajit%S*)")
+  t.ok(not sh("ldd " .. q(host)):find("luajit"), "the host does not link LuaJIT")
+  t.ok(lib, "the module links libluajit: " .. tostring(lib))
+  local chunk = "local function busy(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end " ..
+    "local t0, r = os.clock(), 0 while os.clock() - t0 < 0.2 do r = r + busy(1e4) end return 'chunk ok'"
+  local function run(mode, what, env)
+    return sh(CLEAN .. (env or "") .. " " .. q(host) .. " " .. mode .. " " .. q(what or "?") .. " " ..
+              q(chunk) .. " 2>err; echo status=$?")
+  end
+  local plain = "dlopen host: chunk ok\nstatus=0\n"
+  local cases = {{"module-global", mod}, {"lib-global", lib}, {"module-local", mod}, {"lib-local", lib}}
+  for _, c in ipairs(cases) do
+    t.eq(run(c[1], c[2]), plain, c[1] .. ": unprofiled")
+    t.eq(run(c[1], c[2], " LD_PRELOAD=" .. q(LIB)), plain, c[1] .. ": LD_PRELOAD without LJPROF")
+    t.eq(t.read(path("err")), "", c[1] .. ": LD_PRELOAD without LJPROF: nothing on stderr")
+    local env = " LJPROF=" .. q("rate=1000,output=" .. dir .. "/" .. c[1] .. ".folded") .. " LD_PRELOAD=" .. q(LIB)
+    t.eq(run(c[1], c[2], env), plain, c[1] .. ": profiled: same output and status")
+    local err = t.read(path("err"))
+    if c[1]:find("global") then
+      -- nginx's way (RTLD_NOW | RTLD_GLOBAL), and the API from the process
+      t.eq(err, "", c[1] .. ": nothing on stderr")
+      t.ok((folded(path(c[1] .. ".folded")).busy or 0) > 0, c[1] .. ": samples in busy")
+    elseif c[1] == "module-local" then
+      -- LuaJIT out of reach of ljprof's calls: one line, not a crash
+      t.ok(#lines(err) == 1 and err:find("^ljprof: LD_PRELOAD: LuaJIT %(") and
+           err:find("RTLD_LOCAL", 1, true) and err:find("not profiling\n$"), c[1] .. ": one line: " .. err)
+      t.ok(not exists(path(c[1] .. ".folded")), c[1] .. ": no profile")
+    else
+      -- dlsym(handle, "luaL_openlibs") is LuaJIT's own: not interposed
+      t.eq(err, "", c[1] .. ": nothing on stderr")
+      t.ok(not exists(path(c[1] .. ".folded")), c[1] .. ": no profile")
+    end
+  end
 end)
 
 t.case("LD_PRELOAD in the luajit executable (LuaJIT linked in: LUA_INIT)", function()

@@ -524,7 +524,9 @@ t.case("periodic export: a file per interval, rotation by count, memory flat", f
       local k = tonumber(fr:match("^x+_(%d+)_%d+"))
       if k then lo, hi = math.min(lo, k), math.max(hi, k) end
     end
-    t.ok(hi > 0 and lo >= N - 4, "e-" .. n .. ".folded: steps " .. lo .. " to " .. hi)
+    -- (the newest is the one written at exit: the run's tail after the
+    -- last export, which may hold no step at all on a loaded machine)
+    t.ok((hi > 0 or n == nums[3]) and (hi == 0 or lo >= N - 4), "e-" .. n .. ".folded: steps " .. lo .. " to " .. hi)
   end
   -- ljprof's memory: the store is taken at each export, so 3,000 fresh
   -- functions with 300-byte names leave it where it was after the first

@@ -56,6 +56,10 @@
 
 #define LEND_MS 2000       /* a state that does not lend is skipped */
 #define CHECK_NS 2000000000ull /* the control signal still ours? */
+/* A take counts the samples pending this long, or one interval if shorter
+** (complete.c, ljp_complete_pending); younger ones wait for the thread's
+** safe point or the next export. */
+#define PENDING_NS 1000000000ull
 
 typedef struct autofile {
   char *path;
@@ -78,7 +82,7 @@ struct ljp_autox {
   int registered, silent;   /* with the helper; "did not answer" said */
   autofile *files;
   uint32_t nfiles, capfiles;
-  uint64_t exports, export_ns;
+  _Atomic uint64_t exports, export_ns; /* the helper adds, stop reads */
   ljp_autox *next;          /* the helper's list */
 };
 
@@ -317,13 +321,26 @@ static void snapshot_free(ljp_ctx *s)
 ** state reads: taken (the run goes on with an empty store and the next
 ** interval) or copied. NULL when a take finds nothing, or out of memory.
 ** The context is lent: its thread is outside every ljprof region. */
-static ljp_ctx *snapshot(ljp_ctx *ctx, int take)
+static ljp_ctx *snapshot(ljp_ctx *ctx, int take, uint64_t age_ns,
+                         ljp_offrec *pend, uint32_t maxpend)
 {
   ljp_ctx *s;
-  uint32_t i;
-  uint64_t total, dropped;
+  uint32_t i, npend;
+  uint64_t total, dropped, left;
   /* Completed records name the store's ids: counted into it first. */
   ljp_store_drain(&ctx->store, &ctx->ring, &ctx->n_dropped);
+  /* Pending records: samples waiting for a safe point that has not come
+  ** (a compiled loop, a long C call). A copy counts them all, read only
+  ** (the run counts them again, with the Lua stack, at its safe point); a
+  ** take those that waited age_ns or more, their weight taken (a thread
+  ** reaching safe points completes its own with the whole stack). Their
+  ** ids are interned in the store before it is taken or copied. */
+  npend = ljp_complete_pending(ctx, take ? ljp_now_ns() - age_ns : UINT64_MAX,
+                               take, pend, maxpend, &left);
+  if (take)
+    for (i = 0; i < npend; i++)
+      if (ljp_store_add(&ctx->store, &pend[i]) != 0)
+        atomic_fetch_add(&ctx->n_dropped, pend[i].w);
   if (take && !ctx->store.stacks.n) return NULL;
   if (!(s = calloc(1, sizeof(*s)))) return NULL;
   /* The state's number for the views (%s, pprof's state label); a
@@ -342,6 +359,8 @@ static ljp_ctx *snapshot(ljp_ctx *ctx, int take)
     free(s);
     return NULL;
   }
+  if (!take)
+    for (i = 0; i < npend; i++) ljp_store_add(&s->store, &pend[i]);
   if (take) {  /* every cache holding the old store's ids */
     ljp_complete_reset(ctx);
     ljp_native_names_reset(ctx);
@@ -398,7 +417,9 @@ static int borrow(ljp_autox *x, ljp_ctx *ctx)
   if (e->closed || ctx->state != LJP_RUNNING || !token) return 0;
   while (sem_trywait(&x->lent) == 0) {}
   /* (set here, not only at attach: a run's start renews the exit part) */
-  e->lend_sem = &x->lent;
+  if (e->lend_sem != &x->lent)  /* (written only when it changed: a
+                                ** handler of an earlier lend reads it) */
+    e->lend_sem = &x->lent;
   atomic_store(&e->lend, LJP_LEND_ASKED);
   memset(&si, 0, sizeof(si));
   si.si_signo = ctx->opt.signo;
@@ -528,6 +549,8 @@ static void render(ljp_autox *x, ljp_ctx *s)
 static int export_one(ljp_autox *x, int take)
 {
   ljp_ctx *s = NULL;
+  ljp_offrec *pend;
+  uint32_t maxpend;
   int lent = 0;
   uint64_t t0 = ljp_now_ns();
   pthread_mutex_lock(&x->mu);
@@ -535,11 +558,18 @@ static int export_one(ljp_autox *x, int take)
     pthread_mutex_unlock(&x->mu);
     return 0;   /* stopping or stopped: its own stop writes */
   }
+  /* Room for the pending records, made before the lend. */
+  maxpend = x->ctx->ring.cap;
+  pend = maxpend ? malloc(maxpend * sizeof(*pend)) : NULL;
+  if (!pend) maxpend = 0;
   if ((lent = borrow(x, x->ctx))) {
-    s = snapshot(x->ctx, take);
+    s = snapshot(x->ctx, take, x->every_ns < PENDING_NS ? x->every_ns
+                                                        : PENDING_NS,
+                 pend, maxpend);
     give_back(x->ctx);
   }
   pthread_mutex_unlock(&x->mu);
+  free(pend);
   if (!lent) return -1;
   if (!s) return 0;
   x->export_ns += ljp_now_ns() - t0;
@@ -567,22 +597,30 @@ static int states(ljp_autox **v)
 static void control_action(int n)
 {
   ljp_autox *v[LJP_MAX_SLOTS];
-  int i, k = states(v), done = 0, silent = 0;
+  int i, k = 0, done = 0, silent = 0;
   char line[1400], sig[32];
   const char *sn = signame(au.signo, sig, sizeof(sig));
   if (au.control == LJP_CONTROL_TOGGLE) {
+    int paused;
+    /* Flipped under au.mu, before the states are listed: a state starting
+    ** meanwhile is in the list, or takes the flipped value (auto_start). */
+    pthread_mutex_lock(&au.mu);
     if (n % 2) au.paused = !au.paused;
+    paused = au.paused;
+    pthread_mutex_unlock(&au.mu);
+    k = states(v);
     for (i = 0; i < k; i++) {
       pthread_mutex_lock(&v[i]->mu);
-      if (v[i]->ctx) v[i]->ctx->autos.paused = au.paused;
+      if (v[i]->ctx) v[i]->ctx->autos.paused = paused;
       pthread_mutex_unlock(&v[i]->mu);
     }
-    snprintf(line, sizeof(line), au.paused
+    snprintf(line, sizeof(line), paused
              ? "ljprof: %s: sampling paused (%d Lua state%s; %s again "
                "resumes)\n"
              : "ljprof: %s: sampling resumed (%d Lua state%s; %s again "
                "pauses)\n", sn, k, k == 1 ? "" : "s", sn);
   } else {
+    k = states(v);
     au.last[0] = '\0';
     for (i = 0; i < k; i++) {
       int r = export_one(v[i], v[i]->every_ns != 0);
@@ -640,7 +678,9 @@ static void check_control(void)
   snprintf(line, sizeof(line), "ljprof: the program changed the handling of "
            "%s: control by signal is off (choose another with LJPROF "
            "signal=)\n", signame(au.signo, b, sizeof(b)));
+  pthread_mutex_lock(&au.mu);
   au.signo = 0;
+  pthread_mutex_unlock(&au.mu);
   say(line);
 }
 
@@ -738,7 +778,6 @@ int ljp_auto_start(ljp_ctx *ctx, lua_State *L, const char *spec,
   x->next_ns = ljp_now_ns() + x->every_ns;
   pthread_mutex_unlock(&x->mu);
   ctx->autos.dropped0 = atomic_load(&ctx->n_dropped);
-  ctx->autos.paused = paused;
   pthread_mutex_lock(&au.mu);
   if (!au.path || au.pid != getpid()) {  /* the first state's paths */
     size_t n;
@@ -789,6 +828,12 @@ int ljp_auto_start(ljp_ctx *ctx, lua_State *L, const char *spec,
       }
     }
   }
+  /* Paused or not: the process's toggle state (start= of the state that
+  ** took the signal, then each toggle), not this state's own start=: a
+  ** state made after a resume samples, and the next toggle pauses every
+  ** state alike. Without a toggle signal nothing would resume it. */
+  ctx->autos.paused = au.signo && au.control == LJP_CONTROL_TOGGLE
+                      ? au.paused : 0;
   pthread_mutex_unlock(&au.mu);
   if (rc == 0 && x->every_ns) sem_post(&au.wake);  /* its first deadline */
   return rc;

@@ -12,6 +12,7 @@
 ** O(depth) hash lookups; lua_getstack (O(level) per level) is used only
 ** on a cache miss and where the walk's layout is not proven.
 */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -690,11 +691,14 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
   for (pos = from; pos < to; pos++) {
     ljp_record *r = ljp_ring_at(&ctx->ring, pos);
     uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
+    r->stack = r->func = r->tloc = 0;
+    /* Taken whole by an export while it waited (ljp_complete_pending):
+    ** counted there; nothing left to count (the store skips it). */
+    if (!w) continue;
     if (r->vmstate == 'U')
       r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
     if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
       r->cfunc = running_cfunc(ctx, r);
-    r->stack = r->func = r->tloc = 0;
     if (!ctx->opt.cb) {  /* aggregating: key by the stack */
       if (r->vmstate == 'N') ljp_trace_locate(ctx, L, r->pc, &r->trace);
       const variant *e = variant_for(ctx, L, r, &ls, v, &nv);
@@ -716,14 +720,63 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
 
 /* -- After an exit signal, without the Lua stack ------------------------------ */
 
+/* Record r completed without the Lua stack: an honest shorter stack from
+** what is known without one: native frames, then in a trace its start
+** function (or the key of the trace's last sample that found it on the
+** stack), in a C function that function. 0 when nothing is known. E: a
+** thread with no frames of the helper's state, to name C functions in,
+** or NULL (then they are not looked up: the export helper, whose state
+** lacks the program's modules, must not mark them tried). */
+static int offline_one(ljp_ctx *ctx, lua_State *E, ljp_record *r)
+{
+  uint32_t nat[LJP_NATIVE_MAX], leaf;
+  const ljp_trinfo *ti;
+  ljp_leaf lf;
+  int nn;
+  if (r->vmstate == 'U')
+    r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
+  if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
+    r->cfunc = running_cfunc(ctx, r);
+  ti = r->vmstate == 'N' ? ljp_trace_info(ctx, NULL, r->trace) : NULL;
+  r->stack = r->func = r->tloc = 0;
+  memset(&lf, 0, sizeof(lf));
+  nn = ctx->opt.cb ? 0 : ljp_native_names(ctx, r, nat);
+  if (r->vmstate == 'C' && r->cfunc) {
+    if (E)
+      ljp_name_cfunc(&ctx->cnames, E, (lua_CFunction)r->cfunc, &ctx->scratch);
+    lf.nsyn = 1;
+    lf.syn[0].kind = LJP_LEAF_C;
+    lf.syn[0].cfunc = (lua_CFunction)r->cfunc;
+    lf.syn[0].ffid = r->nlua && r->lua[0].kind > 1 &&
+                     r->lua[0].cf == r->cfunc ? r->lua[0].kind : 0;
+  } else if (ti && ti->have_key && !nn) {
+    r->stack = ti->stack;
+    r->func = ti->func;
+  } else if (ti && ti->source) {
+    lf.nsyn = 1;
+    lf.syn[0].kind = LJP_LEAF_LUA;
+    lf.syn[0].source = ti->source;
+    lf.syn[0].name = ti->name;
+    lf.syn[0].linedefined = ti->linedefined;
+    lf.syn[0].line = ti->line;
+  } else if (!nn) {
+    return 0;                                 /* nothing known */
+  }
+  if (!ctx->opt.cb && !r->stack) {
+    r->stack = stack_of(ctx, E, NULL, ljp_objects_is_self(r->pc), &lf, nat,
+                        nn, &leaf);
+    r->func = func_of(ctx, leaf);
+  }
+  r->tloc = r->vmstate == 'N' ? trace_loc(ctx, NULL, r->trace) : 0;
+  return 1;
+}
+
 /* The pending records, completed by the exit helper once the profiled
 ** thread has handed the context over (exit_signals.c): no live stack can
-** be read, so each keeps only what is known without one (an honest
-** shorter stack): native frames, then in a trace its start function (or
-** the key of the trace's last sample that found it on the stack), in a C
-** function that function. The rest are counted dropped. E is a thread
-** with no frames, of the helper's state (names of C functions are looked
-** up there: the C functions of the standard library are the same). */
+** be read, so each keeps only what is known without one (offline_one).
+** The rest are counted dropped. E is a thread with no frames, of the
+** helper's state (names of C functions are looked up there: the C
+** functions of the standard library are the same). */
 void ljp_complete_offline(ljp_ctx *ctx, lua_State *E)
 {
   uint64_t from, to, pos;
@@ -731,47 +784,68 @@ void ljp_complete_offline(ljp_ctx *ctx, lua_State *E)
   for (pos = from; pos < to; pos++) {
     ljp_record *r = ljp_ring_at(&ctx->ring, pos);
     uint32_t w = atomic_load_explicit(&r->weight, memory_order_relaxed);
-    uint32_t nat[LJP_NATIVE_MAX], leaf;
-    const ljp_trinfo *ti;
-    ljp_leaf lf;
-    int nn;
-    if (r->vmstate == 'U')
-      r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
-    if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
-      r->cfunc = running_cfunc(ctx, r);
-    ti = r->vmstate == 'N' ? ljp_trace_info(ctx, NULL, r->trace) : NULL;
-    r->stack = r->func = r->tloc = 0;
-    memset(&lf, 0, sizeof(lf));
-    nn = ctx->opt.cb ? 0 : ljp_native_names(ctx, r, nat);
-    if (r->vmstate == 'C' && r->cfunc) {
-      ljp_name_cfunc(&ctx->cnames, E, (lua_CFunction)r->cfunc, &ctx->scratch);
-      lf.nsyn = 1;
-      lf.syn[0].kind = LJP_LEAF_C;
-      lf.syn[0].cfunc = (lua_CFunction)r->cfunc;
-      lf.syn[0].ffid = r->nlua && r->lua[0].kind > 1 &&
-                       r->lua[0].cf == r->cfunc ? r->lua[0].kind : 0;
-    } else if (ti && ti->have_key && !nn) {
-      r->stack = ti->stack;
-      r->func = ti->func;
-    } else if (ti && ti->source) {
-      lf.nsyn = 1;
-      lf.syn[0].kind = LJP_LEAF_LUA;
-      lf.syn[0].source = ti->source;
-      lf.syn[0].name = ti->name;
-      lf.syn[0].linedefined = ti->linedefined;
-      lf.syn[0].line = ti->line;
-    } else if (!nn) {
+    if (!w) continue;       /* taken by an export (ljp_complete_pending) */
+    if (!offline_one(ctx, E, r)) {
       atomic_fetch_add(&ctx->n_dropped, w);   /* nothing known */
       atomic_store_explicit(&r->weight, 0, memory_order_relaxed);
       continue;
     }
-    if (!ctx->opt.cb && !r->stack) {
-      r->stack = stack_of(ctx, E, NULL, ljp_objects_is_self(r->pc), &lf, nat,
-                          nn, &leaf);
-      r->func = func_of(ctx, leaf);
-    }
-    r->tloc = r->vmstate == 'N' ? trace_loc(ctx, NULL, r->trace) : 0;
     ctx->vm[ljp_vm_index(r->vmstate)] += w;
     ctx->completed += w;
   }
+}
+
+/* The export helper's view of the pending records (auto.c), while the
+** context is lent and the profiled thread runs on outside every ljprof
+** region, its sampling handler still pushing records and, with the ring
+** full, adding ticks to pending ones. The helper is no consumer of the
+** ring: it never claims, never moves done or tail, never writes a
+** record. It reads the records published before (head, acquire), each
+** but its weight (two copies around it), and takes the weight with an
+** atomic exchange (take) or reads it (a copy): the handler's additions
+** are atomic too, so a tick added before the exchange is taken, one added
+** after stays in the record for the thread's own safe point, which counts
+** what weight is left (a record left at 0 counts nothing). */
+uint32_t ljp_complete_pending(ljp_ctx *ctx, uint64_t before_ns, int take,
+                              ljp_offrec *out, uint32_t max, uint64_t *left)
+{
+  ljp_ring *ring = &ctx->ring;
+  uint64_t h = atomic_load_explicit(&ring->head, memory_order_acquire);
+  uint64_t d = atomic_load_explicit(&ring->done, memory_order_acquire), pos;
+  const size_t wo = offsetof(ljp_record, weight), wn = sizeof(uint32_t);
+  uint32_t n = 0;
+  *left = 0;
+  if (!ring->rec || ctx->opt.cb) return 0;
+  for (pos = d; pos < h; pos++) {
+    ljp_record *r = ljp_ring_at(ring, pos), c;
+    uint32_t w;
+    if (r->time_ns >= before_ns || n == max) {
+      *left += atomic_load_explicit(&r->weight, memory_order_relaxed);
+      continue;
+    }
+    w = take ? atomic_exchange_explicit(&r->weight, 0, memory_order_relaxed)
+             : atomic_load_explicit(&r->weight, memory_order_relaxed);
+    if (!w) continue;                         /* taken before */
+    memcpy(&c, r, wo);
+    memcpy((char *)&c + wo + wn, (const char *)r + wo + wn,
+           sizeof(c) - wo - wn);
+    if (!offline_one(ctx, NULL, &c)) {
+      if (take) atomic_fetch_add(&ctx->n_dropped, w);
+      continue;
+    }
+    out[n].stack = c.stack;
+    out[n].func = c.func;
+    out[n].tloc = c.tloc;
+    out[n].trace = c.trace;
+    out[n].w = w;
+    out[n].zone = c.zone;
+    out[n].labels = c.labels;
+    out[n].vmstate = c.vmstate;
+    n++;
+    if (take) {
+      ctx->vm[ljp_vm_index(c.vmstate)] += w;
+      ctx->completed += w;
+    }
+  }
+  return n;
 }

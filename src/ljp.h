@@ -196,6 +196,14 @@ void ljp_hook(lua_State *L, lua_Debug *ar);
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
 /* After an exit signal, by the helper: without the Lua stack. */
 void ljp_complete_offline(ljp_ctx *ctx, lua_State *E);
+/* While the context is lent to the export helper (auto.c), the thread
+** running on: the pending records older than before_ns, completed as
+** offline into out[0..max) (their ids the store's), their weight taken
+** (take: the thread's safe point counts only what is added later) or
+** only read (a copy). Returns the count; *left: the ticks of the pending
+** records not taken. */
+uint32_t ljp_complete_pending(ljp_ctx *ctx, uint64_t before_ns, int take,
+                              ljp_offrec *out, uint32_t max, uint64_t *left);
 /* Forget the naming caches (their ids are the store's: with it). */
 void ljp_complete_reset(ljp_ctx *ctx);
 

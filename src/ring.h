@@ -4,7 +4,10 @@
 ** Producer: the signal handler (ljp_ring_push). Consumers, on the profiled
 ** thread in normal context: the safe point completes pending records
 ** (ljp_ring_claim) and the aggregator retires completed ones
-** (ljp_ring_retire). Three monotonically increasing 64-bit positions:
+** (ljp_ring_retire). The export helper (auto.c, complete.c:
+** ljp_complete_pending), while the context is lent, only reads pending
+** records and exchanges their weight atomically: no claim, no retire.
+** Three monotonically increasing 64-bit positions:
 **
 **     tail <= done <= head,  head - tail <= cap
 **     [tail, done)  completed (stack assigned), waiting for aggregation

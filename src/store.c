@@ -183,6 +183,20 @@ void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped)
   s->aggregate_ns += now_ns() - t0;
 }
 
+int ljp_store_add(ljp_store *s, const ljp_offrec *x)
+{
+  uint32_t tag = ljp_store_tag(s, x->zone, x->labels);
+  if (!x->w) return 0;
+  if (tag > LJP_TAG_MAX ||
+      ljp_counts_add(&s->stacks, ljp_stack_key(x->stack, x->vmstate, tag),
+                     x->w) != 0)
+    return -1;
+  ljp_counts_add(&s->funcs, ljp_func_key(x->func, x->vmstate), x->w);
+  if (x->vmstate == 'N')
+    ljp_counts_add(&s->traces, ljp_trace_key(x->tloc, x->trace), x->w);
+  return 0;
+}
+
 uint32_t ljp_store_nstacks(const ljp_store *s)
 {
   uint8_t *seen = calloc(s->stks.n / 8 + 1, 1);

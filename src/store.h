@@ -164,6 +164,16 @@ size_t ljp_store_bytes(const ljp_store *s);
 /* Move the completed records of ring into the tables. A record that does
 ** not fit (out of memory) is added to *dropped. */
 void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped);
+/* A sample completed outside the ring (auto.c: the pending records the
+** export helper counts, complete.c) and its count into a store: 0, or -1
+** when out of memory (then it is not counted). */
+typedef struct ljp_offrec {
+  uint32_t stack, func, tloc, w;
+  int32_t trace;
+  uint16_t zone, labels;
+  uint8_t vmstate;
+} ljp_offrec;
+int ljp_store_add(ljp_store *s, const ljp_offrec *x);
 /* Distinct stacks counted (not every interned text). */
 uint32_t ljp_store_nstacks(const ljp_store *s);
 

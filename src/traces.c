@@ -187,7 +187,9 @@ static void trinfo_resolve(ljp_ctx *ctx, lua_State *L, ljp_trinfo *t)
   if (!t->source) {
     free(t->name);
     t->name = NULL;
-    t->resolved--;
+    /* Without a state (the helpers: complete.c, offline) nothing was
+    ** tried: the safe point's tries are left to it. */
+    if (L) t->resolved--;
     return;
   }
   if (t->line < 0) t->line = t->linedefined;

@@ -449,6 +449,112 @@ t.case("control=toggle: a phase run while paused has no sample", function()
   end
 end)
 
+-- States made after a toggle take the process's toggle state, not their
+-- own start=: in a host that makes its states one after another, state 2
+-- starts after state 1 was resumed, samples, and the next toggle pauses
+-- it (out of step before: it started paused and that toggle "paused" a
+-- paused state).
+t.case("control=toggle: a state made after a resume samples, the next toggle pauses it", function()
+  clean()
+  t.write(path("tg2.lua"), [[
+local d = debug.getinfo(1, "S").source:match("^@(.*)/tg2%.lua$")
+local function exists(p) local f = io.open(p) if f then f:close() end return f ~= nil end
+local function work() local s = 0 for i = 1, 20000 do s = s + i % 7 end return s end
+local function idle() local s = 0 for i = 1, 20000 do s = s + i % 11 end return s end
+local function phase(f, what, until_file)
+  local n = 0
+  repeat
+    if f == work then work() else idle() end  -- (named by the call site)
+    n = n + 1
+    if n == 300 then io.stdout:write(what, "\n") io.stdout:flush() end
+  until n > 300 and exists(d .. "/" .. until_file)
+end
+jit.off(phase)
+if STATE == 1 then
+  phase(work, "state 1 ready", "stop1")
+else
+  phase(work, "state 2 ready", "go_2")
+  phase(idle, "state 2 idle", "stop2")
+end
+return "state " .. STATE .. " done"
+]])
+  local h = spawn(string.format("%s LJPROF=%s LD_PRELOAD=%s %s %s 2", CLEAN,
+    q("rate=1000,clock=wall,control=toggle,start=paused,output=" .. dir .. "/tb-%s.folded"), q(LIB), q(HOST),
+    q(path("tg2.lua"))), "b")
+  local n = 0
+  local function toggle(what)
+    n = n + 1
+    h.kill("USR2")
+    wait_for(function() return #ctl_lines(h.err()) >= n end, what)
+    local l = ctl_lines(h.err())[n] or ""
+    t.ok(l:find("^ljprof: SIGUSR2: sampling " .. what .. " %(1 Lua state;"), "line " .. n .. ": " .. l)
+  end
+  wait_for(function() return h.out():find("state 1 ready") end, "state 1 ready")
+  toggle("resumed")
+  t.write(path("stop1"), "")
+  wait_for(function() return h.out():find("state 2 ready") end, "state 2 ready")
+  toggle("paused")
+  t.write(path("go_2"), "")
+  wait_for(function() return h.out():find("state 2 idle") end, "state 2 idle")
+  t.write(path("stop2"), "")
+  t.eq(h.wait(), 0, "host status")
+  local f = folded(path("tb-2.folded"))
+  t.ok((f.work or 0) > 0, "state 2 sampled from its start (resumed before it was made): " ..
+       tostring(f.work))
+  t.eq(f.idle, nil, "state 2: no sample after the next toggle (paused)")
+  t.eq(#ctl_lines(h.err()), 2, "stderr: the two toggle lines: " .. table.concat(ctl_lines(h.err()), " | "))
+end)
+
+-- A program spinning in a compiled loop reaches no safe point: its
+-- samples wait in the ring. Snapshots and periodic exports count them all
+-- the same, completed as the exit helper does (the trace's start function,
+-- native frames): the loop calls access() through the FFI (compiled, no
+-- exit to the interpreter) until the test creates "stop".
+t.write(path("fspin.lua"), [[
+local d = debug.getinfo(1, "S").source:match("^@(.*)/fspin%.lua$")
+local ffi = require("ffi")
+ffi.cdef("int access(const char *path, int mode);")
+local C, stop = ffi.C, d .. "/stop"
+local function spinner() local n = 0 while C.access(stop, 0) ~= 0 do n = n + 1 end return n end
+io.stdout:write("spinning\n") io.stdout:flush()
+spinner()
+print("done")
+]])
+
+t.case("a compiled loop with no safe point: snapshots and periodic files hold its samples", function()
+  -- A snapshot (a copy): the pending samples, read, not taken.
+  clean()
+  local h = spawn(string.format("env %sLJPROF=%s %s -l ljprof.auto %s", t.CHILD_ENV,
+    q("rate=1000,clock=wall,output=" .. dir .. "/fs.folded"), LJ, q(path("fspin.lua"))), "f")
+  wait_for(function() return h.out():find("spinning") end, "spinning")
+  os.execute("sleep 0.3")  -- (samples to wait; no assertion on their number)
+  h.kill("USR2")
+  wait_for(function() return h.err():find("snapshot") end, "the snapshot")
+  t.ok(h.err():find("^ljprof: SIGUSR2: snapshot written: "), "snapshot line: " .. h.err())
+  local snap = folded(path("fs.folded")).spinner or 0
+  t.ok(snap > 0, "the snapshot holds samples of the spinning function: " .. snap)
+  t.write(path("stop"), "")
+  t.eq(h.wait(), 0, "status")
+  t.eq(h.out(), "spinning\ndone\n", "the program's output")
+  t.ok((folded(path("fs.folded")).spinner or 0) >= snap, "final >= snapshot (counted once)")
+  -- every=: the files of the intervals written while it spins hold them
+  -- (those that waited an interval; the rest come with the next).
+  clean()
+  h = spawn(string.format("env %sLJPROF=%s %s -l ljprof.auto %s", t.CHILD_ENV,
+    q("rate=1000,clock=wall,every=0.2,output=" .. dir .. "/fe-%n.folded"), LJ, q(path("fspin.lua"))), "g")
+  wait_for(function() return h.out():find("spinning") end, "spinning")
+  local got
+  wait_for(function()
+    for _, name in ipairs(ls("^fe%-%d+%.folded$")) do
+      if (folded(path(name)).spinner or 0) > 0 then got = name return true end
+    end
+  end, "an interval file with samples of the spinning function, while it spins")
+  t.ok(got and not h.out():find("done"), "written while spinning: " .. tostring(got))
+  t.write(path("stop"), "")
+  t.eq(h.wait(), 0, "status")
+  t.eq(h.err(), "", "stderr: nothing")
+end)
+
 t.case("control signal handled by the program: one line, profiling goes on", function()
   clean()
   local out = sh(t.CHILD_ENV .. "LJPROF=" .. q("rate=1000,output=" .. dir .. "/own.folded") .. " " .. LJ ..

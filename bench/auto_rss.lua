@@ -67,7 +67,7 @@ local function run(name, ljprof_env)
   local err = f and f:read("*a") or ""
   if f then f:close() end
   local st = {}
-  for k, v in (err:match("STATS ([^\n]*)") or ""):gmatch("(%w+)=(%d+)") do st[k] = tonumber(v) end
+  for k, v in (err:match("STATS ([^\n]*)") or ""):gmatch("([%w_]+)=(%d+)") do st[k] = tonumber(v) end
   io.stderr:write(string.format("%s: %d RSS points, %s\n", name, #points,
                                 err:match("STATS ([^\n]*)") or ("no stats: " .. err:sub(1, 300))))
   return {name = name, points = points, st = st}

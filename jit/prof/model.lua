@@ -112,7 +112,8 @@ end
 -- The profile of ljprof.profile() (structured frames, see
 -- src/lua_ljprof.c): frames are merged by content (the store keeps C
 -- functions by entry point, which name alike), samples that are then
--- equal are merged, most samples first.
+-- equal are merged, most samples first. t's samples are reused (their
+-- stacks renumbered in place): t is not to be read after.
 function M.from_profile(t)
   local p = {frames = {}, samples = {}, total = 0}
   local of, index = {}, {}
@@ -141,18 +142,17 @@ function M.from_profile(t)
   end
   local by = {}
   for _, s in ipairs(t.samples or {}) do
-    local stack = {}
-    for i, x in ipairs(s.stack) do stack[i] = of[x] end
+    local stack = s.stack
+    for i = 1, #stack do stack[i] = of[stack[i]] end
     local k = table.concat(stack, ",") .. "\0" .. s.vmstate .. "\0" .. (s.zone or "") ..
               "\0" .. M.labels_key(s.labels)
     local e = by[k]
     if e then
       e.count = e.count + s.count
     else
-      e = {stack = stack, vmstate = s.vmstate, zone = s.zone or "", labels = s.labels,
-           count = s.count, key = k}
-      by[k] = e
-      p.samples[#p.samples + 1] = e
+      s.zone, s.key = s.zone or "", k   -- (a profile of tens of thousands of
+      by[k] = s                         -- stacks: no second table for each)
+      p.samples[#p.samples + 1] = s
     end
     p.total = p.total + s.count
   end

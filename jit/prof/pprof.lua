@@ -99,14 +99,23 @@ local function varint64(hi, lo)
   return char(unpack(t, 1, k + 1))
 end
 
--- A base-128 varint of integer n (int64/uint64 wire form).
+-- A base-128 varint of integer n (int64/uint64 wire form). Those of the
+-- numbers below 2^20 are kept once made: location and string ids repeat
+-- in every sample, and a profile of tens of thousands of stacks made
+-- millions of them (garbage that a write at lua_close, where LuaJIT runs
+-- no collection, keeps to the end).
+local vcache = {}
 local function varint(n)
   if n >= 0 and n < 128 and n == floor(n) then return char(n) end
+  local c = vcache[n]
+  if c then return c end
   if n ~= floor(n) or n >= TWO53 or n <= -TWO53 then
     error("pprof: " .. tostring(n) .. " is not an integer exactly representable", 2)
   end
   local lo = n % TWO32                       -- n = hi * 2^32 + lo, lo >= 0
-  return varint64(((n - lo) / TWO32) % TWO32, lo)   -- two's complement when n < 0
+  c = varint64(((n - lo) / TWO32) % TWO32, lo)   -- two's complement when n < 0
+  if n > 0 and n < 1048576 then vcache[n] = c end
+  return c
 end
 
 -- The varint of Unix time t (seconds, >= 0, before 2106) in nanoseconds,
@@ -357,16 +366,24 @@ function M.encode(p, meta)
   local k_state = state_n and str("state")
   local thread_id = tonumber(meta.thread_id)
   local k_tid = thread_id and thread_id > 0 and str("thread_id")
-  local function label(b, k, v)
-    local l = {}
-    put_int(l, 1, k); put_int(l, 2, v)
-    put_bytes(b, 3, concat(l))
+  -- A sample's Label fields, each encoded once per (key, value): the
+  -- same few repeat in every sample.
+  local lcache = {}
+  local function encoded(k, field, v)
+    local byk = lcache[field * 4294967296 + k]
+    if not byk then byk = {} lcache[field * 4294967296 + k] = byk end
+    local e = byk[v]
+    if not e then
+      local l, f = {}, {}
+      put_int(l, 1, k); put_int(l, field, v)
+      put_bytes(f, 3, concat(l))
+      e = concat(f)
+      byk[v] = e
+    end
+    return e
   end
-  local function num_label(b, k, n)
-    local l = {}
-    put_int(l, 1, k); put_int(l, 3, n)
-    put_bytes(b, 3, concat(l))
-  end
+  local function label(b, k, v) b[#b + 1] = encoded(k, 2, v) end
+  local function num_label(b, k, n) b[#b + 1] = encoded(k, 3, n) end
   -- A sample's own labels, by key (interned once per distinct set).
   local user_cache = {}
   local function user_labels(b, labels)
@@ -385,14 +402,21 @@ function M.encode(p, meta)
   end
 
   local total = 0
+  -- (one buffer for every sample's ids and one for its fields: a profile
+  -- of many stacks made two tables per sample, garbage to the end of a
+  -- write at lua_close)
+  local ids, b = {}, {}
   for _, s in ipairs(p.samples) do
-    local ids, n = {}, #s.stack
-    for i = n, 1, -1 do ids[#ids + 1] = location_id(s.stack[i]) end   -- leaf first
+    local n = #s.stack
+    for i = 1, n do ids[i] = varint(location_id(s.stack[n + 1 - i])) end   -- leaf first
     local state = model.VMNAMES[s.vmstate] or tostring(s.vmstate or "?")
-    if n == 0 then ids[1] = stackless_id(state) end
-    local b = {}
-    put_packed(b, 1, ids)
-    put_packed(b, 2, {s.count, s.count * period})
+    if n == 0 then
+      ids[1] = varint(stackless_id(state))
+      n = 1
+    end
+    for i = #b, 1, -1 do b[i] = nil end
+    put_bytes(b, 1, concat(ids, "", 1, n))
+    put_bytes(b, 2, varint(s.count) .. varint(s.count * period))
     label(b, k_vmstate, str(state))
     label(b, k_thread, thread)
     if k_state then num_label(b, k_state, state_n) end

@@ -89,7 +89,9 @@ print(table.concat(sep))
 local n = 0
 for _, r in ipairs(runs) do n = math.max(n, #r.points) end
 for i = 1, n do
-  local row = {"| " .. ((runs[1].points[i] or runs[2].points[i] or {i})[1]) .. " |"}
+  local at
+  for _, r in ipairs(runs) do at = at or (r.points[i] and r.points[i][1]) end
+  local row = {"| " .. at .. " |"}
   for _, r in ipairs(runs) do
     local p = r.points[i]
     row[#row + 1] = p and string.format(" %.1f |", p[2] / 1024) or " |"

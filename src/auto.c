@@ -36,6 +36,9 @@
 */
 #define _GNU_SOURCE
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -575,6 +578,13 @@ static int export_one(ljp_autox *x, int take)
   x->export_ns += ljp_now_ns() - t0;
   render(x, s);
   snapshot_free(s);
+#ifdef __GLIBC__
+  /* The interval's store (allocated by the profiled thread) and the
+  ** render's C memory are free now, in the middle of malloc's heaps:
+  ** give their pages back, or a long run's RSS creeps up by what
+  ** fragmentation keeps (bench/auto_rss.lua). */
+  malloc_trim(0);
+#endif
   return 1;
 }
 

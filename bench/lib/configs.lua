@@ -18,6 +18,15 @@ local function folded_total(path)
   return n
 end
 
+-- The samples of an ljprof run: the statistics bench/probe.lua wrote.
+local function ljprof_stats(name)
+  return function()
+    local st = proc.read_kv(stats_file())
+    if not st then error(name .. ": no statistics written (" .. stats_file() .. ")") end
+    return st
+  end
+end
+
 local function config(c)
   c.argv = function(script)
     local a = {"luajit", "-lbench.probe"}
@@ -44,11 +53,7 @@ function M.ljprof(name, label, opts, rate, clock)
   local c = config{name = name, label = label, kind = "ljprof", option = "-jprof=" .. opts,
                    rate = rate, clock = clock}
   c.env = {LJPROF_BENCH_STATS = stats_file()}
-  c.samples = function()
-    local st = proc.read_kv(stats_file())
-    if not st then error(name .. ": no statistics written (" .. stats_file() .. ")") end
-    return st
-  end
+  c.samples = ljprof_stats(name)
   return c
 end
 
@@ -84,11 +89,7 @@ function M.auto(rate)
     prepare()
     os.remove(out_file() .. ".pb.gz")
   end
-  c.samples = function()
-    local st = proc.read_kv(stats_file())
-    if not st then error(name .. ": no statistics written (" .. stats_file() .. ")") end
-    return st
-  end
+  c.samples = ljprof_stats(name)
   return c
 end
 

@@ -362,10 +362,15 @@ function M.encode(p, meta)
   -- a number label, as thread_id: -tagfocus=state=2 means state 2 (a
   -- string label "2" is read by pprof as a numeric range and matched
   -- nothing)
-  local state_n = tonumber(meta.state)
+  -- (a number label must be an integer: a raw profile may say anything)
+  local function id_of(v)
+    v = tonumber(v)
+    return v and v >= 1 and v < 2147483648 and v == floor(v) and v or nil
+  end
+  local state_n = id_of(meta.state)
   local k_state = state_n and str("state")
-  local thread_id = tonumber(meta.thread_id)
-  local k_tid = thread_id and thread_id > 0 and str("thread_id")
+  local thread_id = id_of(meta.thread_id)
+  local k_tid = thread_id and str("thread_id")
   -- A sample's Label fields, each encoded once per (key, value): the
   -- same few repeat in every sample.
   local lcache = {}

@@ -222,6 +222,17 @@ t.case("raw reader: fixed inputs that once broke it", function()
     local r, why = check_raw(c[2])
     t.eq(r, "error", c[1] .. ": one clear line (" .. tostring(why) .. ")")
   end
+  -- Read and rendered in every format: the meta values pprof turns into
+  -- number labels (found in CI: 'state nan' made the pprof writer raise)
+  for _, c in ipairs({
+    {"state nan", "LJPROF-RAW 3\nmeta\tinterval_us\t500\nmeta\tstate\tnan\n" ..
+      "frame\t1\tC\tf\nsample\t5\tN\t\t1\nend\t1\t1\t0\t0\t0\n"},
+    {"state 1.5", "LJPROF-RAW 3\nmeta\tinterval_us\t500\nmeta\tstate\t1.5\n" ..
+      "frame\t1\tC\tf\nsample\t5\tN\t\t1\nend\t1\t1\t0\t0\t0\n"},
+  }) do
+    local r, why = check_raw(c[2])
+    t.eq(r, "ok", c[1] .. ": rendered in every format (" .. tostring(why) .. ")")
+  end
   local p, err = raw.parse(fixed[3][2], "x.ljprof")
   t.ok(not p and err == "x.ljprof:4: expected a sample count (an integer >= 0), got 'inf'",
        "the line, the field and the value: " .. tostring(err))

@@ -23,6 +23,7 @@
 
 #include "ljp.h"
 #include "luastack.h"
+#include "vmprobe.h"
 
 _Atomic uint64_t ljp_stale_signals;
 
@@ -178,9 +179,10 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
     token = (uint32_t)si->si_value.sival_int;
   } else if (si->si_code == SI_QUEUE) { /* timer thread, or the export */
     token = (uint32_t)si->si_value.sival_int;  /* helper's lend request */
-    lend = si->si_pid == getpid() &&
-           (uint32_t)((uint64_t)(uintptr_t)si->si_value.sival_ptr >> 32) ==
-           LJP_LEND_MAGIC;
+    /* (the magic first: the thread clock's every tick is queued too,
+    ** and the pid is the cached one, no system call per tick) */
+    lend = (uint32_t)((uint64_t)(uintptr_t)si->si_value.sival_ptr >> 32) ==
+           LJP_LEND_MAGIC && si->si_pid == ljp_self_pid();
   } else if (sig == SIGPROF) {          /* itimer (or forwarded) */
     token = ljp_itimer_bound();
     from_kernel = si->si_code == SI_KERNEL;

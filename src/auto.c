@@ -481,16 +481,8 @@ static lua_State *helper_state(void)
 {
   lua_State *HL;
   if (au.HL) return au.HL;
-  if (!(HL = ljp_own_newstate())) return NULL;
+  if (!(HL = ljp_own_newstate(au.path, au.cpath))) return NULL;
   lua_getglobal(HL, "package");
-  if (au.path) {
-    lua_pushstring(HL, au.path);
-    lua_setfield(HL, -2, "path");
-  }
-  if (au.cpath) {
-    lua_pushstring(HL, au.cpath);
-    lua_setfield(HL, -2, "cpath");
-  }
   lua_getfield(HL, -1, "preload");  /* this library, not another copy */
   lua_pushcfunction(HL, au.opener);
   lua_setfield(HL, -2, "ljprof");
@@ -790,20 +782,9 @@ int ljp_auto_start(ljp_ctx *ctx, lua_State *L, const char *spec,
   ctx->autos.dropped0 = atomic_load(&ctx->n_dropped);
   pthread_mutex_lock(&au.mu);
   if (!au.path || au.pid != getpid()) {  /* the first state's paths */
-    size_t n;
-    const char *v;
     free(au.path);
     free(au.cpath);
-    au.path = au.cpath = NULL;
-    lua_getglobal(L, "package");
-    if (lua_istable(L, -1)) {
-      lua_getfield(L, -1, "path");
-      if ((v = lua_tolstring(L, -1, &n))) au.path = ljp_abs_package_path(v, n);
-      lua_getfield(L, -2, "cpath");
-      if ((v = lua_tolstring(L, -1, &n))) au.cpath = ljp_abs_package_path(v, n);
-      lua_pop(L, 2);
-    }
-    lua_pop(L, 1);
+    ljp_package_paths(L, &au.path, &au.cpath);
     au.opener = opener;
   }
   if (helper_start() != 0) {

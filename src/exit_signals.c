@@ -257,22 +257,13 @@ static void *helper_main(void *arg)
 ** signal has its default action). */
 static lua_State *helper_state(void)
 {
-  lua_State *HL = ljp_own_newstate();  /* never auto-profiled */
+  /* (ljprof's own: never auto-profiled) */
+  lua_State *HL = ljp_own_newstate(trap.path, trap.cpath);
   const char *err = NULL;
   if (!HL) {
     say("ljprof: no profile on SIGTERM/SIGHUP: out of memory", NULL);
     return NULL;
   }
-  lua_getglobal(HL, "package");
-  if (trap.path) {
-    lua_pushstring(HL, trap.path);
-    lua_setfield(HL, -2, "path");
-  }
-  if (trap.cpath) {
-    lua_pushstring(HL, trap.cpath);
-    lua_setfield(HL, -2, "cpath");
-  }
-  lua_pop(HL, 1);
   lua_getglobal(HL, "require");
   lua_pushstring(HL, trap.module);
   if (lua_pcall(HL, 1, 1, 0) != 0) {
@@ -329,7 +320,7 @@ static char *dup_n(const char *s, size_t n)
 
 /* A package path with its relative templates ("./?.lua", "lib/?.so")
 ** made absolute from the working directory now. */
-char *ljp_abs_package_path(const char *v, size_t n)
+static char *abs_package_path(const char *v, size_t n)
 {
   char cwd[4096];
   ljp_buf b = {0};
@@ -356,6 +347,22 @@ char *ljp_abs_package_path(const char *v, size_t n)
   return b.b;
 }
 
+void ljp_package_paths(lua_State *L, char **path, char **cpath)
+{
+  size_t n;
+  const char *v;
+  *path = *cpath = NULL;
+  lua_getglobal(L, "package");
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "path");
+    if ((v = lua_tolstring(L, -1, &n))) *path = abs_package_path(v, n);
+    lua_getfield(L, -2, "cpath");
+    if ((v = lua_tolstring(L, -1, &n))) *cpath = abs_package_path(v, n);
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+}
+
 /* What the helper will load: the writer and the program's package paths
 ** (copies: the helper reads them on its own thread). */
 static int spec_copy(lua_State *L, const char *module, const char *func,
@@ -366,18 +373,7 @@ static int spec_copy(lua_State *L, const char *module, const char *func,
   trap.func = dup_n(func, strlen(func));
   trap.arg = dup_n(arg, arglen);
   trap.arglen = arglen;
-  lua_getglobal(L, "package");
-  if (lua_istable(L, -1)) {
-    size_t n;
-    const char *v;
-    lua_getfield(L, -1, "path");
-    if ((v = lua_tolstring(L, -1, &n))) trap.path = ljp_abs_package_path(v, n);
-    lua_pop(L, 1);
-    lua_getfield(L, -1, "cpath");
-    if ((v = lua_tolstring(L, -1, &n))) trap.cpath = ljp_abs_package_path(v, n);
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
+  ljp_package_paths(L, &trap.path, &trap.cpath);
   return trap.module && trap.func && trap.arg ? 0 : -1;
 }
 

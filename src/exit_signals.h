@@ -60,10 +60,11 @@ void ljp_exit_handover(ljp_ctx *ctx);
 /* The context the helper's Lua state reads, or NULL (api.c). */
 ljp_ctx *ljp_exit_view(const void *registry);
 
-/* A package path with its relative templates made absolute from the
-** working directory now (malloc'ed; NULL out of memory): for a helper's
-** state, which must find the writer wherever the program went since. */
-char *ljp_abs_package_path(const char *v, size_t n);
+/* L's package.path and package.cpath with their relative templates made
+** absolute from the working directory now (malloc'ed; NULL when absent
+** or out of memory): for a helper's state (ljp_own_newstate), which must
+** find ljprof's modules wherever the program went since. */
+void ljp_package_paths(lua_State *L, char **path, char **cpath);
 
 void ljp_exit_close(ljp_exitst *x);
 void ljp_exit_park(void) __attribute__((noreturn));

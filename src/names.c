@@ -338,7 +338,7 @@ void ljp_names_release(void)
 void ljp_ffid_learn_own(void)
 {
   lua_State *S;
-  if (ljp_ffid_known() || !(S = ljp_own_newstate())) return;  /* never auto-profiled */
+  if (ljp_ffid_known() || !(S = ljp_own_newstate(NULL, NULL))) return;  /* never auto-profiled */
   lua_getglobal(S, "require");      /* ffi's metatables are learnt too */
   lua_pushliteral(S, "ffi");
   lua_pcall(S, 1, 0, 0);

@@ -19,7 +19,7 @@
 
 static __thread int opening;
 
-lua_State *ljp_own_newstate(void)
+lua_State *ljp_own_newstate(const char *path, const char *cpath)
 {
   static void (*_Atomic openlibs)(lua_State *L);
   void (*open)(lua_State *L) = atomic_load(&openlibs);
@@ -33,6 +33,16 @@ lua_State *ljp_own_newstate(void)
   opening++;
   open(L);
   opening--;
+  lua_getglobal(L, "package");
+  if (path) {
+    lua_pushstring(L, path);
+    lua_setfield(L, -2, "path");
+  }
+  if (cpath) {
+    lua_pushstring(L, cpath);
+    lua_setfield(L, -2, "cpath");
+  }
+  lua_pop(L, 1);
   return L;
 }
 

@@ -9,9 +9,10 @@
 
 #include <lua.h>
 
-/* A new state with the standard libraries opened; NULL when out of
-** memory. */
-lua_State *ljp_own_newstate(void);
+/* A new state with the standard libraries opened and, when not NULL, the
+** given package.path and package.cpath (a helper that loads ljprof's
+** Lua modules as the program found them); NULL when out of memory. */
+lua_State *ljp_own_newstate(const char *path, const char *cpath);
 /* Non-zero while this thread opens the libraries of one of ljprof's own
 ** states (read by the interposer). */
 int ljp_own_opening(void);

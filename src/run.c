@@ -170,7 +170,7 @@ void ljp_run_learn_layouts(void)
   lua_State *S;
   pthread_mutex_lock(&learn_mu);
   if (!(ljp_vml.vmstate_ok && ljp_lsl.ok && ljp_lsl.jit_ok) && tries < 3 &&
-      (S = ljp_own_newstate()) != NULL) {  /* never auto-profiled */
+      (S = ljp_own_newstate(NULL, NULL)) != NULL) {  /* never auto-profiled */
     tries++;
     ljp_ffid_learn(S);
     if (ljp_vmprobe(S)) ljp_luastack_probe(S);

@@ -147,6 +147,18 @@ static int call_tick(lua_State *L, int idx, double elapsed)
   return 1;
 }
 
+/* The child's end as spawn() returns it: "exit", status or "signal", n. */
+static void push_status(lua_State *L, int status)
+{
+  if (WIFSIGNALED(status)) {
+    lua_pushliteral(L, "signal");
+    lua_pushinteger(L, WTERMSIG(status));
+  } else {
+    lua_pushliteral(L, "exit");
+    lua_pushinteger(L, WEXITSTATUS(status));
+  }
+}
+
 static int l_spawn(lua_State *L)
 {
   struct sigaction dfl, old_act[NPASS], old_chld;
@@ -284,13 +296,7 @@ static int l_spawn(lua_State *L)
   if (pid > 0 && after) {
     int ok, top = lua_gettop(L);
     lua_pushvalue(L, after);
-    if (WIFSIGNALED(status)) {
-      lua_pushliteral(L, "signal");
-      lua_pushinteger(L, WTERMSIG(status));
-    } else {
-      lua_pushliteral(L, "exit");
-      lua_pushinteger(L, WEXITSTATUS(status));
-    }
+    push_status(L, status);
     ok = lua_pcall(L, 2, LUA_MULTRET, 0) == 0;
     nres = lua_gettop(L) - top;
     if (!ok) nres = -1;
@@ -309,13 +315,7 @@ static int l_spawn(lua_State *L)
     return 2;
   }
   if (after) return nres;
-  if (WIFSIGNALED(status)) {
-    lua_pushliteral(L, "signal");
-    lua_pushinteger(L, WTERMSIG(status));
-  } else {
-    lua_pushliteral(L, "exit");
-    lua_pushinteger(L, WEXITSTATUS(status));
-  }
+  push_status(L, status);
   return 2;
 }
 

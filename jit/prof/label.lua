@@ -40,22 +40,10 @@ local ljprof = require("ljprof")
 
 local label = {}
 local cache = {}          -- "k\0v\0..." of a table's pairs -> set id
-local lib, handle
-
-local ok, ffi = pcall(require, "ffi")
-if ok then
-  pcall(ffi.cdef, [[
-    int ljprof_label_push_h(void *handle, int id);
-    int ljprof_label_pop_h(void *handle);
-  ]])
-  local path = package.searchpath and package.searchpath("ljprof", package.cpath)
-  local lok, l = pcall(ffi.load, path or "ljprof")
-  if lok then
-    lib = l
-    -- a cdata pointer: a lightuserdata argument is not compiled
-    handle = ffi.cast("void *", ljprof.zone_handle())
-  end
-end
+local lib, handle = require("jit.prof.zone").ffi_library([[
+  int ljprof_label_push_h(void *handle, int id);
+  int ljprof_label_pop_h(void *handle);
+]])
 
 local push, pop
 if lib then

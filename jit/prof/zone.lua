@@ -26,24 +26,26 @@ local zone = {}
 local names, ids = {}, {}      -- id -> name, name -> id
 local push, pop                -- by id
 
-local ok, ffi = pcall(require, "ffi")
-local lib, handle
-if ok then
-  pcall(ffi.cdef, [[
-    int ljprof_zone_intern(void *handle, const char *name);
-    int ljprof_zone_push_h(void *handle, int id);
-    int ljprof_zone_pop_h(void *handle);
-    int ljprof_zone_active_h(void *handle);
-  ]])
-  -- The library this module was loaded from (package.cpath finds it).
+-- The library this module was loaded from (package.cpath finds it),
+-- through the FFI with cdecls declared, and the state's handle (a cdata
+-- pointer: a lightuserdata argument is not compiled); nothing without
+-- the FFI. Shared with jit.prof.label.
+function zone.ffi_library(cdecls)
+  local ok, ffi = pcall(require, "ffi")
+  if not ok then return nil end
+  pcall(ffi.cdef, cdecls)
   local path = package.searchpath and package.searchpath("ljprof", package.cpath)
   local lok, l = pcall(ffi.load, path or "ljprof")
-  if lok then
-    lib = l
-    -- a cdata pointer: a lightuserdata argument is not compiled
-    handle = ffi.cast("void *", ljprof.zone_handle())
-  end
+  if not lok then return nil end
+  return l, ffi.cast("void *", ljprof.zone_handle())
 end
+
+local lib, handle = zone.ffi_library([[
+  int ljprof_zone_intern(void *handle, const char *name);
+  int ljprof_zone_push_h(void *handle, int id);
+  int ljprof_zone_pop_h(void *handle);
+  int ljprof_zone_active_h(void *handle);
+]])
 
 local function id_of(name)
   local id = ids[name]

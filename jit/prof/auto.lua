@@ -48,6 +48,13 @@ local function bad(key, val, accepted)
   fail(string.format("bad %s '%s' (accepted: %s)", key, val, accepted))
 end
 
+-- n (the number read from val, or nil) when it lies in [lo, hi]; else the
+-- one line naming key and val.
+local function within(key, val, n, lo, hi, accepted)
+  if not n or not (n >= lo and n <= hi) then bad(key, val, accepted) end
+  return n
+end
+
 -- A plain decimal number (no sign, hex, exponent, inf or nan), or nil.
 local function decimal(s)
   if s:match("^%d+$") or s:match("^%d+%.%d*$") or s:match("^%.%d+$") then
@@ -141,17 +148,9 @@ function M.parse(s)
         if not CLOCKS[v] then bad(k, v, "cpu, wall, itimer, thread") end
         kv.clock = v
       elseif k == "rate" then
-        local r = decimal(v)
-        if not r or not (r >= 1 / 60 and r <= 100000) then
-          bad(k, v, "0.017 to 100000 samples per second")
-        end
-        cfg.rate = r
+        cfg.rate = within(k, v, decimal(v), 1 / 60, 100000, "0.017 to 100000 samples per second")
       elseif k == "interval" then
-        local ms = decimal(v)
-        if not ms or not (ms >= 0.01 and ms <= 60000) then
-          bad(k, v, "0.01 to 60000 milliseconds")
-        end
-        cfg.interval = ms
+        cfg.interval = within(k, v, decimal(v), 0.01, 60000, "0.01 to 60000 milliseconds")
       elseif k == "native" then
         if v ~= "on" and v ~= "off" and v ~= "show" then bad(k, v, "on, off, show") end
         kv.native = v
@@ -177,17 +176,9 @@ function M.parse(s)
         template(v)
         cfg.outputs[#cfg.outputs + 1] = v
       elseif k == "every" then
-        local e = decimal(v)
-        if not e or not (e >= 0.1 and e <= 86400) then
-          bad(k, v, "0.1 to 86400 seconds between exports")
-        end
-        cfg.every = e
+        cfg.every = within(k, v, decimal(v), 0.1, 86400, "0.1 to 86400 seconds between exports")
       elseif k == "keep" then
-        local n = v:match("^%d+$") and tonumber(v)
-        if not n or n < 1 or n > 1000000 then
-          bad(k, v, "1 to 1000000 exports kept")
-        end
-        cfg.keep = n
+        cfg.keep = within(k, v, v:match("^%d+$") and tonumber(v), 1, 1000000, "1 to 1000000 exports kept")
       elseif k == "maxbytes" then
         cfg.maxbytes = size(k, v)
       elseif k == "signal" then

@@ -112,6 +112,16 @@ function t.tmpdir()
   return d
 end
 
+-- Run shell command cmd in directory dir: its output (stdout and stderr)
+-- and its exit status.
+function t.sh_in(dir, cmd)
+  local p = io.popen("cd " .. t.q(dir) .. " && { " .. cmd .. "; } 2>&1; echo \"exit=$?\"")
+  local s = p:read("*a")
+  p:close()
+  local body, code = s:match("^(.*)exit=(%d+)\n$")
+  return body or s, tonumber(code)
+end
+
 -- For child processes: the luajit running the tests, the source and
 -- build trees, and the environment that finds jit.prof and ljprof there.
 t.LUAJIT = arg and arg[-1] or "luajit"

@@ -30,12 +30,7 @@ local CLEAN = string.format("env -i PATH=%s LUA_PATH=%s LUA_CPATH=%s", q(os.gete
 
 local function path(name) return dir .. "/" .. name end
 
-local function sh(cmd)
-  local p = io.popen("cd " .. q(dir) .. " && { " .. cmd .. "; } 2>&1")
-  local s = p:read("*a")
-  p:close()
-  return s
-end
+local function sh(cmd) return (t.sh_in(dir, cmd)) end
 
 local function exists(p)
   local f = io.open(p)

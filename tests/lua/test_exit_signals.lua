@@ -13,12 +13,7 @@ local q = t.q
 local dir = t.tmpdir()
 local function path(name) return dir .. "/" .. name end
 
-local function sh(cmd)
-  local p = io.popen("cd " .. q(dir) .. " && { " .. cmd .. "; } 2>&1")
-  local s = p:read("*a")
-  p:close()
-  return s
-end
+local function sh(cmd) return (t.sh_in(dir, cmd)) end
 
 -- The blocking child of the os.execute kind: a duration of its own (the
 -- test kills it by its command line; another run of this test, in another

@@ -25,13 +25,7 @@ local dir = t.tmpdir()
 local function path(name) return dir .. "/" .. name end
 
 -- A shell command in dir; returns its stdout+stderr and its exit status.
-local function sh(cmd)
-  local p = io.popen("cd " .. q(dir) .. " && { " .. cmd .. "; } 2>&1; echo \"exit=$?\"")
-  local s = p:read("*a")
-  p:close()
-  local body, code = s:match("^(.*)exit=(%d+)\n$")
-  return body or s, tonumber(code)
-end
+local function sh(cmd) return t.sh_in(dir, cmd) end
 
 local function run(opt, script, extra)
   return sh(string.format("luajit %s %s%s", opt, script, extra or ""))

@@ -66,6 +66,16 @@ local function left_running(kind)
             "[ \"$(readlink /proc/$p/cwd)\" = " .. q(dir) .. " ] && echo $p; done | grep . || echo none")
 end
 
+-- The command's line on stderr (anchored at its start with "^"), its
+-- two outputs, and no script left running.
+local function cmd_outputs(what, kind, err, anchor)
+  t.ok(err:find(anchor .. "Samples: %d+ %(dropped %d+%) %-> cmd.svg, cmd.txt\n"), what .. ": " .. err)
+  local svg, txt = t.read(path("cmd.svg")), t.read(path("cmd.txt"))
+  t.ok(svg and svg:find("</svg>", 1, true), what .. ": the flame graph")
+  t.ok(txt and txt:find("%d+%%  spin\n"), what .. ": the report: " .. tostring(txt))
+  t.eq(left_running(kind), "none\n", what .. ": no script left running")
+end
+
 -- Run kind under luajit (with -jprof options opt, or none; or under
 -- launcher), send the signals once it is ready; returns status ("hung" if still alive 20 s
 -- later), stdout, stderr.
@@ -213,12 +223,7 @@ t.case("the ljprof command passes SIGTERM and SIGHUP to the script, then writes"
       local status, out, err = run(kind, nil, {sig}, q(ljprof) .. " -o cmd.svg -o cmd.txt")
       t.eq(status, plain[sig], what .. ": status")
       t.eq(out, "ready\n", what .. ": output")
-      t.ok(err:find("^Samples: %d+ %(dropped %d+%) %-> cmd.svg, cmd.txt\n"), what .. ": " .. err)
-      local svg, txt = t.read(path("cmd.svg")), t.read(path("cmd.txt"))
-      t.ok(svg and svg:find("</svg>", 1, true), what .. ": the flame graph")
-      t.ok(txt and txt:find("%d+%%  spin\n"), what .. ": the report: " .. tostring(txt))
-      local left = left_running(kind)
-      t.eq(left, "none\n", what .. ": no script left running")
+      cmd_outputs(what, kind, err, "^")
     end
   end
 end)
@@ -248,12 +253,7 @@ t.case("the ljprof command passes SIGINT to the script, then writes", function()
     if kind == "interpreted" then
       t.ok(err:find("interrupted!", 1, true), what .. ": luajit's interrupted! error: " .. err)
     end
-    t.ok(err:find("Samples: %d+ %(dropped %d+%) %-> cmd.svg, cmd.txt\n"), what .. ": " .. err)
-    local svg, txt = t.read(path("cmd.svg")), t.read(path("cmd.txt"))
-    t.ok(svg and svg:find("</svg>", 1, true), what .. ": the flame graph")
-    t.ok(txt and txt:find("%d+%%  spin\n"), what .. ": the report: " .. tostring(txt))
-    local left = left_running(kind)
-    t.eq(left, "none\n", what .. ": no script left running")
+    cmd_outputs(what, kind, err, "")
   end
 end)
 

@@ -670,6 +670,16 @@ static uintptr_t running_cfunc(ljp_ctx *ctx, const ljp_record *r)
   return ljp_native_start(ctx, r, r->nnative - 1);
 }
 
+/* What the handler left to the safe point: the VM state of a PC it
+** could not place, the C function running when it could not name it. */
+static void resolve_record(ljp_ctx *ctx, ljp_record *r)
+{
+  if (r->vmstate == 'U')
+    r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
+  if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
+    r->cfunc = running_cfunc(ctx, r);
+}
+
 /* Complete all pending records with L's current stack. */
 void ljp_complete(ljp_ctx *ctx, lua_State *L)
 {
@@ -695,10 +705,7 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
     /* Taken whole by an export while it waited (ljp_complete_pending):
     ** counted there; nothing left to count (the store skips it). */
     if (!w) continue;
-    if (r->vmstate == 'U')
-      r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
-    if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
-      r->cfunc = running_cfunc(ctx, r);
+    resolve_record(ctx, r);
     if (!ctx->opt.cb) {  /* aggregating: key by the stack */
       if (r->vmstate == 'N') ljp_trace_locate(ctx, L, r->pc, &r->trace);
       const variant *e = variant_for(ctx, L, r, &ls, v, &nv);
@@ -733,10 +740,7 @@ static int offline_one(ljp_ctx *ctx, lua_State *E, ljp_record *r)
   const ljp_trinfo *ti;
   ljp_leaf lf;
   int nn;
-  if (r->vmstate == 'U')
-    r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
-  if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
-    r->cfunc = running_cfunc(ctx, r);
+  resolve_record(ctx, r);
   ti = r->vmstate == 'N' ? ljp_trace_info(ctx, NULL, r->trace) : NULL;
   r->stack = r->func = r->tloc = 0;
   memset(&lf, 0, sizeof(lf));

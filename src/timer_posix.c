@@ -7,17 +7,26 @@
 **   wall  CLOCK_MONOTONIC: precise, also while the thread sleeps.
 ** The signal's value carries the run token.
 **
-** Each signal re-arms the timer (posix_rearm, signal context:
-** timer_settime is async-signal-safe) at an absolute time: a random gap
-** in [interval/2, 3/2 interval) after the last *scheduled* expiry, not
-** after delivery, so expiries average one per interval whatever the
-** delivery delay. A fixed phase would sample a periodic program (a frame
-** loop) at one phase only (aliasing). The timer is also periodic from
-** there: an expiry the thread could not take (tick quantisation,
-** preemption) is counted by the kernel as the signal's overrun
-** (si_overrun), and the signal's weight is 1 plus that, so the handler
-** reads no clock (one system call per signal, down from two with the cpu
-** clock, whose thread CPU time is no vDSO read).
+** Each signal re-arms the timer (signal context: timer_settime and
+** clock_gettime are async-signal-safe) as a one-shot timer at an absolute
+** time: a random gap in [interval/2, 3/2 interval) after the last
+** *scheduled* expiry, not after delivery, so expiries average one per
+** interval whatever the delivery delay. A fixed phase would sample a
+** periodic program (a frame loop) at one phase only (aliasing). The
+** signal stands for every scheduled expiry the clock has passed (a cpu
+** timer fires only on the kernel's tick; a preempted thread takes its
+** signal late): the handler reads the timer's clock and weighs the
+** signal by that count, and the next expiry is the first one still
+** ahead, so a late signal is never followed by a burst of catch-up ones.
+**
+** One-shot, not periodic: re-arming a queued periodic CLOCK_MONOTONIC
+** timer from the handler moves an hrtimer the kernel has just re-queued,
+** and on this VM that cost about 10 us per signal on top of the ~20 us
+** the delivery costs (bench/sigcost.c, modes "periodic-moved" and
+** "one-shot"); a one-shot re-arm plus a clock read costs about as much as
+** the kernel's own periodic re-arm. The clock read is the vDSO for wall,
+** a system call for cpu (thread CPU time has no vDSO read; a tick-limited
+** 250 signals a second at most).
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -57,30 +66,51 @@ static uint64_t clock_ns(clockid_t c)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* First expiry at when (absolute), then one per interval (a phase that
-** is not moved on, e.g. while the handler is not re-arming at stop). */
+/* One expiry at when (absolute) on the timer's clock. */
 static int arm_at(ljp_ctx *ctx, uint64_t when)
 {
   struct itimerspec its;
-  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
+  memset(&its, 0, sizeof(its));
   its.it_value.tv_sec = (time_t)(when / 1000000000u);
   its.it_value.tv_nsec = (long)(when % 1000000000u);
-  its.it_interval.tv_sec = (time_t)(period / 1000000000u);
-  its.it_interval.tv_nsec = (long)(period % 1000000000u);
   ctx->tmr.next_ns = when;
   return timer_settime(ctx->tmr.u.posix, TIMER_ABSTIME, &its, NULL);
 }
 
 /* Signal context. The signal stands for the expiry scheduled (next_ns)
-** and the overrun ones after it; the next comes a random gap after the
-** last of them. An expiry already past fires at once, and the kernel
-** counts the periods it skipped as that signal's overrun: no clock read. */
-static uint32_t posix_rearm(ljp_ctx *ctx, int overrun)
+** and for every later one of the random schedule the clock has passed;
+** the timer is re-armed at the first one still ahead. Bounded: a thread
+** late by more than 64 intervals (stopped, preempted for long) has those
+** counted at one per interval in one step. */
+static uint32_t rearm_on(ljp_ctx *ctx, clockid_t clock)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
-  uint64_t w = 1 + (uint64_t)(overrun > 0 ? overrun : 0);
-  arm_at(ctx, ctx->tmr.next_ns + (w - 1) * period + ljp_timer_gap_ns(ctx));
+  uint64_t now = clock_ns(clock), next = ctx->tmr.next_ns, w = 1;
+  if (!period) period = 1;
+  if (now > next && now - next > 64 * period) {
+    uint64_t skip = (now - next) / period - 1;
+    w += skip;
+    next += skip * period;
+  }
+  next += ljp_timer_gap_ns(ctx);
+  while (next <= now) {
+    w++;
+    next += ljp_timer_gap_ns(ctx);
+  }
+  arm_at(ctx, next);
   return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+}
+
+static uint32_t cpu_rearm(ljp_ctx *ctx, int overrun)
+{
+  (void)overrun;  /* one-shot: none */
+  return rearm_on(ctx, CLOCK_THREAD_CPUTIME_ID);
+}
+
+static uint32_t wall_rearm(ljp_ctx *ctx, int overrun)
+{
+  (void)overrun;
+  return rearm_on(ctx, CLOCK_MONOTONIC);
 }
 
 /* Signal context: the duration is over. */
@@ -127,6 +157,6 @@ static void posix_stop(ljp_ctx *ctx)
 }
 
 const ljp_timer_ops ljp_timer_cpu = {"cpu", cpu_start, posix_stop,
-                                     posix_rearm, posix_halt};
+                                     cpu_rearm, posix_halt};
 const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, posix_stop,
-                                      posix_rearm, posix_halt};
+                                      wall_rearm, posix_halt};

@@ -20,6 +20,10 @@ M.LEAVES = {"lua", "c"}
 -- deep.lua ITERATIONS per leaf: ~0.6 s each
 local ITERS = {lua = 150000000, c = 80}
 local SIG_ITERS = 200000000  -- sigcost busy loop: ~0.6 s
+-- bench/sigcost.c's timers: the kernel's periodic re-arm alone, a periodic
+-- timer moved by the handler (ljprof's re-arm until 2026-11-25), a
+-- one-shot timer re-armed by the handler after a clock read (ljprof's)
+M.SIG_MODES = {"periodic", "moved", "oneshot"}
 local SCRIPT = "bench/workloads/deep.lua"
 local WRAPPER = "bench/with_ljprof.lua"
 
@@ -37,7 +41,8 @@ end
 
 function M.run(ctx)
   local stats = proc.TMP .. "/cost-stats.txt"
-  local res = {reps = ctx.cost_reps, sig = {on = {}, off = {}}, mismatches = {}}
+  local res = {reps = ctx.cost_reps, sig = {off = {}}, mismatches = {}}
+  for _, m in ipairs(M.SIG_MODES) do res.sig[m] = {} end
   local ref = {}
   local modes = {
     {key = "off", opts = "profile=off"},
@@ -59,8 +64,9 @@ function M.run(ctx)
     r.st = proc.read_kv(stats)
     return r
   end
-  local function sig(rate)
-    local r = proc.run_retry("sigcost " .. rate, {ctx.sigcost, tostring(rate), tostring(SIG_ITERS)}, ctx.env)
+  local function sig(rate, mode)
+    local r = proc.run_retry("sigcost " .. rate .. " " .. mode,
+      {ctx.sigcost, tostring(rate), tostring(SIG_ITERS), mode}, ctx.env)
     if not r then return false end
     r.signals = tonumber(r.out:match("signals (%d+)"))
     return r
@@ -82,8 +88,8 @@ function M.run(ctx)
       proc.log(" d%d", d)
     end
     if ctx.sigcost then
-      res.sig.off[rep] = sig(0)
-      res.sig.on[rep] = sig(M.RATE)
+      res.sig.off[rep] = sig(0, "periodic")
+      for _, m in ipairs(M.SIG_MODES) do res.sig[m][rep] = sig(M.RATE, m) end
     end
     proc.log("\n")
   end
@@ -253,11 +259,12 @@ function M.summary(res, d, leaf, mode)
   return m
 end
 
-function M.signal_baseline(res)
+-- CPU per signal of bench/sigcost.c's timer in mode (default periodic).
+function M.signal_baseline(res, mode)
   local d, rates, nsig = {}, {}, {}
   local mins = {on = math.huge, off = math.huge}
   for i = 1, res.reps do
-    local on, off = res.sig.on[i], res.sig.off[i]
+    local on, off = res.sig[mode or "periodic"][i], res.sig.off[i]
     if on then mins.on = math.min(mins.on, on.cpu); nsig[#nsig + 1] = on.signals end
     if off then mins.off = math.min(mins.off, off.cpu) end
     if on and off and on.signals > 0 then
@@ -319,11 +326,28 @@ function M.tables(res)
   p("")
   local b = M.signal_baseline(res)
   if b then
+    local moved, oneshot = M.signal_baseline(res, "moved"), M.signal_baseline(res, "oneshot")
     p(string.format("Platform baseline (`bench/sigcost.c`: a C busy loop, a CLOCK_MONOTONIC timer at " ..
-      "%d Hz signalling the thread, empty handler, periodic so no re-arm; differential CPU per " ..
-      "signal over the same rounds): **%s per signal** median (IQR %s-%s), %s by the min " ..
-      "method, %.0f signals/s. The differential column above includes this; ljprof's stage " ..
-      "timers do not.", M.RATE, stat.ns(b.ns), stat.ns(b.lo), stat.ns(b.hi), stat.ns(b.min), b.rate))
+      "%d Hz signalling the thread, differential CPU per signal over the same rounds, median " ..
+      "(IQR), min method, signals/s):", M.RATE))
+    p("")
+    p("| timer | CPU per signal | min | signals/s |")
+    p("|---|---|---|---|")
+    local function row(what, x)
+      if x then
+        p(string.format("| %s | **%s** (%s-%s) | %s | %.0f |", what, stat.ns(x.ns), stat.ns(x.lo),
+          stat.ns(x.hi), stat.ns(x.min), x.rate))
+      end
+    end
+    row("periodic, empty handler: the delivery alone, paid by any timer-signal profiler", b)
+    row("periodic, moved by the handler (`timer_settime`; ljprof until 2026-11-25)", moved)
+    row("one-shot, re-armed by the handler after a clock read (ljprof's cpu and wall clocks)", oneshot)
+    p("")
+    p("The differential column above includes the delivery and ljprof's re-arm; ljprof's stage " ..
+      "timers do not. The second row less the first is what moving a periodic timer costs, " ..
+      "which the kernel has just queued again for its next period; the third less the first " ..
+      "is what ljprof's re-arm (a one-shot timer, queued once per signal as a periodic one " ..
+      "is, and a clock read) adds to the delivery.")
   else
     p("Platform baseline not measured (bench/sigcost.c could not be compiled).")
   end

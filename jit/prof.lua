@@ -365,9 +365,10 @@ function M.start(opts, ...)
   local progress = os.getenv("LJPROF_PROGRESS")
   if progress and ljprof.progress then r.progress = ljprof.progress(progress) end
   -- Code written for jit.zone gets ljprof's zones, which are read when the
-  -- tick happens (only if it has not loaded jit.zone already).
-  if not package.loaded["jit.zone"] then
-    package.loaded["jit.zone"] = require("jit.prof.zone")
+  -- tick happens (only if it has not loaded jit.zone already). Loaded when
+  -- the program asks for it: a program without zones pays nothing.
+  if not package.loaded["jit.zone"] and not package.preload["jit.zone"] then
+    package.preload["jit.zone"] = function() return require("jit.prof.zone") end
   end
   -- SIGINT is trapped only where nobody handles it (luajit's own handler
   -- is installed while -j options and the script run).

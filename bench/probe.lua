@@ -19,6 +19,13 @@
 --       overhead rounds give every configuration of a round the same N and
 --       each round another one, so that a paired ratio measures the
 --       profiler and not which layout it happened to shift the program to.
+--   LJPROF_BENCH_VMPROF=f|l  no profiler: LuaJIT's own profiling mode
+--       alone, as jit.p turns it on (jit.profile.start with "f" or "l"
+--       and a 60 s interval, a callback that does nothing, no sample
+--       taken). In that mode LuaJIT records a profiling check into every
+--       trace at each function (f) or line (l) change; the control run
+--       says how much of jit.p's cost or gain is that change to the
+--       compiled code rather than sampling.
 -- It is loaded in the unprofiled and jit.p runs too, so that every
 -- configuration pays the same (tiny) start-up cost.
 local M = {}
@@ -62,6 +69,11 @@ if stats_file and stats_file ~= "" then
     end
     return r
   end
+end
+
+local vmprof = os.getenv("LJPROF_BENCH_VMPROF")
+if vmprof == "f" or vmprof == "l" then
+  require("jit.profile").start(vmprof .. "i60000", function() end)
 end
 
 local traces_file = os.getenv("LJPROF_BENCH_TRACES")

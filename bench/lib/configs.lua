@@ -101,6 +101,16 @@ end
 function M.idle_jitp()
   return M.jitp("jpidle", "jit.p `-jp=Gi60000` (no samples)", M.IDLE, 0)
 end
+-- No profiler, LuaJIT's profiling mode on as jit.p turns it on (bench/
+-- probe.lua, LJPROF_BENCH_VMPROF): the control for what jit.p's mode
+-- changes in the compiled code.
+function M.vmprof()
+  local c = config{name = "vmprof", label = "LuaJIT's profiling mode alone (`jit.profile` 'f', no sample)",
+                   kind = "control", env = {LJPROF_BENCH_VMPROF = "f"}}
+  c.cmd = "LJPROF_BENCH_VMPROF=f luajit -lbench.probe WORKLOAD"
+  return c
+end
+
 -- The configurations of the overhead table, run on every workload: the
 -- same view (-jp's 'G': folded stacks, 100 frames deep) in both profilers.
 function M.base()
@@ -119,6 +129,8 @@ function M.base()
     M.auto(99),
     -- both started with a 60 s interval: their fixed costs alone
     M.idle_ljprof(), M.idle_jitp(),
+    -- and the control for jit.p: its profiling mode with no profiler
+    M.vmprof(),
   }
 end
 
@@ -152,7 +164,7 @@ function M.jit()
   local b = {}
   for _, c in ipairs(M.base()) do b[c.name] = c end
   return {b.plain, M.shifted(100), M.shifted(500), M.idle_ljprof(), b.cpu1, b.wall1k,
-          M.idle_jitp(), b.jp10, b.jp1}
+          M.idle_jitp(), b.jp10, b.jp1, b.vmprof}
 end
 
 -- The ljprof configuration compared with each jit.p one (same interval).

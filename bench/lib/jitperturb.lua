@@ -66,16 +66,20 @@ function M.tables(res)
     "new traces, so it changes the compiled code even when it takes no sample; ljprof never " ..
     "flushes and holds its hook back while the recorder runs. *plain, N allocations first*: " ..
     "no profiler, N strings allocated before the workload (bench/probe.lua's " ..
-    "LJPROF_BENCH_LAYOUT): what a shifted heap alone does to the choice of traces.")
+    "LJPROF_BENCH_LAYOUT): what a shifted heap alone does to the choice of traces. *no " ..
+    "profiler, LuaJIT's profiling mode*: `jit.profile.start(\"fi60000\")` with a callback " ..
+    "that does nothing (bench/probe.lua's LJPROF_BENCH_VMPROF), the mode jit.p's `G` view " ..
+    "turns on, without jit.p.")
   p("")
   local head, sep = {"workload"}, {"---"}
   for _, c in ipairs(res.cfgs) do
     head[#head + 1] = c.name == "plain" and "plain" or (c.kind == "plain" and "plain, " or
-      c.kind == "ljprof" and "ljprof " or "jit.p ") ..
+      c.kind == "control" and "" or c.kind == "ljprof" and "ljprof " or "jit.p ") ..
       (({cpu10 = "10 ms", cpu1 = "1 ms", wall1k = "wall 1 kHz", jp10 = "10 ms", jp1 = "1 ms",
          cpu10n = "10 ms, native off", wall1kn = "wall 1 kHz, native off",
          idle = "no samples", jpidle = "no samples",
-         shift100 = "100 allocations first", shift500 = "500 allocations first"})[c.name] or c.name)
+         shift100 = "100 allocations first", shift500 = "500 allocations first",
+         vmprof = "no profiler, LuaJIT's profiling mode (`f`)"})[c.name] or c.name)
     sep[#sep + 1] = "---"
   end
   p("| " .. table.concat(head, " | ") .. " |")

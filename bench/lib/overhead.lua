@@ -155,16 +155,22 @@ function M.tables(res)
   p("### Summary: CPU overhead (median over rounds, % over plain)")
   p("")
   p("Each cell: median paired CPU-time ratio − 1. Samples per CPU second in brackets " ..
-    "(ljprof: timer signals taken; jit.p: samples in its report).")
+    "(ljprof: timer signals taken; jit.p: samples in its report). *no samples*: started with " ..
+    "a 60 s interval. *LuaJIT's mode*: no profiler, LuaJIT's profiling mode on as jit.p's " ..
+    "`G` view turns it on (`jit.profile.start(\"fi60000\")`, a callback that does nothing): " ..
+    "what jit.p's mode alone does to the compiled code.")
   p("")
-  p("| workload | ljprof 10 ms | jit.p 10 ms | ljprof 1 ms (cpu) | jit.p 1 ms | ljprof wall 1 kHz |")
-  p("|---|---|---|---|---|---|")
+  p("| workload | ljprof 10 ms | jit.p 10 ms | ljprof 1 ms (cpu) | jit.p 1 ms | ljprof wall 1 kHz " ..
+    "| ljprof no samples | jit.p no samples | LuaJIT's mode |")
+  p("|---|---|---|---|---|---|---|---|---|")
   for _, w in ipairs(res.workloads) do
     local cells = {}
-    for _, name in ipairs({"cpu10", "jp10", "cpu1", "jp1", "wall1k"}) do
-      local r = M.cpu_ratio(res, w, name)
-      local sps = per_cpu(res, w, name, "signals")
-      cells[#cells + 1] = r and string.format("%s [%s/s]", stat.pct(r), stat.num(sps)) or "(no data)"
+    for _, name in ipairs({"cpu10", "jp10", "cpu1", "jp1", "wall1k", "idle", "jpidle", "vmprof"}) do
+      local r = res.data[w][name] and M.cpu_ratio(res, w, name)
+      local sps = res.data[w][name] and per_cpu(res, w, name, "signals")
+      cells[#cells + 1] = not r and "(no data)" or
+        ((name == "vmprof" or name:match("idle$")) and stat.pct(r)) or
+        string.format("%s [%s/s]", stat.pct(r), stat.num(sps))
     end
     p(string.format("| %s | %s |", w, table.concat(cells, " | ")))
   end

@@ -23,6 +23,25 @@ end
 
 function M.median(t) return M.quantile(t, 0.5) end
 
+-- A distribution-free confidence interval for the median of the
+-- population t was drawn from (order statistics): [s[k], s[n+1-k]] for the
+-- largest k whose coverage, 1 - 2 P(Binomial(n, 1/2) < k), is at least
+-- conf. Returns lo, hi, the coverage; nil when n is too small for conf.
+function M.median_ci(t, conf)
+  local s = M.sorted(t)
+  local n = #s
+  local best, cover
+  local below, pk = 0, 0.5 ^ n   -- P(B < k), P(B = k - 1)
+  for k = 1, math.floor((n + 1) / 2) do
+    below = below + pk
+    pk = pk * (n - k + 1) / k
+    if 1 - 2 * below < conf then break end
+    best, cover = k, 1 - 2 * below
+  end
+  if not best then return nil end
+  return s[best], s[n + 1 - best], cover
+end
+
 function M.minmax(t)
   local s = M.sorted(t)
   return s[1], s[#s]

@@ -12,7 +12,7 @@
 --   LJPROF_BENCH_CMD       the command line, for the report
 --   LJPROF_BENCH_BUILD     the build directory, for the report
 -- Options (bench/run passes them on):
---   --quick             a smoke check in under 2 minutes: 2 workloads, 3
+--   --quick             a smoke check in about 2.5 minutes: 2 workloads, 3
 --                       rounds; writes the report into the build directory
 --   --reps N            overhead rounds (default 13; quick 3)
 --   --cost-reps N       per-sample cost rounds (default 5; quick 2)

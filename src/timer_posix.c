@@ -20,13 +20,13 @@
 ** ahead, so a late signal is never followed by a burst of catch-up ones.
 **
 ** One-shot, not periodic: re-arming a queued periodic CLOCK_MONOTONIC
-** timer from the handler moves an hrtimer the kernel has just re-queued,
-** and on this VM that cost about 10 us per signal on top of the ~20 us
-** the delivery costs (bench/sigcost.c, modes "periodic-moved" and
-** "one-shot"); a one-shot re-arm plus a clock read costs about as much as
-** the kernel's own periodic re-arm. The clock read is the vDSO for wall,
-** a system call for cpu (thread CPU time has no vDSO read; a tick-limited
-** 250 signals a second at most).
+** timer from the handler moves an hrtimer the kernel has just queued
+** again, and on this VM that cost about 10 us per signal on top of the
+** ~20 us of the delivery itself (bench/sigcost.c, modes periodic, moved
+** and oneshot: 18, 29 and 18 us); a one-shot re-arm plus a clock read
+** costs about what the kernel's own periodic re-arm does. The clock read
+** is the vDSO for wall and a system call for cpu (thread CPU time has no
+** vDSO read), whose timer fires at most once per kernel tick.
 */
 #define _GNU_SOURCE
 #include <errno.h>

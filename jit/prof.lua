@@ -75,10 +75,38 @@
 -- re-raises the signal's default action, so the exit status is unchanged.
 ----------------------------------------------------------------------------
 
-local ljprof = require("ljprof")
-local model = require("jit.prof.model")
-local text = require("jit.prof.text")
-local output = require("jit.prof.output")
+-- ljprof's own Lua code in the program's state (loading these modules,
+-- parsing the options, checking the outputs) runs with the JIT engine off,
+-- put back as it was right after. The interpreter then counts none of it
+-- on LuaJIT's hot counters, which all code shares (64 counters indexed by
+-- bytecode address), and compiles none of it: the program starts with
+-- the counters as it would have found them unprofiled, and its first
+-- traces are not picked by where ljprof's start left them. (That is one
+-- way a profiler moves the program's traces, not the only one: any
+-- allocation before the program moves its bytecode; docs/performance.md,
+-- *JIT perturbation*, and docs/instructions.md.)
+local function jit_pause()
+  local on = jit and jit.status and jit.status()
+  if on then jit.off() end
+  return on
+end
+
+local function jit_resume(on)
+  if on then jit.on() end
+end
+
+local ljprof, model, text, output
+do
+  local was = jit_pause()
+  local ok, err = pcall(function()
+    ljprof = require("ljprof")
+    model = require("jit.prof.model")
+    text = require("jit.prof.text")
+    output = require("jit.prof.output")
+  end)
+  jit_resume(was)
+  if not ok then error(err, 0) end
+end
 
 local M = {}
 local run        -- options of the active run, or nil
@@ -327,13 +355,9 @@ function M.write_after_signal(spec)
   write_outputs(r)
 end
 
-function M.start(opts, ...)
-  if run then M.stop() end
-  local outputs = {}
-  for i = 1, select("#", ...) do
-    local o = select(i, ...)
-    if o ~= nil and o ~= "" then outputs[#outputs + 1] = tostring(o) end
-  end
+-- The run description of start(opts, outputs), checked: every output
+-- writable and its format available (one line naming what cannot work).
+local function prepare(opts, outputs)
   local r = parse(opts, outputs)
   for _, o in ipairs(r.outputs) do  -- say what cannot work before starting
     local ok, err = output.check(file_name(o.path))
@@ -344,6 +368,22 @@ function M.start(opts, ...)
     end
   end
   r.program = type(arg) == "table" and arg[0] or program_comm()
+  return r
+end
+
+function M.start(opts, ...)
+  if run then M.stop() end
+  local outputs = {}
+  for i = 1, select("#", ...) do
+    local o = select(i, ...)
+    if o ~= nil and o ~= "" then outputs[#outputs + 1] = tostring(o) end
+  end
+  -- (the JIT is back on before the recording starts: /calls=on turns it
+  -- off itself, and puts back at stop what it found)
+  local was = jit_pause()
+  local ok, r = pcall(prepare, opts, outputs)
+  jit_resume(was)
+  if not ok then error(r, 0) end
   local ropt = {fmt = model.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
                 duration = r.kv.duration, native = r.kv.native ~= "off",
                 calls = r.kv.calls == "on"}

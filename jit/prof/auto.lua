@@ -311,7 +311,12 @@ end
 -- bad value is one line and the program runs unprofiled.
 function M.main()
   local env = os.getenv("LJPROF") or ""
+  -- The parser runs with the JIT off, as jit.prof's own start does (see
+  -- jit/prof.lua): it uses none of the hot counters the program will.
+  local was = jit and jit.status and jit.status()
+  if was then jit.off() end
   local ok, cfg = pcall(M.parse, env)
+  if was then jit.on() end
   if ok and cfg then ok, cfg = pcall(M.start, cfg) end
   if not ok then notice(tostring(cfg)) end
   return M

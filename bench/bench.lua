@@ -40,34 +40,13 @@ local QUICK_SWEEP = {"fib"}
 
 -- -- Options ----------------------------------------------------------------------
 
-local opt = {quick = false, perf = true}
-do
-  local function list(s)
-    local t = {}
-    for x in assert(s, "expected a comma-separated list"):gmatch("[^,]+") do t[#t + 1] = x end
-    return t
-  end
-  local i = 1
-  while i <= #arg do
-    local a = arg[i]
-    local function value() i = i + 1; return (assert(arg[i], a .. " needs a value")) end
-    if a == "--quick" then opt.quick = true
-    elseif a == "--reps" then opt.reps = tonumber(value())
-    elseif a == "--cost-reps" then opt.cost_reps = tonumber(value())
-    elseif a == "--jit-reps" then opt.jit_reps = tonumber(value())
-    elseif a == "--workloads" then opt.workloads = list(value())
-    elseif a == "--sweep" then opt.sweep = list(value())
-    elseif a == "--parts" then opt.parts = list(value())
-    elseif a == "--no-perf" then opt.perf = false
-    elseif a == "--out" then opt.out = value()
-    elseif a == "--plot" then opt.plot = value()
-    else
-      io.stderr:write("bench: unknown option ", a, "\n")
-      os.exit(2)
-    end
-    i = i + 1
-  end
-end
+local opt = require("lib.args").parse(arg, {
+  ["--quick"] = "flag", ["--reps"] = "number", ["--cost-reps"] = "number",
+  ["--jit-reps"] = "number", ["--workloads"] = "list", ["--sweep"] = "list",
+  ["--parts"] = "list", ["--no-perf"] = "flag", ["--out"] = "string", ["--plot"] = "string",
+}, "bench")
+opt.quick = opt.quick or false
+opt.perf = not opt.no_perf
 
 local BUILD = os.getenv("LJPROF_BENCH_BUILD") or "build"
 local ctx = {

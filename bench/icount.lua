@@ -25,26 +25,15 @@ local stat = require("lib.stat")
 
 local WORKLOADS = {"fib", "nbody", "spectralnorm", "mandelbrot", "binarytrees", "strings",
                    "tablechurn", "json", "coroutines", "richards", "mixed", "luacheck"}
-local opt = {seeds = 3, jobs = tonumber(proc.sh("nproc")) or 2, build = os.getenv("LJPROF_BUILD") or "build",
-             out = "docs/instructions.md", workloads = WORKLOADS}
-do
-  local i = 1
-  while i <= #arg do
-    local a, v = arg[i], arg[i + 1]
-    if a == "--seeds" then opt.seeds = assert(tonumber(v), "--seeds needs a number")
-    elseif a == "--jobs" then opt.jobs = assert(tonumber(v), "--jobs needs a number")
-    elseif a == "--build" then opt.build = assert(v, "--build needs a directory")
-    elseif a == "--out" then opt.out = assert(v, "--out needs a file")
-    elseif a == "--workloads" then
-      opt.workloads = {}
-      for w in assert(v, "--workloads needs a list"):gmatch("[^,]+") do opt.workloads[#opt.workloads + 1] = w end
-    else
-      io.stderr:write("icount: unknown option ", a, " (accepted: --seeds, --workloads, --jobs, --build, --out)\n")
-      os.exit(2)
-    end
-    i = i + 2
-  end
-end
+local opt = require("lib.args").parse(arg, {
+  ["--seeds"] = "number", ["--workloads"] = "list", ["--jobs"] = "number",
+  ["--build"] = "string", ["--out"] = "string",
+}, "icount")
+opt.seeds = opt.seeds or 3
+opt.jobs = opt.jobs or tonumber(proc.sh("nproc")) or 2
+opt.build = opt.build or os.getenv("LJPROF_BUILD") or "build"
+opt.out = opt.out or "docs/instructions.md"
+opt.workloads = opt.workloads or WORKLOADS
 for _, tool in ipairs({"valgrind", "setarch", "cc"}) do
   if proc.sh("command -v " .. tool) == "" then
     io.stderr:write("icount: ", tool, " is not installed (apt-get install valgrind util-linux gcc)\n")

@@ -344,6 +344,21 @@ local function ctl_lines(s)
   return l
 end
 
+-- toggle(what) for process h: sends the control signal, waits for the
+-- next line of pick(stderr) and checks it says "sampling <what><tail>";
+-- count() is the toggles sent so far.
+local function toggler(h, pick, tail)
+  local n = 0
+  local function toggle(what)
+    n = n + 1
+    h.kill("USR2")
+    wait_for(function() return #pick(h.err()) >= n end, what)
+    local l = pick(h.err())[n] or ""
+    t.ok(l:find("^ljprof: SIGUSR2: sampling " .. what .. (tail or "")), "line " .. n .. ": " .. l)
+  end
+  return toggle, function() return n end
+end
+
 t.case("control signal: a snapshot of every state, one of them blocked", function()
   clean()
   sh("mkfifo fifo")
@@ -411,14 +426,7 @@ t.case("control=toggle: a phase run while paused has no sample", function()
     local h = spawn(string.format("env %sLJPROF=%s %s -l ljprof.auto %s A B W C", t.CHILD_ENV,
       q("rate=1000,clock=wall,control=toggle,output=" .. dir .. "/tg.folded" .. (paused and ",start=paused" or "")),
       LJ, q(path("phases.lua"))), "t")
-    local n = 0
-    local function toggle(what)
-      n = n + 1
-      h.kill("USR2")
-      wait_for(function() return #lines(h.err()) >= n end, what)
-      local l = lines(h.err())[n] or ""
-      t.ok(l:find("^ljprof: SIGUSR2: sampling " .. what), "line " .. n .. ": " .. l)
-    end
+    local toggle, toggles = toggler(h, lines)
     wait_for(function() return h.out():find("A") end, "phase A")
     if not paused then toggle("paused") end
     t.write(path("go_B"), "")
@@ -440,7 +448,7 @@ t.case("control=toggle: a phase run while paused has no sample", function()
     end
     t.eq(f.phaseB, nil, label .. "no sample of phase B (paused)")
     t.ok((f.phaseC or 0) > 0, label .. "samples of phase C (resumed)")
-    t.eq(#lines(h.err()), n, label .. "stderr: the toggle lines only")
+    t.eq(#lines(h.err()), toggles(), label .. "stderr: the toggle lines only")
   end
 end)
 
@@ -476,14 +484,7 @@ return "state " .. STATE .. " done"
   local h = spawn(string.format("%s LJPROF=%s LD_PRELOAD=%s %s %s 2", CLEAN,
     q("rate=1000,clock=wall,control=toggle,start=paused,output=" .. dir .. "/tb-%s.folded"), q(LIB), q(HOST),
     q(path("tg2.lua"))), "b")
-  local n = 0
-  local function toggle(what)
-    n = n + 1
-    h.kill("USR2")
-    wait_for(function() return #ctl_lines(h.err()) >= n end, what)
-    local l = ctl_lines(h.err())[n] or ""
-    t.ok(l:find("^ljprof: SIGUSR2: sampling " .. what .. " %(1 Lua state;"), "line " .. n .. ": " .. l)
-  end
+  local toggle = toggler(h, ctl_lines, " %(1 Lua state;")
   wait_for(function() return h.out():find("state 1 ready") end, "state 1 ready")
   toggle("resumed")
   t.write(path("stop1"), "")

@@ -203,9 +203,8 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
       if (!ctx->tmr.expired && ctx->tmr.ops->halt) ctx->tmr.ops->halt(ctx);
       ctx->tmr.expired = 1;                /* duration over: no more ticks */
     } else {
-      if (ctx->tmr.ops->rearm && ctx->tmr.ticking)   /* the expiries it */
-        w = ctx->tmr.ops->rearm(ctx, si->si_code == SI_TIMER  /* stands for */
-                                         ? si->si_overrun : 0);
+      if (ctx->tmr.ops->rearm && ctx->tmr.ticking)
+        w = ctx->tmr.ops->rearm(ctx);      /* the expiries it stands for */
       w += atomic_exchange_explicit(&ctx->tmr.thr_overrun, 0,
                                     memory_order_relaxed);
       /* Paused by the control signal (auto.c): the timer keeps its

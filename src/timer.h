@@ -34,6 +34,7 @@ typedef struct ljp_timerst {
   } u;
   int live;                 /* started, not yet stopped */
   volatile sig_atomic_t ticking; /* the handler may re-arm the timer */
+  clockid_t clock;          /* cpu, wall: the clock the timer runs on */
   uint64_t rng;             /* xorshift state (expiry jitter) */
   uint64_t next_ns;         /* next scheduled expiry, on the timer's clock */
   uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
@@ -47,10 +48,10 @@ struct ljp_timer_ops {
   int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
   void (*stop)(ljp_ctx *ctx);
   /* Signal context, may be NULL: called for each of the timer's signals
-  ** on the profiled thread with the signal's overrun count (expiries the
-  ** kernel merged into it); returns the weight of the signal (the
-  ** expiries it stands for, >= 1) and may reschedule the timer. */
-  uint32_t (*rearm)(ljp_ctx *ctx, int overrun);
+  ** on the profiled thread; returns the weight of the signal (the
+  ** expiries it stands for, >= 1, from a read of the timer's clock) and
+  ** may reschedule the timer. */
+  uint32_t (*rearm)(ljp_ctx *ctx);
   /* Signal context, may be NULL: no more expiries (the duration is over). */
   void (*halt)(ljp_ctx *ctx);
 };

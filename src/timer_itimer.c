@@ -28,11 +28,10 @@ static uint64_t process_cpu_ns(void)
 
 /* Signal context, on the profiled thread: the expiries this signal stands
 ** for (>= 1). next_ns is the process CPU time of the next expiry. */
-static uint32_t itimer_weigh(ljp_ctx *ctx, int overrun)
+static uint32_t itimer_weigh(ljp_ctx *ctx)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t now = process_cpu_ns(), next = ctx->tmr.next_ns, w = 1;
-  (void)overrun;  /* setitimer signals carry none */
   if (now >= next) w = (now - next) / period + 1;
   ctx->tmr.next_ns = next + w * period;
   return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;

@@ -82,10 +82,10 @@ static int arm_at(ljp_ctx *ctx, uint64_t when)
 ** the timer is re-armed at the first one still ahead. Bounded: a thread
 ** late by more than 64 intervals (stopped, preempted for long) has those
 ** counted at one per interval in one step. */
-static uint32_t rearm_on(ljp_ctx *ctx, clockid_t clock)
+static uint32_t posix_rearm(ljp_ctx *ctx)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
-  uint64_t now = clock_ns(clock), next = ctx->tmr.next_ns, w = 1;
+  uint64_t now = clock_ns(ctx->tmr.clock), next = ctx->tmr.next_ns, w = 1;
   if (!period) period = 1;
   if (now > next && now - next > 64 * period) {
     uint64_t skip = (now - next) / period - 1;
@@ -99,18 +99,6 @@ static uint32_t rearm_on(ljp_ctx *ctx, clockid_t clock)
   }
   arm_at(ctx, next);
   return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
-}
-
-static uint32_t cpu_rearm(ljp_ctx *ctx, int overrun)
-{
-  (void)overrun;  /* one-shot: none */
-  return rearm_on(ctx, CLOCK_THREAD_CPUTIME_ID);
-}
-
-static uint32_t wall_rearm(ljp_ctx *ctx, int overrun)
-{
-  (void)overrun;
-  return rearm_on(ctx, CLOCK_MONOTONIC);
 }
 
 /* Signal context: the duration is over. */
@@ -129,6 +117,7 @@ static int posix_start(ljp_ctx *ctx, clockid_t clock, char *err, size_t n)
   sev.sigev_signo = ctx->opt.signo;
   sev.sigev_value.sival_int = (int)atomic_load(&ctx->token);
   sev._sigev_un._tid = ctx->tid;
+  ctx->tmr.clock = clock;
   if (timer_create(clock, &sev, &ctx->tmr.u.posix) != 0) {
     snprintf(err, n, "ljprof: timer_create failed: %s", strerror(errno));
     return -1;
@@ -157,6 +146,6 @@ static void posix_stop(ljp_ctx *ctx)
 }
 
 const ljp_timer_ops ljp_timer_cpu = {"cpu", cpu_start, posix_stop,
-                                     cpu_rearm, posix_halt};
+                                     posix_rearm, posix_halt};
 const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, posix_stop,
-                                      wall_rearm, posix_halt};
+                                      posix_rearm, posix_halt};

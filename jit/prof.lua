@@ -59,9 +59,12 @@
 -- listing's excerpts or whole files in place of -jp's annotation);
 -- folded uses the f/F/l/p letters for its frame labels; the other
 -- formats come from the module jit.prof.<format>. Files are written
--- atomically (a temporary file renamed). Choosing, rendering and writing
--- outputs is jit/prof/output.lua's job, shared with the ljprof command;
--- this file parses the options, records and hands the profile over.
+-- atomically (a temporary file renamed). Reading the letters and choosing
+-- formats is jit/prof/options.lua's job, rendering and writing outputs
+-- jit/prof/output.lua's, both shared with the ljprof command; this file
+-- parses its /key=value options, records and hands the profile over. A
+-- run's start loads only the library and options.lua; the rest is loaded
+-- when the profile is written.
 -- Unwritable outputs, unavailable formats and bad options are reported in
 -- one line before profiling starts.
 --
@@ -95,13 +98,34 @@ local function jit_resume(on)
   if on then jit.on() end
 end
 
-local ljprof, model, text, output
+-- A run's start loads the library and the option reader only: every
+-- byte allocated before the program is loaded moves the program's
+-- bytecode (about 90 KB for the model, views and writers, enough to give
+-- richards another set of traces). The model and the writers are loaded
+-- when the run is written (writers() below).
+local ljprof, options
 do
   local was = jit_pause()
   local ok, err = pcall(function()
     ljprof = require("ljprof")
+    options = require("jit.prof.options")
+  end)
+  jit_resume(was)
+  if not ok then error(err, 0) end
+end
+
+-- The model and the output path (jit.prof.model, jit.prof.output), loaded
+-- the first time a run is written, with the JIT off (a run stopped early
+-- leaves the program's traces alone). write_outputs() loads them, and the
+-- writer of each format, with package.path and cpath as they were when
+-- the run started (the program may have changed them since).
+local model, output
+local start_paths
+local function writers()
+  if output then return end
+  local was = jit_pause()
+  local ok, err = pcall(function()
     model = require("jit.prof.model")
-    text = require("jit.prof.text")
     output = require("jit.prof.output")
   end)
   jit_resume(was)
@@ -114,7 +138,7 @@ local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 
 local CLOCKS = {"cpu", "wall", "itimer", "thread"}
 local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
-  table.concat(model.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off|show /zones=root|off" ..
+  table.concat(options.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off|show /zones=root|off" ..
   " /calls=on|off"
 
 local function fail(msg) error("jit.prof: " .. msg, 0) end
@@ -163,8 +187,8 @@ local function parse_keys(s)
         end
         kv.clock = val
       elseif k == "format" then
-        if not member(model.FORMATS, val) then
-          fail("bad format '" .. val .. "' (accepted: " .. table.concat(model.FORMATS, ", ") .. ")")
+        if not member(options.FORMATS, val) then
+          fail("bad format '" .. val .. "' (accepted: " .. table.concat(options.FORMATS, ", ") .. ")")
         end
         kv.format = val
       elseif k == "duration" then
@@ -206,7 +230,7 @@ end
 local function parse(opts, outputs)
   opts = opts and tostring(opts) or "f"
   local letters, rest = opts:match("^([^/]*)(.*)$")
-  local r = {view = text.parse(letters), outputs = {}}
+  local r = {view = options.parse(letters), outputs = {}}
   local kv = parse_keys(rest)
   r.kv = kv
   if r.view.interval and r.view.interval > 60000 then
@@ -220,13 +244,13 @@ local function parse(opts, outputs)
   if #outputs == 0 then outputs = {os.getenv("LUAJIT_PROFILEFILE") or "-"} end
   local stacks = false
   for _, path in ipairs(outputs) do
-    local fmt = output.format(path, kv.format, #outputs)
+    local fmt = options.format(path, kv.format, #outputs)
     r.outputs[#r.outputs + 1] = {path = path, format = fmt}
     if fmt ~= "text" then stacks = true end
   end
   r.view.native = kv.native == "show" or nil  -- native frames in text views
-  r.record_depth = (stacks or kv.calls == "on") and -model.MAX_DEPTH or
-                   text.record_depth(r.view, kv.native ~= "off")
+  r.record_depth = (stacks or kv.calls == "on") and -options.MAX_DEPTH or
+                   options.record_depth(r.view, kv.native ~= "off")
   return r
 end
 
@@ -280,7 +304,8 @@ end
 
 -- Collect the profile of run r and write its outputs (ljprof's functions
 -- read the run: after stop, or in the exit helper's state, the same run).
-local function write_outputs(r)
+local function write_all(r)
+  writers()
   local st = ljprof.stats()
   -- Structured frames (a named function keeps its first line); a library
   -- without profile() gives the summary's keys.
@@ -327,6 +352,16 @@ local function write_outputs(r)
   end
 end
 
+local function write_outputs(r)
+  local path, cpath = package.path, package.cpath
+  if start_paths then package.path, package.cpath = start_paths[1], start_paths[2] end
+  local ok, err = pcall(write_all, r)
+  package.path, package.cpath = path, cpath
+  if not ok then
+    io.stderr:write("jit.prof: no profile written: ", tostring(err):match("^[^\n]*"), "\n")
+  end
+end
+
 function M.stop()
   if not run then return end
   local r = run
@@ -360,12 +395,10 @@ end
 local function prepare(opts, outputs)
   local r = parse(opts, outputs)
   for _, o in ipairs(r.outputs) do  -- say what cannot work before starting
-    local ok, err = output.check(file_name(o.path))
+    local ok, err = options.check(file_name(o.path))
     if not ok then fail(err) end
-    if o.format ~= "text" then
-      ok, err = model.renderer(o.format)
-      if not ok then fail(err) end
-    end
+    ok, err = options.available(o.format)
+    if not ok then fail(err) end
   end
   r.program = type(arg) == "table" and arg[0] or program_comm()
   return r
@@ -384,7 +417,8 @@ function M.start(opts, ...)
   local ok, r = pcall(prepare, opts, outputs)
   jit_resume(was)
   if not ok then error(r, 0) end
-  local ropt = {fmt = model.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
+  start_paths = {package.path, package.cpath}
+  local ropt = {fmt = options.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
                 duration = r.kv.duration, native = r.kv.native ~= "off",
                 calls = r.kv.calls == "on"}
   if r.kv.rate then ropt.rate = r.kv.rate

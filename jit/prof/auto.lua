@@ -161,7 +161,7 @@ function M.parse(s)
         if v ~= "root" and v ~= "off" then bad(k, v, "root, off") end
         kv.zones = v
       elseif k == "format" then
-        local fmts = require("jit.prof.model").FORMATS
+        local fmts = require("jit.prof.options").FORMATS
         local ok = false
         for _, f in ipairs(fmts) do ok = ok or f == v end
         if not ok then bad(k, v, table.concat(fmts, ", ")) end

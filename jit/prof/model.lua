@@ -29,12 +29,17 @@
 -- the Lua frames only (lua_stack), unless asked to show them.
 ----------------------------------------------------------------------------
 
+local options = require("jit.prof.options")
+
 local M = {}
 
-M.FIELD, M.FRAME = "\31", "\30"
-M.KEY_FMT = "pf\31lZ\30"
-M.MAX_DEPTH = 200             -- frames kept per sample for stack formats
-M.NATIVE_MAX = 32             -- native frames per sample (src/ring.h)
+-- the key's separators and sizes, and the formats (jit/prof/options.lua)
+M.FIELD, M.FRAME = options.FIELD, options.FRAME
+M.KEY_FMT = options.KEY_FMT
+M.MAX_DEPTH = options.MAX_DEPTH
+M.NATIVE_MAX = options.NATIVE_MAX
+M.FORMATS = options.FORMATS
+M.extension, M.format_for = options.extension, options.format_for
 
 local vmdef_ok, vmdef = pcall(require, "jit.vmdef")
 local ffnames = vmdef_ok and vmdef.ffnames or {}
@@ -319,31 +324,12 @@ function M.with_zones(p)
   return q
 end
 
--- Output formats: module jit.prof.<name> provides render(p, meta) ->
--- file content (p from collect() or from_profile(), meta = {clock=,
--- interval_us=, program=, samples=, dropped=, created= (Unix seconds of
--- the start), duration_ns=, thread=, thread_id=, state=}). Chosen
--- explicitly or from the file name.
-M.FORMATS = {"text", "folded", "speedscope", "pprof", "svg", "raw"}
-local EXT = {
-  {".speedscope.json", "speedscope"}, {".pb.gz", "pprof"}, {".svg", "svg"},
-  {".folded", "folded"}, {".ljprof", "raw"}, {".txt", "text"},
-}
--- The file name ending of a format (".svg" for "svg").
-function M.extension(fmt)
-  for _, e in ipairs(EXT) do
-    if e[2] == fmt then return e[1] end
-  end
-end
-
-function M.format_for(path)
-  for _, e in ipairs(EXT) do
-    if path:sub(-#e[1]) == e[1] then return e[2] end
-  end
-  return "text"
-end
-
--- The writer module of a format, or nil and one line saying why.
+-- Output formats (M.FORMATS): module jit.prof.<name> provides
+-- render(p, meta) -> file content (p from collect() or from_profile(),
+-- meta = {clock=, interval_us=, program=, samples=, dropped=, created=
+-- (Unix seconds of the start), duration_ns=, thread=, thread_id=,
+-- state=}). The writer module of a format, or nil and one line saying
+-- why.
 function M.renderer(fmt)
   local ok, mod = pcall(require, "jit.prof." .. fmt)
   if not ok then

@@ -9,7 +9,7 @@
 --   local ok, err = output.write(path, data)     -- "-" is standard output
 --
 -- Rules:
--- - An output's format comes from its name (model.format_for); a forced
+-- - An output's format comes from its name (options.format_for); a forced
 --   format (/format=, -f) wins over the name when it is the only output,
 --   and otherwise applies to the names without a known ending (.txt stays
 --   text).
@@ -36,18 +36,15 @@
 ----------------------------------------------------------------------------
 
 local model = require("jit.prof.model")
+local options = require("jit.prof.options")
 local text = require("jit.prof.text")
 
 local M = {}
 
--- The format of output path: forced (or nil) is /format= or -f, n the
--- number of outputs.
-function M.format(path, forced, n)
-  if forced and n == 1 then return forced end
-  local fmt = model.format_for(path)
-  if forced and fmt == "text" and not path:find("%.txt$") then fmt = forced end
-  return fmt
-end
+-- The format of output path (forced: /format= or -f, n: the number of
+-- outputs), and whether path can be written now: jit/prof/options.lua,
+-- which a starting run loads without this module.
+M.format, M.check = options.format, options.check
 
 -- -jp view letters -> a view (jit.prof.text.parse), or nil and one line.
 function M.view(letters)
@@ -69,14 +66,6 @@ local function strip(err)
   return (tostring(err):gsub("^ljprof: ", ""))
 end
 
--- Can path be written now? Nothing is left behind. Returns true, or nil
--- and "cannot write <path>: <why>".
-function M.check(path)
-  if path == "-" then return true end
-  local ok, err = lib().check_output(path)
-  if not ok then return nil, strip(err) end
-  return true
-end
 
 -- "Hot but interpreted": functions where at least min percent of all
 -- samples were spent in the interpreter, with the trace aborts LuaJIT

@@ -31,78 +31,14 @@
 ----------------------------------------------------------------------------
 
 local model = require("jit.prof.model")
+local options = require("jit.prof.options")
 
 local floor, format = math.floor, string.format
 
 local M = {}
 
-M.ACCEPTED = "f F l s p v z r a A G <n> -<n> m<n> i<n>"
-
--- Parse -jp option letters into a view (jit/p.lua prof_start, in order).
-function M.parse(mode)
-  mode = mode or "f"
-  local given = mode
-  local v = {min = 3, depth = 1}
-  mode = mode:gsub("i%d*", function(s)
-    v.interval = math.max(1, tonumber(s:sub(2)) or 0)  -- "i", "i0": 1 ms
-    return ""
-  end)
-  mode = mode:gsub("m(%d+)", function(s) v.min = tonumber(s); return "" end)
-  mode = mode:gsub("%-?%d+", function(s) v.depth = tonumber(s); return "" end)
-  local m = {}
-  for c in mode:gmatch(".") do
-    if not c:find("^[fFlspvzraAG%-]$") then
-      error(format("jit.prof: bad option '%s' in '%s' (accepted: %s)", c, given,
-        M.ACCEPTED), 0)
-    end
-    m[c] = c
-  end
-  v.letters = m
-  v.states = m.z or m.v
-  local scope = m.l or m.f or m.F or (v.states and "" or "f")
-  v.fullpath = m.p ~= nil
-  v.raw = m.r
-  if m.s then
-    v.split = 2
-    if v.depth == -1 or m["-"] then v.depth = -2
-    elseif v.depth == 1 then v.depth = 2 end
-  elseif mode:find("[fF].*l") then
-    scope = "l"
-    v.split = 3
-  else
-    v.split = (scope == "" or mode:find("[zv].*[lfF]")) and 1 or 0
-  end
-  v.ann = m.A and 0 or (m.a and 3) or nil
-  if v.ann then
-    scope = "l"
-    v.fmt = "ann"
-    v.split = 0
-    v.depth = 1
-  elseif m.G and scope ~= "" then
-    v.fmt = "G"
-    v.label = scope
-    v.depth = -100
-    v.raw = true
-    v.min = 0
-  elseif scope == "" then
-    v.fmt = false
-  else
-    v.fmt = "view"
-    v.label = v.split == 3 and m.f or m.F or scope
-  end
-  v.scope = scope
-  return v
-end
-
--- Stack depth a recording needs for this view (model.collect stacks are
--- the innermost frames): a C leaf needs its Lua caller for annotation.
--- natives: native frames are recorded and hidden from this view, so up
--- to model.NATIVE_MAX of them may sit above the frames it shows.
-function M.record_depth(v, natives)
-  local d = v.fmt == "ann" and 16 or math.max(1, math.abs(v.depth))
-  if natives and v.fmt ~= "G" and not v.native then d = d + model.NATIVE_MAX end
-  return -d
-end
+-- The letters (jit/prof/options.lua, loaded at a run's start).
+M.ACCEPTED, M.parse, M.record_depth = options.ACCEPTED, options.parse, options.record_depth
 
 -- A sample whose frames are all native: its VM state, in brackets.
 local function state_label(s)

@@ -466,10 +466,13 @@ static int probe_jit(int i)
   int32_t st;
   int o;
   if (pb.jcalls >= JIT_CALLS) return 0;
-  if (ljp_peek(&st, pb.g + (uintptr_t)v->g_vmstate, 4) != 0) {
-    pb.jcalls = JIT_CALLS + 1;   /* unreadable: give up (counted failed) */
+  if (!pb.g) {
+    pb.jcalls = JIT_CALLS + 1;   /* no G: give up (counted failed) */
     return 0;
   }
+  /* G's VM state, read directly as the signal handler reads it (pb.g is
+  ** the state's proven G, ljp_vm_global): one system call less per call */
+  st = *(volatile int32_t *)(pb.g + (uintptr_t)v->g_vmstate);
   /* The trace compiler's state: interpreted and recording calls, then a
   ** few from the trace. */
   if (st < 0 || pb.jseen < 10) ljp_vm_jstate_probe(pb.g, i == 1, st >= 0);

@@ -540,15 +540,18 @@ p("- Rounds are interleaved: in each round, each workload runs once under every 
   "the median over rounds with the interquartile range (IQR). One discarded warm-up run " ..
   "per workload comes first. Noise from other load on the VM only ever adds time, and it " ..
   "can land on either run of a pair, so ratios below 1 happen and are noise.")
-p("- **A heap layout per round.** Each round runs every configuration with the same number " ..
-  "of strings allocated before the workload (`LJPROF_BENCH_LAYOUT`, bench/probe.lua: " ..
-  "round r allocates (389 r mod 1001)), and each round another number. LuaJIT's choice of " ..
+p("- **A heap layout per round.** Each round runs every configuration with the same heap " ..
+  "shift before the workload (`LJPROF_BENCH_LAYOUT`, bench/probe.lua: round r allocates a " ..
+  "string of 8 (389 r mod 1001) bytes first), and each round another one. LuaJIT's choice of " ..
   "traces depends on where the program's objects and bytecode land (its hot counters are a " ..
-  "64-entry table indexed by bytecode address): any allocation before the program shifts " ..
-  "them, a profiler's start among them (see *JIT perturbation*, the rows with allocations " ..
-  "first). With one fixed layout a profiler's ratio would measure the layout it happened to " ..
-  "move the program to (richards ran 30% faster under jit.p at the layout of the first " ..
-  "report); across layouts that effect varies in sign and the median measures the profiler.")
+  "64-entry table indexed by bytecode address, a 256-byte period): any allocation before " ..
+  "the program shifts them, a profiler's start among them (see *JIT perturbation*, the " ..
+  "shifted rows). With one fixed layout a profiler's ratio would measure the layout it " ..
+  "happened to move the program to (richards ran 30% faster under jit.p at the layout of " ..
+  "the first report, and 30% slower under ljprof when its start allocated 84 KB); across " ..
+  "shifts that effect varies in sign and the median measures the profiler. (Until " ..
+  "2026-11-25 the shift was N small strings, which mostly did not move the program's " ..
+  "bytecode: 4 placements of richards' main function in 12 rounds.)")
 p("- Commands (OUT = a scratch file): every process is `luajit -lbench.probe ... WORKLOAD`; " ..
   "`bench/probe.lua` is loaded in every configuration, plain included, and does nothing " ..
   "unless the environment asks: for -jprof runs it writes `ljprof.stats()` after jit.prof " ..

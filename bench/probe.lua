@@ -9,16 +9,20 @@
 --       abort, flush) from jit.attach and write them to FILE when the
 --       state closes (or at os.exit). ljprof chains to this handler when
 --       it attaches its own; jit.p does not use trace events.
---   LJPROF_BENCH_LAYOUT=N  allocate N strings of assorted sizes (in a loop
---       that compiles a trace) before anything else: the workload's
---       objects and bytecode then lie elsewhere in the heap, and LuaJIT's
---       hot counters (a 64-entry table indexed by bytecode address) and
---       trace numbers shift. LuaJIT's choice of traces depends on them:
---       richards compiles 75 traces unprofiled and 81-99 after any few
---       allocations made before it (a profiler's start among them). The
---       overhead rounds give every configuration of a round the same N and
---       each round another one, so that a paired ratio measures the
---       profiler and not which layout it happened to shift the program to.
+--   LJPROF_BENCH_LAYOUT=N  allocate one string of 8N bytes before
+--       anything else: the workload's objects and bytecode then lie that
+--       much further on in the heap, and LuaJIT's hot counters (a
+--       64-entry table indexed by bytecode address: a 256-byte period,
+--       covered in 8-byte steps by N = 0..1000) and trace numbers shift.
+--       LuaJIT's choice of traces depends on them: richards compiles
+--       86-100 traces over 30 such shifts under one seed, in 0.67-0.90 s
+--       of CPU.
+--       The overhead rounds give every configuration of a round the same
+--       N and each round another one, so that a paired ratio measures the
+--       profiler and not which layout it happened to shift the program
+--       to. (N strings of assorted sizes, the earlier way, mostly did not
+--       move the bytecode: richards' main function lay at 4 places over
+--       12 rounds, 2 of them 5 times each.)
 --   LJPROF_BENCH_VMPROF=f|l  no profiler: LuaJIT's own profiling mode
 --       alone, as jit.p turns it on (jit.profile.start with "f" or "l"
 --       and a 60 s interval, a callback that does nothing, no sample
@@ -32,9 +36,7 @@ local M = {}
 
 local layout = tonumber(os.getenv("LJPROF_BENCH_LAYOUT") or "")
 if layout and layout > 0 then
-  local keep = {}
-  for i = 1, layout do keep[i] = string.rep("x", (i * 37) % 211) end
-  M.layout = keep
+  M.layout = string.rep("x", 8 * layout)
 end
 
 local function write_kv(path, t)

@@ -149,12 +149,12 @@ function M.sweep()
   return t
 end
 
--- Unprofiled, with n allocations made first (bench/probe.lua's
+-- Unprofiled, with 8n bytes allocated first (bench/probe.lua's
 -- LJPROF_BENCH_LAYOUT): how much the trace counts move without any
 -- profiler, only because the heap layout changed.
 function M.shifted(n)
   local c = M.plain()
-  c.name, c.label, c.env = "shift" .. n, "plain, " .. n .. " allocations first",
+  c.name, c.label, c.env = "shift" .. n, "plain, heap shifted by " .. 8 * n .. " bytes",
                            {LJPROF_BENCH_LAYOUT = tostring(n)}
   return c
 end

@@ -64,8 +64,8 @@ function M.tables(res)
     "interval (`-jprof=Gi60000`, `-jp=Gi60000`). jit.p flushes all traces when it starts " ..
     "and stops, and while it runs in its `f`/`l` modes LuaJIT records profiling checks into " ..
     "new traces, so it changes the compiled code even when it takes no sample; ljprof never " ..
-    "flushes and holds its hook back while the recorder runs. *plain, N allocations first*: " ..
-    "no profiler, N strings allocated before the workload (bench/probe.lua's " ..
+    "flushes and holds its hook back while the recorder runs. *plain, heap shifted by N " ..
+    "bytes*: no profiler, a string of N bytes allocated before the workload (bench/probe.lua's " ..
     "LJPROF_BENCH_LAYOUT): what a shifted heap alone does to the choice of traces. *no " ..
     "profiler, LuaJIT's profiling mode*: `jit.profile.start(\"fi60000\")` with a callback " ..
     "that does nothing (bench/probe.lua's LJPROF_BENCH_VMPROF), the mode jit.p's `G` view " ..
@@ -78,7 +78,7 @@ function M.tables(res)
       (({cpu10 = "10 ms", cpu1 = "1 ms", wall1k = "wall 1 kHz", jp10 = "10 ms", jp1 = "1 ms",
          cpu10n = "10 ms, native off", wall1kn = "wall 1 kHz, native off",
          idle = "no samples", jpidle = "no samples",
-         shift100 = "100 allocations first", shift500 = "500 allocations first",
+         shift100 = "heap shifted by 800 bytes", shift500 = "heap shifted by 4000 bytes",
          vmprof = "no profiler, LuaJIT's profiling mode (`f`)"})[c.name] or c.name)
     sep[#sep + 1] = "---"
   end

@@ -114,18 +114,17 @@ do
   if not ok then error(err, 0) end
 end
 
--- The model and the output path (jit.prof.model, jit.prof.output), loaded
--- the first time a run is written, with the JIT off (a run stopped early
--- leaves the program's traces alone). write_outputs() loads them, and the
--- writer of each format, with package.path and cpath as they were when
--- the run started (the program may have changed them since).
-local model, output
+-- The output path (jit.prof.output, with the model and the views it
+-- loads), loaded the first time a run is written, with the JIT off (a run
+-- stopped early leaves the program's traces alone). write_outputs() loads
+-- it, and the writer of each format, with package.path and cpath as they
+-- were when the run started (the program may have changed them since).
+local output
 local start_paths
 local function writers()
   if output then return end
   local was = jit_pause()
   local ok, err = pcall(function()
-    model = require("jit.prof.model")
     output = require("jit.prof.output")
   end)
   jit_resume(was)
@@ -261,105 +260,22 @@ function M.parse_options(opts, outputs)
   return parse(opts, outputs or {})
 end
 
--- ljprof's own work (the safe point and call counting: "[ljprof]"; the
--- trace-event handler and what it calls) is shown once, as a root frame
--- of its own, never inside the program's stacks.
-local OWN = {["[ljprof]"] = true, ["[ljprof trace events]"] = true}
-
-local function own_work_apart(p)
-  local own
-  for id, fr in ipairs(p.frames) do
-    if not fr.lua and OWN[fr.name] then
-      own = own or {}
-      own[id] = true
-    end
-  end
-  if not own then return end
-  local root = #p.frames + 1
-  p.frames[root] = {id = root, lua = false, name = "[ljprof]"}
-  local keep, merged = {}, {}
-  for _, s in ipairs(p.samples) do
-    local mine = false
-    for _, id in ipairs(s.stack) do
-      if own[id] then mine = true break end
-    end
-    if mine then
-      local k = tostring(s.vmstate) .. "\0" .. tostring(s.zone) .. "\0" ..
-                model.labels_key(s.labels)
-      local m = merged[k]
-      if m then
-        m.count = m.count + s.count
-      else
-        m = {stack = {root}, vmstate = s.vmstate, zone = s.zone, labels = s.labels,
-             count = s.count}
-        merged[k] = m
-        keep[#keep + 1] = m
-      end
-    else
-      keep[#keep + 1] = s
-    end
-  end
-  p.samples = keep
-end
-
 -- Collect the profile of run r and write its outputs (ljprof's functions
--- read the run: after stop, or in the exit helper's state, the same run).
-local function write_all(r)
-  writers()
-  local st = ljprof.stats()
-  -- Structured frames (a named function keeps its first line); a library
-  -- without profile() gives the summary's keys.
-  local p = ljprof.profile and model.from_profile(ljprof.profile()) or
-            model.collect(ljprof.summary())
-  -- A C function without a Lua name prints as its address, another one
-  -- every run (ASLR): name it by symbol, or object and offset
-  -- ("luajit+0x86ca"), so that two runs can be compared.
-  for _, fr in ipairs(p.frames) do
-    local a = not fr.lua and fr.name and fr.name:match("^@0x(%x+)$")
-    local name = a and ljprof.code_name and ljprof.code_name(tonumber(a, 16))
-    if name then fr.name = name end
-  end
-  own_work_apart(p)
-  if r.kv.calls == "on" then p.calls = ljprof.calls() end
-  p.functions, p.aborts = ljprof.functions(), ljprof.aborts()  -- "Hot but interpreted"
-  local meta = {
-    clock = st.clock, interval_us = st.interval_us, program = r.program,
-    -- (periodic export: the last interval's, as start_time and duration)
-    samples = st.interval and p.total or st.samples, dropped = st.dropped,
-    -- when and how long it ran, and what: pprof's time_nanos and
-    -- duration_nanos, its thread and state labels
-    created = st.start_time, duration_ns = st.duration_ns, thread = st.thread,
-    thread_id = st.thread_id, state = st.state_id,
-  }
-  local opts = {view = r.view, zones = r.kv.zones == "root"}
-  for _, o in ipairs(r.outputs) do
-    local ok, data, err = pcall(output.render, p, meta, o.format, opts)
-    local werr
-    local path = file_name(o.path)
-    if ok and data then
-      ok, werr = output.write(path, data)
-      -- rotation of an auto-started run's files (keep=, maxbytes=)
-      if ok and ljprof.output_written then ljprof.output_written(path) end
-    elseif not ok then
-      err = data
-    end
-    if werr then  -- names the path itself
-      io.stderr:write("jit.prof: ", tostring(werr):match("^[^\n]*"), "\n")
-    elseif not ok or not data then
-      io.stderr:write("jit.prof: ", path == "-" and "" or (path .. ": "),
-        tostring(err):match("^[^\n]*"), "\n")
-    end
-  end
-end
-
+-- read the run: after stop, or in the exit helper's state, the same run):
+-- jit/prof/output.lua's write_run, loaded now. Each failure is one line.
 local function write_outputs(r)
   local path, cpath = package.path, package.cpath
   if start_paths then package.path, package.cpath = start_paths[1], start_paths[2] end
-  local ok, err = pcall(write_all, r)
+  local ok, errs = pcall(function()
+    writers()
+    return output.write_run(r, file_name)
+  end)
   package.path, package.cpath = path, cpath
   if not ok then
-    io.stderr:write("jit.prof: no profile written: ", tostring(err):match("^[^\n]*"), "\n")
+    io.stderr:write("jit.prof: no profile written: ", tostring(errs):match("^[^\n]*"), "\n")
+    return
   end
+  for _, line in ipairs(errs) do io.stderr:write("jit.prof: ", line, "\n") end
 end
 
 function M.stop()

@@ -7,6 +7,7 @@
 --   local ok, err = output.check(path)           -- writable? (before a run)
 --   local data, err = output.render(p, meta, fmt, {view = v, zones = z})
 --   local ok, err = output.write(path, data)     -- "-" is standard output
+--   local errs = output.write_run(r, name_of)    -- a recorded run, whole
 --
 -- Rules:
 -- - An output's format comes from its name (options.format_for); a forced
@@ -179,6 +180,101 @@ function M.write(path, data)
   local ok, err = lib().write_file(path, data)
   if not ok then return nil, strip(err) end
   return true
+end
+
+-- ljprof's own work (the safe point and call counting: "[ljprof]"; the
+-- trace-event handler and what it calls) is shown once, as a root frame
+-- of its own, never inside the program's stacks.
+local OWN = {["[ljprof]"] = true, ["[ljprof trace events]"] = true}
+
+local function own_work_apart(p)
+  local own
+  for id, fr in ipairs(p.frames) do
+    if not fr.lua and OWN[fr.name] then
+      own = own or {}
+      own[id] = true
+    end
+  end
+  if not own then return end
+  local root = #p.frames + 1
+  p.frames[root] = {id = root, lua = false, name = "[ljprof]"}
+  local keep, merged = {}, {}
+  for _, s in ipairs(p.samples) do
+    local mine = false
+    for _, id in ipairs(s.stack) do
+      if own[id] then mine = true break end
+    end
+    if mine then
+      local k = tostring(s.vmstate) .. "\0" .. tostring(s.zone) .. "\0" ..
+                model.labels_key(s.labels)
+      local m = merged[k]
+      if m then
+        m.count = m.count + s.count
+      else
+        m = {stack = {root}, vmstate = s.vmstate, zone = s.zone, labels = s.labels,
+             count = s.count}
+        merged[k] = m
+        keep[#keep + 1] = m
+      end
+    else
+      keep[#keep + 1] = s
+    end
+  end
+  p.samples = keep
+end
+
+-- The whole output of a recorded run r (jit/prof.lua's run description:
+-- outputs, view, kv.zones, kv.calls, program), collected from the library
+-- (ljprof's functions read the run: after stop, or in the exit helper's
+-- state, the same run) and written, each output's file named by
+-- name_of(path). Returns the failures, one line each (none: {}).
+function M.write_run(r, name_of)
+  local ljprof = lib()
+  local st = ljprof.stats()
+  -- Structured frames (a named function keeps its first line); a library
+  -- without profile() gives the summary's keys.
+  local p = ljprof.profile and model.from_profile(ljprof.profile()) or
+            model.collect(ljprof.summary())
+  -- A C function without a Lua name prints as its address, another one
+  -- every run (ASLR): name it by symbol, or object and offset
+  -- ("luajit+0x86ca"), so that two runs can be compared.
+  for _, fr in ipairs(p.frames) do
+    local a = not fr.lua and fr.name and fr.name:match("^@0x(%x+)$")
+    local name = a and ljprof.code_name and ljprof.code_name(tonumber(a, 16))
+    if name then fr.name = name end
+  end
+  own_work_apart(p)
+  if r.kv.calls == "on" then p.calls = ljprof.calls() end
+  p.functions, p.aborts = ljprof.functions(), ljprof.aborts()  -- "Hot but interpreted"
+  local meta = {
+    clock = st.clock, interval_us = st.interval_us, program = r.program,
+    -- (periodic export: the last interval's, as start_time and duration)
+    samples = st.interval and p.total or st.samples, dropped = st.dropped,
+    -- when and how long it ran, and what: pprof's time_nanos and
+    -- duration_nanos, its thread and state labels
+    created = st.start_time, duration_ns = st.duration_ns, thread = st.thread,
+    thread_id = st.thread_id, state = st.state_id,
+  }
+  local opts = {view = r.view, zones = r.kv.zones == "root"}
+  local errs = {}
+  for _, o in ipairs(r.outputs) do
+    local ok, data, err = pcall(M.render, p, meta, o.format, opts)
+    local werr
+    local path = name_of(o.path)
+    if ok and data then
+      ok, werr = M.write(path, data)
+      -- rotation of an auto-started run's files (keep=, maxbytes=)
+      if ok and ljprof.output_written then ljprof.output_written(path) end
+    elseif not ok then
+      err = data
+    end
+    if werr then  -- names the path itself
+      errs[#errs + 1] = tostring(werr):match("^[^\n]*")
+    elseif not ok or not data then
+      errs[#errs + 1] = (path == "-" and "" or (path .. ": ")) .. tostring(err):match("^[^\n]*")
+    end
+  end
+  return errs
 end
 
 return M

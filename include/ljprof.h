@@ -91,6 +91,11 @@ typedef struct ljprof_options {
                              exactly, with a call hook, until stop (the
                              JIT is turned off and its traces flushed
                              meanwhile, then put back); 0 (default): no */
+  int aborts;             /* 1: also record why traces were aborted
+                             (ljprof.aborts(), the text report's "hot but
+                             interpreted" reasons), through a jit.attach
+                             handler called on every trace event; 0
+                             (default): nothing is paid per trace event */
 } ljprof_options;
 
 /* Default signal: SIGURG. Not SIGPROF, so that LuaJIT's own jit.profile

@@ -47,6 +47,11 @@
 --                         back) and report calls, sampled self and total
 --                         time and time per call, per function and per
 --                         source line (jit/prof/calls.lua)
+--   /aborts=on|off        also record why LuaJIT aborted traces, for the
+--                         text report's "Hot but interpreted" section (a
+--                         handler on every trace event: luacheck compiles
+--                         and aborts ~230,000 traces a run; off by default,
+--                         when nothing is paid per trace event)
 --
 -- Outputs: every word after the options is one output file ("-" is
 -- stdout); none: $LUAJIT_PROFILEFILE, else stdout. With one output, its
@@ -138,7 +143,7 @@ local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 local CLOCKS = {"cpu", "wall", "itimer", "thread"}
 local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
   table.concat(options.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off|show /zones=root|off" ..
-  " /calls=on|off"
+  " /calls=on|off /aborts=on|off"
 
 local function fail(msg) error("jit.prof: " .. msg, 0) end
 
@@ -217,6 +222,11 @@ local function parse_keys(s)
           fail("bad calls '" .. val .. "' (accepted: on, off)")
         end
         kv.calls = val
+      elseif k == "aborts" then
+        if val ~= "on" and val ~= "off" then
+          fail("bad aborts '" .. val .. "' (accepted: on, off)")
+        end
+        kv.aborts = val
       else
         fail("unknown option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
       end
@@ -336,7 +346,7 @@ function M.start(opts, ...)
   start_paths = {package.path, package.cpath}
   local ropt = {fmt = options.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
                 duration = r.kv.duration, native = r.kv.native ~= "off",
-                calls = r.kv.calls == "on"}
+                calls = r.kv.calls == "on", aborts = r.kv.aborts == "on"}
   if r.kv.rate then ropt.rate = r.kv.rate
   elseif r.view.interval then ropt.interval = r.view.interval end
   -- With /calls=on, every call from the start on is counted: the real

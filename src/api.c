@@ -707,6 +707,9 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->aborts_lost = ctx->tr.aborts_lost;
   ri->trace_events = ctx->tr.events;
   ri->trace_event_ns = ctx->tr.event_ns;
+  ri->trace_source = ctx->tr.mem ? "memory" : ctx->tr.aborts_on ? "events" : "none";
+  ri->recorder_kept = ctx->recorder_kept;
+  ri->aborts_recorded = ctx->tr.aborts_on;
   ri->exact = ctx->exact_on;
   ri->exact_lines = ctx->exact_on && ljp_lsl.lines_ok;
   ri->lua_captures = atomic_load(&ctx->n_lua_captures);

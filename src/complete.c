@@ -19,6 +19,7 @@
 #include "ljp.h"
 #include "luastack.h"
 #include "objects.h"
+#include "tracemem.h"
 
 /* -- Where the time was spent ---------------------------------------------- */
 
@@ -147,16 +148,6 @@ void ljp_complete_reset(ljp_ctx *ctx)
   ctx->own_frame = 0;
 }
 
-static uint64_t proto_sig(uintptr_t bc)
-{
-  int32_t fl[2];
-  uint32_t ins;
-  memcpy(fl, (const void *)(bc - (uintptr_t)ljp_lsl.bc_first), 8);
-  memcpy(&ins, (const void *)bc, 4);
-  return (((uint64_t)(uint32_t)fl[0] << 32) ^ ((uint64_t)(uint32_t)fl[1] << 12)) ^
-         ins;
-}
-
 /* -- Frames -------------------------------------------------------------------- */
 
 static uint32_t text(ljp_ctx *ctx, const char *s)
@@ -216,7 +207,7 @@ static const protoent *proto_of(ljp_ctx *ctx, lua_State *L, int level,
                                 uintptr_t bc)
 {
   struct ljp_namecache *c = caches(ctx);
-  uint64_t sig = proto_sig(bc);
+  uint64_t sig = ljp_proto_sig(bc);
   protoent *e;
   lua_Debug ar;
   if (!c) return NULL;
@@ -296,7 +287,7 @@ static levelent *level_entry(ljp_ctx *ctx, const livestack *ls, int level)
   } else if (!(ls->bottom && level == ls->m - 1)) {
     return NULL;
   }
-  sig = proto_sig(bc);
+  sig = ljp_proto_sig(bc);
   h = ((uint64_t)bc * 31 + f->pc) * 31 + cbc * 7 + cpc;
   e = &c->level[ljp_hash_addr((uintptr_t)(h ^ (h >> 29))) & (LEVEL_CACHE - 1)];
   if (e->bc == bc && e->pc == f->pc && e->cbc == cbc && e->cpc == cpc &&
@@ -400,6 +391,13 @@ static void live_walk(ljp_ctx *ctx, lua_State *L, livestack *ls)
   }
 }
 
+/* Does captured Lua frame f run the prototype trace ti started in? (The
+** first instruction read at the signal names the prototype.) */
+static int runs_trace_start(const ljp_trinfo *ti, const ljp_lframe *f)
+{
+  return ti && ti->bc && f->kind == 0 && f->bc == ti->bc;
+}
+
 /* The leaf of a record whose Lua frames were captured at the signal: the
 ** frames still live at this safe point (same function at the same slot of
 ** the same stack, from the outermost captured one up) are shown as real
@@ -454,16 +452,26 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
       ljp_name_cfunc(&ctx->cnames, L, s->cfunc, &ctx->scratch);
     } else {
       const ljp_fname *e = ljp_fnames_get(&ctx->fnames, L, f->fn);
-      if (!e) break;
       s->kind = LJP_LEAF_LUA;
-      s->source = e->source;
-      s->name = e->name;
-      s->linedefined = e->linedefined;
-      /* Its line from its PC at the signal; in a trace, the innermost
-      ** frame runs the trace's own code: the trace's start line. */
-      s->line = f->pc ? ljp_luastack_line(f->fn, f->pc) : -1;
+      if (e) {
+        s->source = e->source;
+        s->name = e->name;
+        s->linedefined = e->linedefined;
+      } else if (runs_trace_start(ti, f)) {
+        /* A function of the prototype the sample's trace started in,
+        ** which that trace keeps alive: named from the prototype. */
+        s->source = ti->source;
+        s->name = ti->name;
+        s->linedefined = ti->linedefined;
+      } else {
+        break;
+      }
+      /* Its line from its PC at the signal (read through its prototype,
+      ** alive as just shown); in a trace, the innermost frame runs the
+      ** trace's own code: the trace's start line. */
+      s->line = f->pc && f->bc ? ljp_luastack_line_pc(f->bc, f->pc) : -1;
       if (s->line <= 0)
-        s->line = k == 0 && ti && ti->fn == f->fn ? ti->line : 0;
+        s->line = k == 0 && runs_trace_start(ti, f) ? ti->line : 0;
     }
   }
   if (k >= 0) {                     /* syn[k] unnamed: keep those below it */
@@ -473,7 +481,7 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
   } else {
     lf->nsyn = top;
   }
-  if (lf->nsyn == 0 && top == 0 && ti && ti->fn == r->lua[0].fn) {
+  if (lf->nsyn == 0 && top == 0 && runs_trace_start(ti, &r->lua[0])) {
     lf->line = ti->line;            /* the trace's start line */
   } else if (top < n && r->lua[top].kind == 0 && r->lua[top].pc) {
     /* The innermost live frame shown: where it was at the signal (it
@@ -611,6 +619,37 @@ typedef struct variant {
   ljp_lframe lua[LJP_LUA_MAX];
 } variant;
 
+/* A trace read from memory whose start function has no name yet: the
+** name a function of that prototype was called by, as a live frame
+** showed it (now or at an earlier safe point: the live stack's walk
+** teaches fnames its innermost frames); else, once per trace, the name
+** of a variable or field that holds one (a function that runs only in
+** traces linked to each other may never be live at a safe point). The
+** prototype is alive: the trace, read at this safe point, holds it. */
+static void name_trace_start(ljp_ctx *ctx, lua_State *L, livestack *ls,
+                             ljp_trinfo *ti)
+{
+  const char *name;
+  char buf[128];
+  int j;
+  live_walk(ctx, L, ls);
+  name = ljp_fnames_proto_name(&ctx->fnames, ti->bc, ljp_proto_sig(ti->bc));
+  for (j = 0; !name && j < ls->m; j++) {
+    lua_Debug ar;
+    if (ls->f[j].kind != 0 || ls->f[j].bc != ti->bc) continue;
+    if (lua_getstack(L, j, &ar) && lua_getinfo(L, "n", &ar)) name = ar.name;
+    break;
+  }
+  if (!name && !ti->name_tried) {
+    ti->name_tried = 1;
+    if (ljp_lname_by_value(L, ti->bc, buf, sizeof(buf))) {
+      name = buf;
+      ljp_fnames_proto_learn(&ctx->fnames, ti->bc, buf);
+    }
+  }
+  if (name) ti->name = strdup(name);
+}
+
 static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
                                   const ljp_record *r, livestack *ls,
                                   variant *v, int *nv)
@@ -618,6 +657,7 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   uintptr_t cf = r->vmstate == 'C' ? r->cfunc : 0;
   int32_t tr = r->vmstate == 'N' ? r->trace : 0;
   ljp_trinfo *ti = tr ? ljp_trace_info(ctx, L, tr) : NULL;
+  if (ti && !ti->name && ctx->tr.mem) name_trace_start(ctx, L, ls, ti);
   uint32_t nat[LJP_NATIVE_MAX], leaf;
   int nn = ljp_native_names(ctx, r, nat);
   int selfpc = ljp_objects_is_self(r->pc);
@@ -707,7 +747,13 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
     if (!w) continue;
     resolve_record(ctx, r);
     if (!ctx->opt.cb) {  /* aggregating: key by the stack */
-      if (r->vmstate == 'N') ljp_trace_locate(ctx, L, r->pc, &r->trace);
+      /* A trace freed since the signal (a flush) is not named after the
+      ** trace that took its number. */
+      if (r->vmstate == 'N' && ctx->tr.mem && r->tobj &&
+          ljp_tm_trace(ctx->vm_g, r->trace) != r->tobj)
+        r->trace = 0;
+      else if (r->vmstate == 'N')
+        ljp_trace_locate(ctx, L, r->pc, &r->trace);
       const variant *e = variant_for(ctx, L, r, &ls, v, &nv);
       r->stack = e->stack;
       r->func = e->func;
@@ -741,7 +787,8 @@ static int offline_one(ljp_ctx *ctx, lua_State *E, ljp_record *r)
   ljp_leaf lf;
   int nn;
   resolve_record(ctx, r);
-  ti = r->vmstate == 'N' ? ljp_trace_info(ctx, NULL, r->trace) : NULL;
+  ti = r->vmstate == 'N' && ljp_trace_learn_offline(ctx, r->trace, r->tobj)
+           ? ljp_trace_info(ctx, NULL, r->trace) : NULL;
   r->stack = r->func = r->tloc = 0;
   memset(&lf, 0, sizeof(lf));
   nn = ctx->opt.cb ? 0 : ljp_native_names(ctx, r, nat);
@@ -771,7 +818,7 @@ static int offline_one(ljp_ctx *ctx, lua_State *E, ljp_record *r)
                         nn, &leaf);
     r->func = func_of(ctx, leaf);
   }
-  r->tloc = r->vmstate == 'N' ? trace_loc(ctx, NULL, r->trace) : 0;
+  r->tloc = ti ? trace_loc(ctx, NULL, r->trace) : 0;
   return 1;
 }
 

@@ -150,6 +150,8 @@ struct ljp_ctx {
   _Atomic uint64_t n_lua_captures; /* records with Lua frames (handler) */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   uint64_t completed, safepoints, hook_ns, vm[5];
+  uint64_t recorder_kept;   /* safe points inside a recording whose trace
+                               abort was taken back (safepoint.c) */
   uint64_t complete_ns;
   _Atomic uint64_t handler_ns;  /* signal context, relaxed adds */
   uint64_t cb_ticks;        /* ticks not yet delivered to the callback */

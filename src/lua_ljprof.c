@@ -201,10 +201,16 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
                    lua_tostring(L, -1) ? lua_tostring(L, -1)
                                        : luaL_typename(L, -1));
       opt->calls = lua_toboolean(L, -1);
+    } else if (!strcmp(k, "aborts")) {
+      if (!lua_isboolean(L, -1))
+        luaL_error(L, "ljprof: bad aborts '%s' (accepted: true or false)",
+                   lua_tostring(L, -1) ? lua_tostring(L, -1)
+                                       : luaL_typename(L, -1));
+      opt->aborts = lua_toboolean(L, -1);
     } else {
       luaL_error(L, "ljprof: unknown option '%s' (accepted: clock, interval, "
                  "rate, duration, signal, ring, fmt, depth, output, mode, "
-                 "native, calls)", k);
+                 "native, calls, aborts)", k);
     }
     lua_pop(L, 1);
   }
@@ -550,6 +556,15 @@ static int l_stats(lua_State *L)
     ** (not LuaJIT's dispatch of the event). */
     setnum(L, "trace_events", ri.trace_events);
     setnum(L, "trace_event_ns", ri.trace_event_ns);
+    /* Where a sample's trace is learnt: read from LuaJIT's trace objects
+    ** (no handler: nothing paid per trace event), from trace events, or
+    ** nowhere (no JIT). Safe points that came inside a trace recording
+    ** and gave its abort back. */
+    lua_pushstring(L, ri.trace_source);
+    lua_setfield(L, -2, "trace_source");
+    setnum(L, "recorder_kept", ri.recorder_kept);
+    lua_pushboolean(L, ri.aborts_recorded);
+    lua_setfield(L, -2, "aborts_recorded");  /* aborts() has this run's */
     /* Lua frames captured at the signal (exact stacks under traces). */
     lua_pushboolean(L, ri.exact);
     lua_setfield(L, -2, "exact_stacks");

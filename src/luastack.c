@@ -91,7 +91,9 @@ static int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
         out[n].cf = 0;
         out[n].slot = (uint32_t)((frame + 8 - stack) / 8);
         out[n].pc = (calleelink & 3) == 0 ? (uintptr_t)calleelink : 0;
-        if (kind != 0 && rd(&out[n].cf, fn + (uintptr_t)v->fn_f, 8))
+        if (kind != 0 ? rd(&out[n].cf, fn + (uintptr_t)v->fn_f, 8)
+                      : ljp_lsl.lines_ok &&
+                            rd(&out[n].bc, fn + (uintptr_t)ljp_lsl.fn_pc, 8))
           return -1;
         n++;
       }
@@ -164,6 +166,16 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
     }
   } else if (st == -2 && c_mode) {
     base = *(volatile uintptr_t *)(L + v->l_base);
+  } else if (st == -1 && c_mode == LJP_CAPTURE_RECORDING) {
+    /* The interpreter while the recorder records: every instruction is
+    ** dispatched through the recorder, which stores L->base first, so it
+    ** holds the running frame (or, for the few instructions of a call or
+    ** a return, the frame just left). Such a tick cannot arm the hook (it
+    ** would abort the trace); its safe point comes later, so the frames
+    ** are captured here, checked as for the compiler below. */
+    base = *(volatile uintptr_t *)(L + v->l_base);
+    st = -5;
+    c_mode = 2;
   } else if (st <= -5 && st >= -7) {
     /* The trace compiler (recorder, optimiser, assembler), called by the
     ** interpreter with L->base at the frame being recorded. Its ticks
@@ -545,14 +557,13 @@ static void learn_jit(lua_State *L)
 ** computes it: position = instructions after the first, minus one; 0 is
 ** the first line, else first + the line table's entry before it (8, 16
 ** or 32 bits by the number of lines). -1 if unreadable. */
-static int line_with(readfn rd, uintptr_t fn, uintptr_t pc, ptrdiff_t o_pc,
-                     ptrdiff_t d1, ptrdiff_t d2)
+static int line_of_bc(readfn rd, uintptr_t bc, uintptr_t pc, ptrdiff_t d1,
+                      ptrdiff_t d2)
 {
-  uintptr_t bc, li;
+  uintptr_t li;
   int32_t fl[2];
   uintptr_t pos;
-  if (rd(&bc, fn + (uintptr_t)o_pc, 8) || pc <= bc || pc - bc > (4u << 24) ||
-      ((pc - bc) & 3))
+  if (bc < 4096 || pc <= bc || pc - bc > (4u << 24) || ((pc - bc) & 3))
     return -1;
   if (rd(fl, bc - (uintptr_t)d1, 8) || fl[1] < 0 ||
       rd(&li, bc - (uintptr_t)d2, 8) || li < 4096)
@@ -573,6 +584,36 @@ static int line_with(readfn rd, uintptr_t fn, uintptr_t pc, ptrdiff_t o_pc,
     if (rd(&v, li + 4 * pos, 4)) return -1;
     return fl[0] + (int)v;
   }
+}
+
+static int line_with(readfn rd, uintptr_t fn, uintptr_t pc, ptrdiff_t o_pc,
+                     ptrdiff_t d1, ptrdiff_t d2)
+{
+  uintptr_t bc;
+  if (rd(&bc, fn + (uintptr_t)o_pc, 8)) return -1;
+  return line_of_bc(rd, bc, pc, d1, d2);
+}
+
+int ljp_luastack_line_bc(uintptr_t bc, int32_t pc)
+{
+  if (!ljp_lsl.lines_ok || !bc || pc < 0) return -1;
+  /* A frame's PC points past its instruction: index pc is bc + 4 (pc+1). */
+  return line_of_bc(read_direct, bc, bc + 4u * ((uintptr_t)pc + 1),
+                    ljp_lsl.bc_first, ljp_lsl.bc_lineinfo);
+}
+
+int ljp_luastack_line_bc_safe(uintptr_t bc, int32_t pc)
+{
+  if (!ljp_lsl.lines_ok || !bc || pc < 0) return -1;
+  return line_of_bc(ljp_peek, bc, bc + 4u * ((uintptr_t)pc + 1),
+                    ljp_lsl.bc_first, ljp_lsl.bc_lineinfo);
+}
+
+int ljp_luastack_line_pc(uintptr_t bc, uintptr_t pc)
+{
+  if (!ljp_lsl.lines_ok || !bc || !pc) return -1;
+  return line_of_bc(read_direct, bc, pc, ljp_lsl.bc_first,
+                    ljp_lsl.bc_lineinfo);
 }
 
 int ljp_luastack_line(uintptr_t fn, uintptr_t pc)

@@ -47,9 +47,12 @@ int ljp_luastack_probe(lua_State *L);
 ** LuaJIT's code above it (it cannot be resizing the stack), 2 when that
 ** is not known: then the stack's whole block, L->stack to L->maxstack,
 ** must hold the base and be mapped right now (one fault-safe read of its
-** two ends), 0 for no C capture. Fills rec->lua, nlua, lflags and lstack; 0 frames when it does
-** not apply (the interpreter and a trace exit: the safe point follows at
-** once there) or a check fails. */
+** two ends), 0 for no C capture; LJP_CAPTURE_RECORDING also captures the
+** interpreter while the trace recorder records (from L->base, with the
+** block check), whose tick cannot arm the hook. Fills rec->lua, nlua,
+** lflags and lstack; 0 frames when it does not apply (the interpreter and
+** a trace exit: the safe point follows at once there) or a check fails. */
+#define LJP_CAPTURE_RECORDING 3
 int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec);
 
 /* Normal context, in a hook of thread L (L->base is stored there): the
@@ -65,9 +68,35 @@ static inline uintptr_t ljp_fn_bc(uintptr_t fn)
              ? *(const uintptr_t *)(fn + (uintptr_t)ljp_lsl.fn_pc) : 0;
 }
 
+/* Normal context: what distinguishes the prototype whose first
+** instruction is bc (alive) from another allocated at the same address
+** later: its first line, line count and first instruction. */
+static inline uint64_t ljp_proto_sig(uintptr_t bc)
+{
+  int32_t fl[2];
+  uint32_t ins;
+  __builtin_memcpy(fl, (const void *)(bc - (uintptr_t)ljp_lsl.bc_first), 8);
+  __builtin_memcpy(&ins, (const void *)bc, 4);
+  return (((uint64_t)(uint32_t)fl[0] << 32) ^
+          ((uint64_t)(uint32_t)fl[1] << 12)) ^ ins;
+}
+
+/* Normal context: the first line of that prototype. */
+static inline int ljp_proto_firstline(uintptr_t bc)
+{
+  return *(const int32_t *)(bc - (uintptr_t)ljp_lsl.bc_first);
+}
+
 /* Normal context: the line of Lua function fn (alive) at bytecode PC pc
 ** (an instruction after a call, as a frame's link holds), or -1. */
 int ljp_luastack_line(uintptr_t fn, uintptr_t pc);
+/* The same for the prototype whose first instruction is bc (alive): at
+** bytecode index pc, or at bytecode PC pc (as a frame's link holds). */
+int ljp_luastack_line_bc(uintptr_t bc, int32_t pc);
+int ljp_luastack_line_pc(uintptr_t bc, uintptr_t pc);
+/* ljp_luastack_line_bc with fault-safe reads (any thread, the prototype
+** possibly gone). */
+int ljp_luastack_line_bc_safe(uintptr_t bc, int32_t pc);
 /* The line of bytecode index pc of Lua function fn, as
 ** jit.util.funcinfo(fn, pc).currentline gives it (0: the first line), or
 ** -1 when the layout was not proven. */

@@ -578,6 +578,158 @@ static char *dup_or_null(const char *s)
   return s ? strdup(s) : NULL;
 }
 
+static ljp_pname *pn_slot(const ljp_fnames *t, uintptr_t bc)
+{
+  uint32_t i = ljp_hash_addr(bc) & (t->pcap - 1);
+  while (t->p[i].bc && t->p[i].bc != bc) i = (i + 1) & (t->pcap - 1);
+  return &t->p[i];
+}
+
+static void pn_learn(ljp_fnames *t, uintptr_t bc, const char *name)
+{
+  ljp_pname *e;
+  if (!bc || !name) return;
+  if ((t->pn + 1) * 4 >= t->pcap * 3) {
+    ljp_fnames old = *t;
+    uint32_t i, cap = t->pcap ? t->pcap * 2 : 256;
+    ljp_pname *p = calloc(cap, sizeof(*p));
+    if (!p) return;
+    t->p = p;
+    t->pcap = cap;
+    for (i = 0; i < old.pcap; i++)
+      if (old.p[i].bc) *pn_slot(t, old.p[i].bc) = old.p[i];
+    free(old.p);
+  }
+  e = pn_slot(t, bc);
+  if (!e->bc) t->pn++;
+  else if (e->name && !strcmp(e->name, name)) {
+    e->sig = ljp_proto_sig(bc);
+    return;
+  }
+  free(e->name);
+  e->bc = bc;
+  e->sig = ljp_proto_sig(bc);
+  e->name = strdup(name);
+}
+
+void ljp_fnames_proto_learn(ljp_fnames *t, uintptr_t bc, const char *name)
+{
+  pn_learn(t, bc, name);
+}
+
+/* -- Lua functions named by where they are kept ----------------------------- */
+
+typedef struct byval {
+  uintptr_t bc;
+  int budget;               /* table entries left to look at */
+  char *buf;
+  size_t n;
+} byval;
+
+/* Is the value at idx a Lua function of the prototype b->bc? Then its
+** name (the variable's or the key's) is copied. */
+static int byval_hit(lua_State *L, int idx, const char *name, byval *b)
+{
+  if (!name || !*name || name[0] == '(' || !lua_isfunction(L, idx) ||
+      lua_iscfunction(L, idx) ||
+      ljp_fn_bc((uintptr_t)lua_topointer(L, idx)) != b->bc)
+    return 0;
+  snprintf(b->buf, b->n, "%s", name);
+  return 1;
+}
+
+/* The string keys of the table at idx (absolute); with deep, also the
+** fields of the tables held there (a class's methods: Device.step is
+** called as task:step()). */
+static int byval_table(lua_State *L, int idx, byval *b, int deep)
+{
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int hit = lua_type(L, -2) == LUA_TSTRING &&
+              (byval_hit(L, -1, lua_tostring(L, -2), b) ||
+               (deep && lua_istable(L, -1) &&
+                byval_table(L, lua_gettop(L), b, 0)));
+    lua_pop(L, 1);
+    if (hit || --b->budget <= 0) {
+      lua_pop(L, 1);                          /* the key */
+      return hit;
+    }
+  }
+  return 0;
+}
+
+/* The value at the top: the function itself, or a table holding it. */
+static int byval_value(lua_State *L, const char *name, byval *b)
+{
+  if (lua_istable(L, -1))
+    return name && name[0] != '(' && byval_table(L, lua_gettop(L), b, 0);
+  return byval_hit(L, -1, name, b);
+}
+
+int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
+{
+  byval b;
+  lua_Debug ar;
+  const char *nm;
+  int top = lua_gettop(L), level, i, found = 0;
+  b.bc = bc;
+  b.budget = 4096;
+  b.buf = buf;
+  b.n = n;
+  if (!bc || n < 2) return 0;
+  /* Locals and upvalues of the live levels, innermost first. */
+  for (level = 0; !found && level < 64 && lua_getstack(L, level, &ar);
+       level++) {
+    for (i = 1; !found && i <= 250 && b.budget > 0 &&
+                (nm = lua_getlocal(L, &ar, i)); i++) {
+      found = byval_value(L, nm, &b);
+      lua_pop(L, 1);
+    }
+    if (!found && lua_getinfo(L, "f", &ar)) {  /* pushes the function */
+      for (i = 1; !found && i <= 255 && b.budget > 0 &&
+                  (nm = lua_getupvalue(L, -1, i)); i++) {
+        found = byval_value(L, nm, &b);
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+    }
+  }
+  /* Globals (and the tables they hold), then the fields of loaded
+  ** modules. */
+  if (!found && b.budget > 0) {
+    lua_pushvalue(L, LUA_GLOBALSINDEX);
+    found = byval_table(L, lua_gettop(L), &b, 1);
+  }
+  if (!found && b.budget > 0) {
+    lua_pushliteral(L, "package");
+    lua_rawget(L, LUA_GLOBALSINDEX);
+    if (lua_istable(L, -1)) {
+      int loaded;
+      lua_pushliteral(L, "loaded");
+      lua_rawget(L, -2);
+      loaded = lua_gettop(L);
+      if (lua_istable(L, loaded)) {
+        lua_pushnil(L);
+        while (!found && b.budget > 0 && lua_next(L, loaded)) {
+          if (lua_istable(L, -1)) found = byval_table(L, lua_gettop(L), &b, 0);
+          lua_pop(L, 1);
+        }
+      }
+    }
+  }
+  lua_settop(L, top);
+  return found;
+}
+
+const char *ljp_fnames_proto_name(const ljp_fnames *t, uintptr_t bc,
+                                  uint64_t sig)
+{
+  const ljp_pname *e;
+  if (!t->pcap || !bc) return NULL;
+  e = pn_slot(t, bc);
+  return e->bc == bc && e->sig == sig ? e->name : NULL;
+}
+
 void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,
                       const char *source, const char *name, int linedefined)
 {
@@ -603,6 +755,7 @@ void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,
   e->source = dup_or_null(source);
   e->name = dup_or_null(name);
   e->linedefined = linedefined;
+  pn_learn(t, e->bc, name);
   lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);
   lua_pushlightuserdata(L, (void *)fn);
   lua_pushvalue(L, fidx);
@@ -652,6 +805,8 @@ void ljp_fnames_free(ljp_fnames *t, lua_State *L)
     free(t->e[i].name);
   }
   free(t->e);
+  for (i = 0; i < t->pcap; i++) free(t->p[i].name);
+  free(t->p);
   if (L && t->ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, t->ref);
   ljp_fnames_init(t);
 }

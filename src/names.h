@@ -102,10 +102,22 @@ typedef struct ljp_fname {
   int linedefined;
 } ljp_fname;
 
+/* The name a function of a prototype was last called by, by the
+** prototype's first instruction and signature (ljp_proto_sig): for a
+** prototype known to be alive (a trace started in it) whose closure was
+** never seen, or has been collected. */
+typedef struct ljp_pname {
+  uintptr_t bc;
+  uint64_t sig;
+  char *name;
+} ljp_pname;
+
 typedef struct ljp_fnames {
   ljp_fname *e;
   uint32_t cap, n;
   int ref;                  /* registry: address -> function, weak values */
+  ljp_pname *p;             /* by prototype */
+  uint32_t pcap, pn;
 } ljp_fnames;
 
 void ljp_fnames_init(ljp_fnames *t);
@@ -124,6 +136,22 @@ int ljp_fnames_has(const ljp_fnames *t, uintptr_t fn);
 ** signal): names of the same prototype, or NULL. */
 const ljp_fname *ljp_fnames_peek(const ljp_fnames *t, uintptr_t fn,
                                  uintptr_t bc);
+/* The name learnt for a function of the prototype whose first
+** instruction is bc and whose signature (ljp_proto_sig, read while it is
+** alive) is sig; NULL when none was learnt. */
+const char *ljp_fnames_proto_name(const ljp_fnames *t, uintptr_t bc,
+                                  uint64_t sig);
+/* Remember name for the prototype whose first instruction is bc (alive). */
+void ljp_fnames_proto_learn(ljp_fnames *t, uintptr_t bc, const char *name);
 void ljp_fnames_free(ljp_fnames *t, lua_State *L);
+
+/* A name for a Lua function of the prototype whose first instruction is
+** bc, found by where one is kept: a local or an upvalue of a live level
+** (the name lua_getinfo gives a call through that variable), a global, or
+** a field of a loaded module; at most a few thousand table entries are
+** looked at. Copied into buf; 0 when none is found. For a function that
+** runs only inside compiled traces, which no safe point sees live.
+** Normal context, profiled thread (no Lua code is run). */
+int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n);
 
 #endif

@@ -26,6 +26,10 @@ typedef struct ljp_q_run {
   int signal_lost;           /* the program took the sampling signal */
   uint64_t aborts_lost;      /* abort records beyond the table */
   uint64_t trace_events, trace_event_ns; /* jit.attach events, our time */
+  const char *trace_source;  /* "memory", "events" or "none" */
+  int aborts_recorded;       /* the run counted trace aborts (a handler) */
+  uint64_t recorder_kept;    /* safe points inside a trace recording whose
+                              ** abort was taken back */
   int exact;                 /* Lua frames are captured at the signal */
   int exact_lines;           /* ... and their PCs turned into lines */
   uint64_t lua_captures;     /* records with frames captured at the signal */

@@ -37,13 +37,18 @@
 #define LJP_LUA_BOTTOM 1 /* the capture reached the bottom of the stack */
 
 /* A Lua frame live at the signal (luastack.c): its function object, the C
-** entry of a C function (0 for Lua), the bytecode PC it is at when its
-** callee's link tells (0: unknown, and for the innermost frame), its base
-** as a slot index in its stack, and the function kind (0 Lua, 1 C, > 1
-** fast function id). */
+** entry of a C function or a Lua function's first instruction (which names
+** its prototype: read while the function was alive, it tells at a later
+** safe point which prototype a returned frame ran; 0 when unknown), the
+** bytecode PC it is at when its callee's link tells (0: unknown, and for
+** the innermost frame), its base as a slot index in its stack, and the
+** function kind (0 Lua, 1 C, > 1 fast function id). */
 typedef struct ljp_lframe {
   uintptr_t fn;
-  uintptr_t cf;
+  union {
+    uintptr_t cf;  /* kind != 0 */
+    uintptr_t bc;  /* kind == 0 */
+  };
   uintptr_t pc;
   uint32_t slot;
   uint8_t kind;
@@ -57,6 +62,10 @@ typedef struct ljp_record {
   uintptr_t cfunc;       /* C function running when vmstate == 'C', or 0 */
   uintptr_t like_cfunc;  /* cfunc as it was at reserve time (merging) */
   int32_t trace;         /* trace number when vmstate == 'N', else 0 */
+  uintptr_t tobj;        /* 'N', traces read from memory: the trace
+                            object running at the signal (0: unknown),
+                            which tells a helper thread that the trace of
+                            that number is still this one */
   uint32_t stack;        /* interned stack id, set at completion */
   uint32_t func;         /* interned leaf function ("chunk:firstline" or a
                             C function's name), set at completion */

@@ -31,6 +31,7 @@
 #include "luastack.h"
 #include "objects.h"
 #include "ownstate.h"
+#include "tracemem.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -72,6 +73,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ljp_native_names_reset(ctx);  /* its ids are in the store */
   ljp_complete_reset(ctx);
   ctx->completed = ctx->safepoints = ctx->hook_ns = ctx->complete_ns = 0;
+  ctx->recorder_kept = 0;
   atomic_store(&ctx->handler_ns, 0);
   ctx->cb_ticks = 0;
   memset(ctx->vm, 0, sizeof(ctx->vm));
@@ -173,7 +175,8 @@ void ljp_run_learn_layouts(void)
       (S = ljp_own_newstate(NULL, NULL)) != NULL) {  /* never auto-profiled */
     tries++;
     ljp_ffid_learn(S);
-    if (ljp_vmprobe(S)) ljp_luastack_probe(S);
+    if (ljp_vmprobe(S) && ljp_luastack_probe(S)) ljp_tracemem_probe(S);
+    if (getenv("LJPROF_XTM")) fprintf(stderr, "tm ok=%d why=%s g_trace=%td size=%td mcode=%td sz=%td pt=%td pc=%td root=%td ptsize=%td chunk=%td str=%td n=%d\n", ljp_tml.ok, ljp_tml.why, ljp_tml.g_trace, ljp_tml.g_sizetrace, ljp_tml.t_mcode, ljp_tml.t_szmcode, ljp_tml.t_startpt, ljp_tml.t_startpc, ljp_tml.t_root, ljp_tml.pt_size, ljp_tml.pt_chunkname, ljp_tml.str_size, ljp_tml.traces);
     lua_close(S);
   }
   pthread_mutex_unlock(&learn_mu);
@@ -495,6 +498,9 @@ int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries)
 {
   ljp_run_learn_layouts();
   ctx->vm_g = ljp_vm_global(ctx->L);
+  /* Traces are read from memory whenever a sample needs them, however
+  ** long before the start they were compiled: nothing to watch. */
+  if (ctx->vm_g && ljp_traces_from_memory()) return 0;
   ctx->tr.watching = 1;
   if (ctx->state == LJP_IDLE && !ctx->steps_up) {
     ctx->entries = entries;

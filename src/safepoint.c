@@ -33,18 +33,31 @@ static void deliver(ljp_ctx *ctx, lua_State *L)
   ctx->opt.cb(ctx->opt.cb_data, L, samples, vm);
 }
 
+/* LuaJIT aborts a trace being recorded on every hook call: it clears
+** the "active" bit of the recorder's state right before it calls the
+** hook (lj_trace_abort), and the recorder acts on that at the next
+** instruction. A state with the bit cleared at our hook's entry was
+** recording when the call came: this call asked for the abort. */
+static int interrupted_recording(int32_t js)
+{
+  return js > 0 && js < LJP_JS_ACTIVE;
+}
+
 void ljp_hook(lua_State *L, lua_Debug *ar)
 {
   ljp_ctx *ctx = ljp_slot_find(lua_topointer(L, LUA_REGISTRYINDEX));
   ljp_hookst *h;
   uint64_t t0;
-  int ev, user_count_ev = 0;
+  int ev, user_count_ev = 0, rec;
+  int32_t js;
   if (!ctx) {  /* cannot happen: stop restores the hook before freeing */
     ljp_hook_clear(L);
     return;
   }
   h = &ctx->hook;
   ev = ar->event == LUA_HOOKTAILRET ? LUA_HOOKRET : ar->event;
+  js = ljp_vm_jstate(ctx->vm_g);
+  rec = interrupted_recording(js);
   ljp_gate_enter(&ctx->exit);  /* parks here once the exit helper owns it */
   /* Counting calls (calls.c): our hook stays installed between samples.
   ** Count the call; unless a sample or an exit signal waits, hand the
@@ -83,21 +96,39 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
     ljp_aggregate(ctx);
     ljp_traces_check(ctx, L);
   }
-  /* 4. The jit.profile callback. */
-  deliver(ctx, L);
+  /* 4. The jit.profile callback: not inside a recording (its Lua code
+  ** would run in the recorder's place); its ticks wait for the next
+  ** safe point. */
+  if (!rec) deliver(ctx, L);
   ctx->in_safepoint = 0;
   ctx->hook_ns += ljp_now_ns() - t0;
-  /* 5. A stop asked by the callback, else samples that came meanwhile. */
+  /* 5. A stop asked by the callback, else samples that came meanwhile
+  ** (not while the recorder is busy: the hook would abort its trace; the
+  ** next signal that finds it idle arms). */
   if (ctx->stop_requested) ljp_run_stop(ctx, L);
-  else ljp_hook_settle(h);
+  else if (ljp_vm_jit_idle(ctx->vm_g)) ljp_hook_settle(h);
   ljp_gate_leave(&ctx->exit);
   /* 6. An exit signal: the samples are complete; the exit helper writes
   ** the profile and the program dies of the signal (exit_signals.c). */
   if (ctx->exit.signal) ljp_exit_handover(ctx);  /* does not return */
   /* 7. A program event that arrived while we were armed, or the
-  ** program's count event that came due during the sample. */
-  if (ev != LUA_HOOKCOUNT || user_count_ev || ljp_hook_take_due(h))
+  ** program's count event that came due during the sample: that hook
+  ** call would have aborted a recording without ljprof too. */
+  if (ev != LUA_HOOKCOUNT || user_count_ev || ljp_hook_take_due(h)) {
     ljp_hook_forward(h, L, ar, ev);
+    return;
+  }
+  /* 8. Our own safe point came inside a trace recording (armed in a
+  ** trace whose exit then started a side trace, before any bytecode
+  ** ran): the abort its call asked for is taken back, if the state is
+  ** still exactly as the hook call left it, i.e. nothing since (no Lua
+  ** code: no callback, no finalizer) has made the recorder act on it.
+  ** The recorder then goes on as if no hook had been called; ljprof
+  ** never aborts a trace. */
+  if (rec && ljp_vm_jstate(ctx->vm_g) == js) {
+    ljp_vm_jstate_set(ctx->vm_g, js | LJP_JS_ACTIVE);
+    ctx->recorder_kept++;
+  }
 }
 
 /* -- debug.sethook / debug.gethook while counting ---------------------------- */

@@ -23,6 +23,7 @@
 
 #include "ljp.h"
 #include "luastack.h"
+#include "tracemem.h"
 #include "vmprobe.h"
 
 _Atomic uint64_t ljp_stale_signals;
@@ -68,7 +69,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   ljp_push_result res;
   ljp_record *rec;
   ljp_like like;
-  uintptr_t pc = ucontext_pc(ucv);
+  uintptr_t pc = ucontext_pc(ucv), tobj = 0;
   uint64_t t0 = ljp_now_ns();  /* CLOCK_MONOTONIC, vDSO: signal-safe */
   int vm;
   atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
@@ -79,12 +80,24 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
   if (!vm) {
     vm = ljp_codemap_classify(&ctx->map, pc, &like.trace);
   } else if (vm == 'N') {
-    /* g->vmstate names the trace entered from the interpreter; linked
-    ** traces run on without changing it. The PC names the trace whose
-    ** machine code is running, when it is known. */
+    /* g->vmstate names the trace entered last; a trace linked to may run
+    ** on without changing it. The PC names the trace whose machine code
+    ** is running, when it is known: the trace itself, read from memory
+    ** (it cannot be freed while it runs), else the code map, whose range
+    ** must still belong to its trace (it may be from before a flush). */
     int32_t tr = 0;
-    if (ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0)
+    if (ctx->tr.mem) {
+      uintptr_t T2;
+      tobj = ljp_tm_trace(ctx->vm_g, like.trace);
+      if (!(tobj && ljp_tm_holds(tobj, pc)) &&
+          ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0 &&
+          (T2 = ljp_tm_trace(ctx->vm_g, tr)) && ljp_tm_holds(T2, pc)) {
+        like.trace = tr;
+        tobj = T2;
+      }
+    } else if (ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0) {
       like.trace = tr;
+    }
   }
   like.vmstate = (uint8_t)vm;
   like.zone = ctx->zones.cur;      /* the zone active at the tick */
@@ -95,6 +108,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     rec->time_ns = t0;
     rec->pc = pc;
     rec->trace = like.trace;
+    rec->tobj = tobj;
     rec->cfunc = like.cfunc;
     rec->like_cfunc = like.cfunc;
     rec->vmstate = like.vmstate;
@@ -118,6 +132,10 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
                    : vm == 'C' && ctx->native_on &&
                      (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
                      !(rec->nflags & LJP_NATIVE_VM) ? 1 : 2;
+      /* The interpreter while a trace is recorded: no arming (below), so
+      ** the frames now. */
+      if (vm == 'I' && !ljp_vm_jit_idle(ctx->vm_g))
+        c_mode = LJP_CAPTURE_RECORDING;
       if (ljp_luastack_capture(ctx->vm_g, c_mode, rec) > 0) {
         atomic_fetch_add_explicit(&ctx->n_lua_captures, 1,
                                   memory_order_relaxed);

@@ -1,22 +1,31 @@
 /*
-** Trace tracking through jit.attach(handler, "trace").
+** Where compiled traces started and which trace a PC lies in, and the
+** trace recorder's activity.
 **
-** Keeps the code map's trace ranges current ("stop": jit.util.tracemc gives
-** the machine code's address and size; "flush": all gone) and tells the
-** signal handler when the recorder is active ("start" .. "stop"/"abort"),
-** since arming a hook then would abort the trace being recorded. A hook
-** armed before the recorder started (a sample taken in a trace whose exit
-** then starts a side trace) is held back by raising g->hookcount, and
-** released when recording ends: profiling never aborts a trace.
+** By default (the memory readers of tracemem.h proven, and the trace
+** compiler's state located by the VM probe) nothing is paid per trace
+** event: a sample's trace is read from LuaJIT's trace object at the safe
+** point (its machine code range for the code map, the prototype and line
+** it started at, whether it is a side trace) and remembered by number,
+** checked again against the object at each use (numbers are reused after
+** a flush). The signal handler reads the recorder's state itself, and the
+** safe point takes back the trace abort its own hook call asks for
+** (safepoint.c). No jit.attach handler is installed.
 **
-** It also remembers where each trace started (function and bytecode, as
-** raw values) and why traces were aborted (the "hot but interpreted"
-** report: a repeated abort is counted by a hash of the event's values).
-** An event costs a few stores; names, lines and machine code ranges are
-** learnt for the traces samples land in, at the safe point. The handler
-** is attached from start to stop, or, after ljprof.watch(), from then on
-** until the state closes, so that traces compiled between runs are known
-** too.
+** Through jit.attach(handler, "trace"), when the readers are not proven,
+** when a run records why traces were aborted (the "hot but interpreted"
+** report: the option aborts), or after ljprof.watch() without the readers:
+** "start" .. "stop"/"abort" tell the signal handler when the recorder is
+** active, since arming a hook then would abort the trace being recorded;
+** a hook armed before the recorder started (a sample taken in a trace
+** whose exit then starts a side trace) is held back by raising
+** g->hookcount, and released when recording ends. Without the readers the
+** events also keep the code map's trace ranges ("stop": jit.util.tracemc
+** gives the machine code's address and size; "flush": all gone) and where
+** each trace started (function and bytecode, as raw values). The aborts
+** are counted by a hash of the event's values. An event costs a few
+** stores; names, lines and machine code ranges are learnt for the traces
+** samples land in, at the safe point.
 **
 ** jit.attach keeps one handler per event, so attaching would silently
 ** disconnect -jv, -jdump or a user's tool. We find the registry slot of
@@ -33,6 +42,7 @@
 #include "ljp.h"
 #include "luastack.h"
 #include "objects.h"
+#include "tracemem.h"
 
 #define UP_GEN    lua_upvalueindex(1)
 #define UP_PREV   lua_upvalueindex(2)
@@ -196,14 +206,131 @@ static void trinfo_resolve(ljp_ctx *ctx, lua_State *L, ljp_trinfo *t)
   t->resolved = 1;
 }
 
+/* The info slot of trace number tr, the array grown as needed. */
+static ljp_trinfo *info_slot(ljp_ctx *ctx, int32_t tr)
+{
+  ljp_trinfo *t;
+  if (tr <= 0 || tr > 65535) return NULL;
+  if ((uint32_t)tr >= ctx->tr.ninfo) {
+    uint32_t n = ctx->tr.ninfo ? ctx->tr.ninfo : 64;
+    while (n <= (uint32_t)tr) n *= 2;
+    if (!(t = realloc(ctx->tr.info, n * sizeof(ljp_trinfo)))) return NULL;
+    memset(t + ctx->tr.ninfo, 0, (n - ctx->tr.ninfo) * sizeof(ljp_trinfo));
+    ctx->tr.info = t;
+    ctx->tr.ninfo = n;
+  }
+  return &ctx->tr.info[tr];
+}
+
+/* Trace tr read from its object at this safe point (the trace, and the
+** prototype it holds, are alive until the program runs on): its names
+** again only when another trace has taken the number since. The name of
+** its start function is the one a live frame of that prototype was last
+** called by, if one was seen (fnames); the chunk name and first line
+** come from the prototype. */
+static ljp_trinfo *trace_from_memory(ljp_ctx *ctx, int32_t tr)
+{
+  ljp_tmtrace m;
+  ljp_trinfo *t;
+  const char *src, *name;
+  if (!ljp_tm_read(ctx->vm_g, tr, &m) || !m.bc || !(t = info_slot(ctx, tr)))
+    return NULL;
+  if (t->resolved > 0 && t->T == m.T && t->mcode == m.mcode &&
+      t->bc == m.bc && t->pc == m.pc)
+    return t;
+  trinfo_clear(t);
+  t->T = m.T;
+  t->mcode = m.mcode;
+  t->bc = m.bc;
+  t->pc = m.pc;
+  t->side = m.root != 0;
+  if (!(src = ljp_tm_chunkname(m.bc)) || !(t->source = strdup(src))) {
+    t->resolved = -3;
+    return NULL;
+  }
+  t->mcsize = m.size;
+  name = ljp_fnames_proto_name(&ctx->fnames, m.bc, m.sig);
+  t->name = name ? strdup(name) : NULL;
+  t->linedefined = ljp_proto_firstline(m.bc);
+  t->line = ljp_luastack_line_bc(m.bc, m.pc);
+  if (t->line < 0) t->line = t->linedefined;
+  t->resolved = 1;
+  ljp_codemap_trace_set(&ctx->map, tr, m.mcode, m.size);
+  t->mc_known = 1;
+  return t;
+}
+
+int ljp_trace_learn_offline(ljp_ctx *ctx, int32_t tr, uintptr_t T)
+{
+  ljp_tmtrace m;
+  ljp_trinfo *t;
+  char src[512];
+  const char *name;
+  int first, line;
+  if (!ctx->tr.mem) return 1;                   /* events: as they said */
+  if (tr <= 0 || !T) return 0;
+  if ((uint32_t)tr < ctx->tr.ninfo) {
+    t = &ctx->tr.info[tr];
+    if (t->resolved > 0 && t->T == T) return 1; /* known, the same trace */
+  }
+  /* The object the sample saw must still be the trace of that number (a
+  ** flush frees it, and the number may be taken by another). */
+  if (!ljp_tm_read_safe(ctx->vm_g, tr, &m, src, sizeof(src), &first, &line) ||
+      m.T != T || !(t = info_slot(ctx, tr)))
+    return 0;
+  trinfo_clear(t);
+  t->T = m.T;
+  t->mcode = m.mcode;
+  t->mcsize = m.size;
+  t->bc = m.bc;
+  t->pc = m.pc;
+  t->side = m.root != 0;
+  if (!(t->source = strdup(src))) return 0;
+  name = ljp_fnames_proto_name(&ctx->fnames, m.bc, m.sig);
+  t->name = name ? strdup(name) : NULL;
+  t->linedefined = first;
+  t->line = line >= 0 ? line : first;
+  t->resolved = 1;
+  return 1;
+}
+
 ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, lua_State *L, int32_t trace)
 {
   ljp_trinfo *t;
-  if (trace <= 0 || (uint32_t)trace >= ctx->tr.ninfo) return NULL;
+  if (trace <= 0) return NULL;
+  if (ctx->tr.mem) {
+    /* A helper thread reads nothing of LuaJIT's: what is known. */
+    if (L) return trace_from_memory(ctx, trace);
+    if ((uint32_t)trace >= ctx->tr.ninfo) return NULL;
+    t = &ctx->tr.info[trace];
+    return t->resolved > 0 ? t : NULL;
+  }
+  if ((uint32_t)trace >= ctx->tr.ninfo) return NULL;
   t = &ctx->tr.info[trace];
   if (!t->fn) return NULL;
   if (t->resolved <= 0 && t->resolved > -3) trinfo_resolve(ctx, L, t);
   return t->resolved > 0 ? t : NULL;
+}
+
+/* From memory: the trace the VM state named, else the one the code map
+** says (checked against its object: the map may hold a range from before
+** a flush), else every trace looked at. */
+static void locate_in_memory(ljp_ctx *ctx, uintptr_t pc, int32_t *trace)
+{
+  ljp_tmtrace m;
+  int32_t hit = 0;
+  uintptr_t T = ljp_tm_trace(ctx->vm_g, *trace);
+  if (T && ljp_tm_holds(T, pc)) return;
+  if (ljp_codemap_classify(&ctx->map, pc, &hit) == 'N' && hit > 0 &&
+      (T = ljp_tm_trace(ctx->vm_g, hit)) && ljp_tm_holds(T, pc)) {
+    *trace = hit;
+    return;
+  }
+  if ((hit = ljp_tm_find(ctx->vm_g, pc, &m)) > 0) {
+    *trace = hit;
+    ljp_codemap_trace_set(&ctx->map, hit, m.mcode, m.size);
+    ljp_epoch_collect();  /* code map arrays replaced */
+  }
 }
 
 void ljp_trace_locate(ljp_ctx *ctx, lua_State *L, uintptr_t pc,
@@ -214,6 +341,10 @@ void ljp_trace_locate(ljp_ctx *ctx, lua_State *L, uintptr_t pc,
   int top, mc;
   uintptr_t addr;
   size_t size;
+  if (ctx->tr.mem) {
+    locate_in_memory(ctx, pc, trace);
+    return;
+  }
   if (ljp_codemap_classify(&ctx->map, pc, &hit) == 'N' && hit > 0) {
     *trace = hit;
     return;
@@ -336,7 +467,8 @@ static void trace_started(ljp_ctx *ctx, lua_State *L)
   t->fn = lua_isfunction(L, 3) && !lua_iscfunction(L, 3)
               ? (uintptr_t)lua_topointer(L, 3) : 0;
   t->pc = (int32_t)lua_tointeger(L, 4);
-  t->side = lua_type(L, 5) == LUA_TNUMBER;
+  /* (a stitched trace has its parent but exit -1: not a side trace) */
+  t->side = lua_type(L, 5) == LUA_TNUMBER && lua_tointeger(L, 6) >= 0;
   t->bc = ljp_fn_bc(t->fn);  /* the function is alive: a few reads */
   t->line = t->fn ? ljp_luastack_line_at(t->fn, t->pc) : -1;
   if (t->fn && !ljp_fnames_has(&ctx->fnames, t->fn)) {
@@ -358,19 +490,32 @@ static void trace_started(ljp_ctx *ctx, lua_State *L)
   }
 }
 
-static void trace_stopped(ljp_ctx *ctx, lua_Integer tr)
+/* LJPROF_STACKS=check, events and memory both on (aborts): the trace
+** read from memory against what its events and jit.util.tracemc say. */
+static void check_memory(ljp_ctx *ctx, lua_State *L, int32_t tr)
+{
+  const ljp_trinfo *p = &ctx->tr.pending;
+  ljp_tmtrace m;
+  uintptr_t addr;
+  size_t size;
+  if (!p->fn || !p->bc) return;
+  trace_learn(ctx, L, UP_MC, tr, &addr, &size);
+  ctx->stack_checks++;
+  if (!ljp_tm_read(ctx->vm_g, tr, &m) || m.bc != p->bc || m.pc != p->pc ||
+      (m.root != 0) != (p->side != 0) || m.mcode != addr || m.size != size)
+    ctx->stack_mismatches++;
+}
+
+static void trace_stopped(ljp_ctx *ctx, lua_State *L, lua_Integer tr)
 {
   ljp_trinfo *t;
-  if (tr <= 0 || tr > 65535) return;
-  if ((uint32_t)tr >= ctx->tr.ninfo) {
-    uint32_t n = ctx->tr.ninfo ? ctx->tr.ninfo : 64;
-    while (n <= (uint32_t)tr) n *= 2;
-    if (!(t = realloc(ctx->tr.info, n * sizeof(ljp_trinfo)))) return;
-    memset(t + ctx->tr.ninfo, 0, (n - ctx->tr.ninfo) * sizeof(ljp_trinfo));
-    ctx->tr.info = t;
-    ctx->tr.ninfo = n;
+  if (ctx->tr.mem) {  /* read from the trace itself when a sample needs it */
+    if (ljp_luastack_checking() && tr > 0 && tr <= 65535)
+      check_memory(ctx, L, (int32_t)tr);
+    trinfo_clear(&ctx->tr.pending);
+    return;
   }
-  t = &ctx->tr.info[tr];
+  if (!(t = info_slot(ctx, (int32_t)(tr > 65535 ? 0 : tr)))) return;
   if (t->source || t->name) trinfo_unresolve(t);
   *t = ctx->tr.pending;
   memset(&ctx->tr.pending, 0, sizeof(ctx->tr.pending));
@@ -501,7 +646,7 @@ int ljp_traces_event(ljp_ctx *ctx, lua_State *L)
       ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_START);
     } else if (what[0] == 's') {             /* "stop" */
       ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_STOP);
-      trace_stopped(ctx, lua_tointeger(L, 2));
+      trace_stopped(ctx, L, lua_tointeger(L, 2));
     } else if (what[0] == 'a') {             /* "abort" */
       trace_aborted(ctx, L);
       trinfo_clear(&ctx->tr.pending);
@@ -618,12 +763,47 @@ out:
 
 static int traces_installed(ljp_ctx *ctx, lua_State *L);
 
+/* LJPROF_TRACES=events: the trace events even where memory can be read
+** (the tests run both ways). */
+static int events_forced(void)
+{
+  static _Atomic int forced = -1;  /* states of several threads may ask */
+  int f = atomic_load_explicit(&forced, memory_order_relaxed);
+  if (f < 0) {
+    const char *e = getenv("LJPROF_TRACES");
+    f = e && !strcmp(e, "events");
+    atomic_store_explicit(&forced, f, memory_order_relaxed);
+  }
+  return f;
+}
+
+int ljp_traces_from_memory(void)
+{
+  return ljp_tml.ok && ljp_vml.jstate_ok && !events_forced();
+}
+
 void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
 {
   int top = lua_gettop(L);
   lua_Integer tr;
   /* Installed since ljprof.watch(): keep it, and what it saw. */
   int keep = traces_installed(ctx, L);
+  ctx->tr.mem = ctx->vm_g && ljp_traces_from_memory();
+  ctx->tr.aborts_on = 0;
+  if (ctx->tr.mem && !ctx->opt.aborts && !keep) {
+    /* Nothing per trace event: no handler. Infos kept from an earlier run
+    ** are checked against the trace objects when used; their ranges and
+    ** stack keys go (the code map and store are new). */
+    ctx->tr.key = 0;
+    ljp_hook_forget_recorder(&ctx->hook);
+    aborts_reset(ctx);
+    ctx->tr.events = ctx->tr.event_ns = 0;
+    for (tr = 1; tr < (lua_Integer)ctx->tr.ninfo; tr++) {
+      ctx->tr.info[tr].mc_known = 0;
+      ctx->tr.info[tr].have_key = 0;
+    }
+    return;
+  }
   if (!keep) {
     ctx->tr.key = 0;
     ljp_hook_forget_recorder(&ctx->hook);
@@ -644,6 +824,7 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     ljp_traces_reset(ctx);
     return;
   }
+  ctx->tr.aborts_on = 1;
   /* Traces compiled before the start: their starts are unknown (unless
   ** ljprof.watch() kept the handler attached); their machine code ranges
   ** are learnt when a sample lands in one. Infos kept from an earlier run

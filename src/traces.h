@@ -20,12 +20,21 @@
 
 
 typedef struct ljp_trinfo {
-  /* From the events (raw, a few stores). */
-  uintptr_t fn;             /* start function object (0: no such trace);
-                               alive only as long as proven (fnames, or
-                               found on the live stack) */
+  /* From the events (raw, a few stores), or read from the trace object
+  ** (tracemem.h) at the first safe point that needs it. */
+  uintptr_t fn;             /* start function object (events only; 0: no
+                               such trace or read from memory); alive only
+                               as long as proven (fnames, or found on the
+                               live stack) */
   uintptr_t bc;             /* its prototype's first instruction (0:
                                unknown) */
+  uintptr_t T, mcode;       /* from memory: the trace object and its
+                               machine code, which must read the same for
+                               the names below to still be this trace's
+                               (trace numbers are reused after a flush) */
+  uint32_t mcsize;          /* from memory: the machine code's size */
+  int name_tried;           /* its start function's name was searched for
+                               by value (names.c ljp_lname_by_value) */
   int32_t pc;               /* start bytecode index */
   int side;                 /* a side trace (starts at another's exit) */
   int line;                 /* line the trace starts at (-1: unknown) */
@@ -64,6 +73,10 @@ typedef struct ljp_linecache {
 
 /* The trace part of a context, written only by traces.c. */
 typedef struct ljp_tracest {
+  int aborts_on;            /* this run's aborts are counted (handler in) */
+  int mem;                  /* trace infos read from memory (tracemem.h) at
+                               the safe point, the recorder's activity from
+                               its state: no handler on the default path */
   int handler_ref;          /* registry ref of our jit.attach handler */
   int attach_ref, tracemc_ref; /* jit.attach, jit.util.tracemc (or nil) */
   lua_Integer key;          /* _VMEVENTS slot of "trace" (0: unknown) */
@@ -90,8 +103,14 @@ typedef struct ljp_tracest {
 
 typedef struct ljp_ctx ljp_ctx;
 
-/* Trace tracking through jit.attach (traces.c). */
+/* Trace tracking (traces.c): from memory where the layouts are proven
+** (and the trace compiler's state is known), else through jit.attach;
+** the handler is attached also when the run records aborts or after
+** ljprof.watch() without the memory readers. */
 void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
+/* Can traces be followed without events in this process (tracemem.h
+** proven, the recorder's state located, LJPROF_TRACES not "events")? */
+int ljp_traces_from_memory(void);
 void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
 void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
 /* The handler's work: returns the event's argument count, for
@@ -99,13 +118,22 @@ void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
 int ljp_traces_event(ljp_ctx *ctx, lua_State *L);
 int ljp_traces_chain(lua_State *L, int nargs);
 /* Trace tr's start, its names learnt now if need be (L: the profiled
-** state at its safe point); NULL when unknown or unprovable. */
+** state at its safe point, where the trace is read from memory; NULL: a
+** helper thread, which gets only what is known already); NULL when
+** unknown or unprovable. */
 ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, lua_State *L, int32_t trace);
 /* Safe point: the trace whose machine code holds pc (a sample's PC in
 ** compiled code, vmstate naming trace *trace): ranges learnt as needed
 ** (jit.util.tracemc); *trace corrected when another trace holds pc. */
 void ljp_trace_locate(ljp_ctx *ctx, lua_State *L, uintptr_t pc,
                       int32_t *trace);
+/* A helper thread (exit signal, export), the profiled thread running on:
+** trace tr of a pending record, whose object was T at the signal, read
+** from memory fault-safe when no safe point has (ljp_trace_info with L
+** NULL then knows it). */
+int ljp_trace_learn_offline(ljp_ctx *ctx, int32_t tr, uintptr_t T);
+/* Returns 0 when that trace is not known for sure (then nothing of it is
+** used: its number may be another trace's by now). */
 void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
 /* Periodic export and snapshots (auto.c): the aborts into a snapshot's
 ** trace part, moved (the run counts afresh) or copied; freed with

@@ -678,6 +678,18 @@ int ljp_vm_jit_idle(uintptr_t g)
          *(volatile int32_t *)(g + ljp_vml.g_jstate) == 0;
 }
 
+int32_t ljp_vm_jstate(uintptr_t g)
+{
+  if (!ljp_vml.jstate_ok || !g) return 0;
+  return *(volatile int32_t *)(g + ljp_vml.g_jstate);
+}
+
+void ljp_vm_jstate_set(uintptr_t g, int32_t v)
+{
+  if (ljp_vml.jstate_ok && g)
+    *(volatile int32_t *)(g + ljp_vml.g_jstate) = v;
+}
+
 /* The count hook's countdown, or -1 when unknown. */
 int32_t ljp_vm_hookcount_get(uintptr_t g)
 {

@@ -54,6 +54,14 @@ void ljp_vm_jstate_probe(uintptr_t g, int first, int compiled);
 void ljp_vm_jstate_probe_done(void);
 /* Signal context: is the trace compiler idle (or its state unknown)? */
 int ljp_vm_jit_idle(uintptr_t g);
+/* The trace compiler's state as it is (0 when idle or unknown), and put
+** back. LuaJIT asks the recorder to abort by clearing the state's
+** "active" bit (lj_trace_abort, from every hook call); the safe point
+** sets it again when the hook call was its own and nothing ran since
+** (safepoint.c). Normal context, profiled thread. */
+int32_t ljp_vm_jstate(uintptr_t g);
+void ljp_vm_jstate_set(uintptr_t g, int32_t v);
+#define LJP_JS_ACTIVE 0x10   /* set in every busy state of the recorder */
 /* g->hookcount: the count hook's countdown (-1 when unknown). Signal
 ** context. */
 int32_t ljp_vm_hookcount_get(uintptr_t g);

@@ -13,6 +13,7 @@
 -- from the environment"):
 --   clock=cpu|wall|itimer|thread      rate=HZ | interval=MS (default 99 Hz)
 --   native=on|off|show   calls=on|off   zones=root|off   view=LETTERS
+--   aborts=on|off                     why traces aborted (text reports)
 --   format=FORMAT        output=TEMPLATE (repeatable; format from the name)
 --   every=SECONDS        periodic export of the profile since the last one
 --   keep=N  maxbytes=SIZE   rotation of the periodic files (with every=)
@@ -35,7 +36,7 @@
 local M = {}
 
 local CLOCKS = {cpu = true, wall = true, itimer = true, thread = true}
-local KEYS = "clock=, rate=, interval=, native=, calls=, zones=, view=, " ..
+local KEYS = "clock=, rate=, interval=, native=, calls=, aborts=, zones=, view=, " ..
   "format=, output=, every=, keep=, maxbytes=, signal=, control=, start=; or off alone"
 local DEFAULT_OUTPUT = "ljprof-%p-%t.pb.gz"
 local CONTROL = {off = 0, snapshot = 1, toggle = 2}
@@ -154,9 +155,9 @@ function M.parse(s)
       elseif k == "native" then
         if v ~= "on" and v ~= "off" and v ~= "show" then bad(k, v, "on, off, show") end
         kv.native = v
-      elseif k == "calls" then
+      elseif k == "calls" or k == "aborts" then
         if v ~= "on" and v ~= "off" then bad(k, v, "on, off") end
-        kv.calls = v
+        kv[k] = v
       elseif k == "zones" then
         if v ~= "root" and v ~= "off" then bad(k, v, "root, off") end
         kv.zones = v
@@ -232,7 +233,7 @@ function M.parse(s)
   if not cfg.signal then cfg.control = "off" end
   -- -jprof's options: letters, then /key=value items (jit.prof parses them)
   local parts = {cfg.view or "f"}
-  for _, k in ipairs({"clock", "native", "zones", "format", "calls"}) do
+  for _, k in ipairs({"clock", "native", "zones", "format", "calls", "aborts"}) do
     if kv[k] then parts[#parts + 1] = "/" .. k .. "=" .. kv[k] end
   end
   local rate = cfg.rate or (cfg.interval and 1000 / cfg.interval) or 99

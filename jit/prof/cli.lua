@@ -80,6 +80,9 @@ options:
                    text outputs end with calls, self/total time and time
                    per call per function and an annotated source listing;
                    without -o that report goes to standard output
+      --aborts     also record why traces were aborted, for the text
+                   report's "Hot but interpreted" section (a handler on
+                   every trace event)
       --luajit PATH  the interpreter of the short form (default: luajit on
                    PATH); after --, the command names its own
   -q, --quiet      no progress line (samples so far and seconds, shown on
@@ -174,6 +177,7 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-n" or a == "--no-native" then o.native = "off"
     elseif a == "-N" or a == "--show-native" then o.show_native = true
     elseif a == "--calls" then o.calls = true
+    elseif a == "--aborts" then o.aborts = true
     elseif a == "--diff" and anywhere then o.diff = true
     elseif a == "--luajit" then o.luajit = val()
     elseif a == "-q" or a == "--quiet" then o.quiet = true
@@ -377,6 +381,7 @@ local function run(argv, luajit, record)
   if o.duration then opts = opts .. "/duration=" .. o.duration end
   if o.native then opts = opts .. "/native=" .. o.native end
   if o.calls then opts = opts .. "/calls=on" end
+  if o.aborts then opts = opts .. "/aborts=on" end
   opts = opts .. "/format=raw"
   local child = {cmd[1], "-jprof=" .. opts .. ",/dev/fd/" .. raw_fd}
   for _, a in ipairs(cmd.args) do child[#child + 1] = a end

@@ -72,8 +72,11 @@ end
 -- samples were spent in the interpreter, with the trace aborts LuaJIT
 -- reported for traces starting in them (why the hot code did not compile).
 -- From p.functions and p.aborts; returns the section (from its leading
--- blank line), or "".
-function M.hot_interpreted(p, min)
+-- blank line), or "". The aborts are recorded only when the run asked for
+-- them (/aborts=on: a handler on every trace event); meta.aborts == "off"
+-- says they were not.
+function M.hot_interpreted(p, min, meta)
+  local off = meta and meta.aborts == "off"
   local total = p.total
   local aborts = {}
   for _, a in ipairs(p.aborts or {}) do
@@ -94,7 +97,9 @@ function M.hot_interpreted(p, min)
     if i > 0 and pct >= math.max(min, 1) and #lines < 10 then
       local head = string.format("%2d%%  %s", pct, f.func)
       local list = aborts[f.func]
-      if not list then
+      if not list and off then
+        lines[#lines + 1] = head .. "  (why its traces aborted: run with /aborts=on)"
+      elseif not list then
         lines[#lines + 1] = head .. "  no trace aborts reported (JIT off for it, or not hot enough to compile)"
       else
         for k, a in ipairs(list) do
@@ -123,7 +128,7 @@ function M.text(p, meta, v)
   end
   local s = text.render(p, v)
   if p.total > 0 and not (v.letters.r or v.letters.G or v.ann) then
-    s = s .. M.hot_interpreted(p, v.min)
+    s = s .. M.hot_interpreted(p, v.min, meta)
   end
   return s
 end
@@ -254,6 +259,8 @@ function M.write_run(r, name_of)
     -- duration_nanos, its thread and state labels
     created = st.start_time, duration_ns = st.duration_ns, thread = st.thread,
     thread_id = st.thread_id, state = st.state_id,
+    -- no trace-event handler ran: why traces aborted is not known
+    aborts = st.aborts_recorded == false and "off" or nil,
   }
   local opts = {view = r.view, zones = r.kv.zones == "root"}
   local errs = {}

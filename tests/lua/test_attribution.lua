@@ -139,10 +139,29 @@ local function slow2(n)
   return s
 end
 
-t.case("aborts(): why a hot loop stays interpreted", function()
+-- A third one for the default run below.
+local function slow3(n)
+  local s = 0
+  for i = 1, n do local f = function() return i end s = s + f() end
+  return s
+end
+
+t.case("aborts are recorded when asked; by default nothing per trace event", function()
   ljprof.record({clock = "wall", interval = 1})
+  for _ = 1, 30 do slow3(2e4) end
+  ljprof.stop()
+  local st = ljprof.stats()
+  t.eq(st.trace_source, "memory", "traces read from LuaJIT's memory")
+  t.eq(st.trace_events, 0, "no trace event handled")
+  t.eq(st.aborts_recorded, false, "aborts not recorded")
+  t.eq(#ljprof.aborts(), 0, "aborts() empty")
+  ljprof.record({clock = "wall", interval = 1, aborts = true})
   for _ = 1, 30 do slow2(2e4) end
   ljprof.stop()
+  st = ljprof.stats()
+  t.ok(st.trace_events > 0, "trace events handled: " .. st.trace_events)
+  t.eq(st.aborts_recorded, true, "aborts recorded")
+  t.eq(st.trace_source, "memory", "trace starts still read from memory")
   local hit
   for _, a in ipairs(ljprof.aborts()) do
     if a.func == where(slow2) and a.reason:find("NYI") then hit = a end
@@ -234,12 +253,18 @@ local t0 = os.clock()
 while os.clock() - t0 < 0.4 do closures(1e5) end
 ]])
   f:close()
-  local p = io.popen(LUAJIT .. " -jprof=f,- " .. tmp .. " 2>&1")
+  local p = io.popen(LUAJIT .. " -jprof=f/aborts=on,- " .. tmp .. " 2>&1")
   local out = p:read("*a")
   p:close()
-  os.remove(tmp)
   t.ok(out:find("Hot but interpreted", 1, true) ~= nil, "section present:\n" .. out)
   t.ok(out:find("NYI: bytecode FNEW", 1, true) ~= nil, "abort reason shown, the bytecode by name:\n" .. out)
+  -- By default the section names the function and how to learn why.
+  p = io.popen(LUAJIT .. " -jprof=f,- " .. tmp .. " 2>&1")
+  out = p:read("*a")
+  p:close()
+  os.remove(tmp)
+  t.ok(out:find("\n%s?%d+%%  [^\n]*:1  %(why its traces aborted: run with /aborts=on%)") ~= nil,
+       "default: the function and the option:\n" .. out)
 end)
 
 t.case("fallback: VM state from the program counter, with a notice", function()

@@ -134,8 +134,8 @@ t.case("text report: Hot but interpreted, also from a raw profile", function()
   t.eq(code, 0, "exit status: " .. err)
   local s = read(txt) or ""
   t.ok(has_section(s), "the command's text report has the section:\n" .. s)
-  t.ok(s:find("\n%s?%d+%%  app%.lua:1  no trace aborts reported") ~= nil,
-       "busy (jit.off) is listed:\n" .. s)
+  t.ok(s:find("\n%s?%d+%%  app%.lua:1  %(why its traces aborted: run with /aborts=on%)") ~= nil,
+       "busy (jit.off) is listed, aborts not recorded:\n" .. s)
   t.eq((read(rawf) or ""):match("^[^\n]*"), "LJPROF-RAW 3", "raw profile version")
   local c2, rep = sh(string.format("%s report %s", LJPROF, rawf))
   t.eq(c2, 0, "report exit status")
@@ -146,6 +146,13 @@ t.case("text report: Hot but interpreted, also from a raw profile", function()
   local c3, out = sh(string.format("%s report %s -o -", LJPROF, rawf))
   t.eq(c3, 0, "-o -: exit status")
   t.eq(out, s, "-o -: the text report on standard output")
+  -- --aborts: a trace-event handler records why traces aborted
+  code, _, err = sh(string.format("%s --aborts -c wall -r 1000 -o %s %s ok 0.4",
+                                  LJPROF, txt, script))
+  t.eq(code, 0, "--aborts: exit status: " .. err)
+  s = read(txt) or ""
+  t.ok(s:find("\n%s?%d+%%  app%.lua:1  no trace aborts reported") ~= nil,
+       "--aborts: busy (jit.off) is listed without aborts:\n" .. s)
 end)
 
 t.case("raw profile: functions and aborts round-trip; older versions load", function()

@@ -105,6 +105,24 @@ t.case("jit.profile and ljprof sample the same program at once", function()
   end
 end)
 
+t.case("by default the trace slot is not touched", function()
+  jit.on()
+  local before, h1 = counter()
+  jit.attach(h1, "trace")
+  ljprof.record {clock = "wall", interval = 0.5}
+  local _, vals = trace_slot()
+  local only_h1 = #vals > 0
+  for _, v in ipairs(vals) do if v ~= h1 then only_h1 = false end end
+  t.ok(only_h1, "the user's handler is the only one while profiling")
+  make_traces(30)
+  spin(0.05)
+  t.ok(ljprof.stop(), "stop")
+  t.eq(ljprof.stats().trace_events, 0, "no trace event handled by ljprof")
+  t.ok((before.stop or 0) >= 20, "the user's handler received the events")
+  jit.attach(h1)  -- detach
+end)
+
+-- With aborts recorded, ljprof handles trace events: it shares the slot.
 t.case("a trace handler attached before start is chained and restored", function()
   jit.on()
   local before, h1 = counter()
@@ -116,7 +134,7 @@ t.case("a trace handler attached before start is chained and restored", function
   local ref = {start = before.start or 0, stop = before.stop or 0}
   for k in pairs(before) do before[k] = nil end
 
-  ljprof.record {clock = "wall", interval = 0.5}
+  ljprof.record {clock = "wall", interval = 0.5, aborts = true}
   local _, vals = trace_slot()
   local ours = false
   for _, v in ipairs(vals) do if v ~= h1 and is_c_function(v) then ours = true end end
@@ -145,7 +163,7 @@ t.case("a trace handler attached after start: ljprof re-attaches on top", functi
   jit.on()
   -- A small ring aggregates often (every 8 completed samples), which is
   -- where ljprof checks that its handler is still installed.
-  ljprof.record {clock = "wall", interval = 0.5, ring = 16}
+  ljprof.record {clock = "wall", interval = 0.5, ring = 16, aborts = true}
   make_traces(10)
   local late, h2 = counter()
   jit.attach(h2, "trace")               -- replaces ljprof's handler

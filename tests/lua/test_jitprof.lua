@@ -153,9 +153,13 @@ t.case("hot but interpreted: its own section after the -jp lines", function()
   local sec = s:match("\n\n(Hot but interpreted.*)$")
   t.ok(sec, "section present:\n" .. s)
   if sec then
-    t.ok(sec:find("\n%s?%d+%%  [^\n]*:%d+  no trace aborts reported") ~= nil,
-      "jit.off functions listed without aborts:\n" .. sec)
+    t.ok(sec:find("\n%s?%d+%%  [^\n]*:%d+  %(why its traces aborted: run with /aborts=on%)") ~= nil,
+      "jit.off functions listed, aborts not recorded:\n" .. sec)
   end
+  local sa = run("-jprof=f/aborts=on", workload)
+  local seca = sa:match("\n\n(Hot but interpreted.*)$")
+  t.ok(seca and seca:find("\n%s?%d+%%  [^\n]*:%d+  no trace aborts reported") ~= nil,
+    "/aborts=on: jit.off functions listed without aborts:\n" .. sa)
   -- The section's heading at the start of a line: whole-file annotation
   -- may print jit/prof.lua itself (a sample can land in the profiler's
   -- own start or stop code), and its source mentions the heading.

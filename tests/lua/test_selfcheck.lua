@@ -1,9 +1,13 @@
 -- ljprof's own cross-checks (LJPROF_STACKS=check) on a trace-heavy
 -- program: at every safe point the Lua frames read from LuaJIT's memory
--- are compared with lua_getstack's, and every trace start and abort line
--- read from the prototype (no jit.util.funcinfo table per trace event) is
--- compared with jit.util.funcinfo's. Both must agree everywhere; the
--- trace-event stage timer must have seen the events.
+-- are compared with lua_getstack's. With aborts recorded (a trace-event
+-- handler), every trace is also read from its object at its "stop" event
+-- and compared with the event (start prototype and bytecode, side or
+-- root) and jit.util.tracemc (machine code address and size), and every
+-- trace start and abort line read from the prototype (no
+-- jit.util.funcinfo table per trace event) with jit.util.funcinfo's. All
+-- must agree everywhere; the trace-event stage timer must have seen the
+-- events. By default no trace event is handled at all.
 local t = require("t")
 
 local LUAJIT = arg and arg[-1] or "luajit"
@@ -12,7 +16,7 @@ local LUAJIT = arg and arg[-1] or "luajit"
 -- pcall and error), many small functions, at 2 kHz wall.
 local PROGRAM = [[
 local ljprof = require("ljprof")
-ljprof.record{clock = "wall", rate = 2000}
+ljprof.record{clock = "wall", rate = 2000, aborts = arg[1] == "aborts"}
 local fns = {}
 for k = 1, 60 do
   fns[k] = loadstring(("local a = ... local s = 0 for i = 1, a do s = s + (i %% %d) end return s")
@@ -45,31 +49,43 @@ while os.clock() - t0 < 1.5 do
 end
 ljprof.stop()
 local st = ljprof.stats()
-print(string.format("checks %d mismatches %d events %d event_ns %d samples %d",
+print(string.format("checks %d mismatches %d events %d event_ns %d samples %d source %s",
   st.stack_checks or -1, st.stack_mismatches or -1, st.trace_events, st.trace_event_ns,
-  st.samples))
+  st.samples, st.trace_source))
 ]]
 
-t.case("frames and trace lines read from LuaJIT's memory agree with LuaJIT's API", function()
+local function run(args)
   local path = os.tmpname()
   local f = assert(io.open(path, "w"))
   f:write(PROGRAM)
   f:close()
-  local p = io.popen("LJPROF_STACKS=check " .. LUAJIT .. " " .. path .. " 2>&1")
+  local p = io.popen("LJPROF_STACKS=check " .. LUAJIT .. " " .. path .. " " .. args .. " 2>&1")
   local out = p:read("*a")
   p:close()
   os.remove(path)
-  local checks, mismatches, events, event_ns, samples =
-    out:match("checks (%-?%d+) mismatches (%-?%d+) events (%d+) event_ns (%d+) samples (%d+)")
+  local checks, mismatches, events, event_ns, samples, source =
+    out:match("checks (%-?%d+) mismatches (%-?%d+) events (%d+) event_ns (%d+) samples (%d+) source (%a+)")
   t.ok(checks, "the program ran: " .. out)
   if not checks then return end
-  print(string.format("  %s checks, %s mismatches, %s trace events (%.0f ns each in ljprof), %s samples",
-                      checks, mismatches, events, tonumber(event_ns) / math.max(1, tonumber(events)),
+  print(string.format("  %s: %s checks, %s mismatches, %s trace events (%.0f ns each in ljprof), %s samples",
+                      args, checks, mismatches, events, tonumber(event_ns) / math.max(1, tonumber(events)),
                       samples))
   t.ok(tonumber(checks) > 100, "enough checks: " .. checks)
   t.eq(tonumber(mismatches), 0, "no mismatch")
-  t.ok(tonumber(events) > 100, "trace events seen: " .. events)
-  t.ok(tonumber(event_ns) > 0, "their time measured")
+  t.eq(source, "memory", "traces read from memory")
+  return tonumber(events), tonumber(event_ns)
+end
+
+t.case("frames, traces and trace lines read from LuaJIT's memory agree with LuaJIT's API", function()
+  local events, event_ns = run("aborts")
+  if not events then return end
+  t.ok(events > 100, "trace events seen: " .. events)
+  t.ok(event_ns > 0, "their time measured")
+end)
+
+t.case("by default: no trace event handled, frames agree", function()
+  local events = run("default")
+  if events then t.eq(events, 0, "trace events handled") end
 end)
 
 t.done()

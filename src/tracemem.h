@@ -1,0 +1,103 @@
+/*
+** LuaJIT's compiled traces read from memory (tracemem.c): which trace a
+** PC lies in, where a trace started (its prototype and bytecode, whether
+** it is a side trace) and a prototype's chunk name, with no jit.attach
+** handler paid on every trace event and no Lua call at the safe point.
+**
+** The layouts (jit_State's trace array and its size; GCtrace's machine
+** code, size, start prototype, start PC and root trace; GCproto's size and
+** chunk name; GCstr's size) are learnt once per process in a Lua state of
+** ljprof's own and proven against jit.util and jit.attach before use
+** (ljp_tracemem_probe). Unproven, ljp_tml.ok stays 0 and traces.c follows
+** the trace events instead.
+**
+** Signal context: ljp_tm_trace and ljp_tm_holds only (plain reads of the
+** running trace, which cannot be freed while it runs). The rest: normal
+** context on the profiled thread, where a trace read from the array is
+** alive until the program runs on.
+*/
+#ifndef LJP_TRACEMEM_H
+#define LJP_TRACEMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+typedef struct ljp_tmlayout {
+  volatile int ok;        /* every offset below proven */
+  ptrdiff_t g_trace;      /* global_State + this: jit_State's trace array
+                             (one GC reference per trace number) */
+  ptrdiff_t g_sizetrace;  /* global_State + this: uint32 size of it */
+  ptrdiff_t t_mcode;      /* GCtrace: start of its machine code */
+  ptrdiff_t t_szmcode;    /* GCtrace: uint32 size of the machine code */
+  ptrdiff_t t_startpt;    /* GCtrace: the prototype it started in */
+  ptrdiff_t t_startpc;    /* GCtrace: the bytecode it started at */
+  ptrdiff_t t_root;       /* GCtrace: uint16 root trace, 0 for a root */
+  ptrdiff_t pt_size;      /* GCproto's size: its bytecode follows it */
+  ptrdiff_t pt_chunkname; /* GCproto: GC reference to the chunk name */
+  ptrdiff_t str_size;     /* GCstr's size: its characters follow it */
+  int traces;             /* traces the proof was made with */
+  char why[96];           /* why it is off */
+} ljp_tmlayout;
+
+extern ljp_tmlayout ljp_tml;
+
+/* Normal context, in a state of ljprof's own with the VM probe and the
+** Lua frame layout (luastack.c: lines) proven: learn and prove the
+** layouts, once per process. Returns ljp_tml.ok. */
+int ljp_tracemem_probe(lua_State *S);
+
+/* Signal context: trace number tr of the state whose global_State is g,
+** or 0 (no such trace, or the layout unknown). */
+static inline uintptr_t ljp_tm_trace(uintptr_t g, int32_t tr)
+{
+  uintptr_t arr;
+  if (!ljp_tml.ok || !g || tr <= 0 ||
+      (uint32_t)tr >= *(volatile uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace))
+    return 0;
+  arr = *(volatile uintptr_t *)(g + (uintptr_t)ljp_tml.g_trace);
+  return arr ? *(volatile uintptr_t *)(arr + 8 * (uintptr_t)tr) : 0;
+}
+
+/* Signal context: does trace T's machine code hold pc? */
+static inline int ljp_tm_holds(uintptr_t T, uintptr_t pc)
+{
+  uintptr_t mc = *(volatile uintptr_t *)(T + (uintptr_t)ljp_tml.t_mcode);
+  uint32_t sz = *(volatile uint32_t *)(T + (uintptr_t)ljp_tml.t_szmcode);
+  return pc >= mc && pc - mc < sz;
+}
+
+/* A trace as read at a safe point. */
+typedef struct ljp_tmtrace {
+  uintptr_t T;            /* the trace object */
+  uintptr_t mcode;        /* its machine code, size bytes */
+  uint32_t size;
+  uintptr_t bc;           /* first instruction of the prototype it started
+                             in (names the prototype) */
+  int32_t pc;             /* bytecode index it started at */
+  int32_t root;           /* root trace number; 0: it is a root trace */
+  uint64_t sig;           /* the prototype's signature (ljp_proto_sig) */
+} ljp_tmtrace;
+
+/* Normal context, profiled thread: trace tr; 0 when there is none. */
+int ljp_tm_read(uintptr_t g, int32_t tr, ljp_tmtrace *t);
+/* Normal context, profiled thread: the trace whose machine code holds
+** pc (every trace looked at, as LuaJIT's own exit handling does), or 0. */
+int32_t ljp_tm_find(uintptr_t g, uintptr_t pc, ljp_tmtrace *t);
+/* Any thread, with fault-safe reads (ljp_peek), while the profiled
+** thread may run on (the exit and export helpers): trace tr as
+** ljp_tm_read gives it, then the chunk name of its prototype copied into
+** buf (n bytes, NUL-terminated), its first line and the line it started
+** at. A trace freed meanwhile reads back as garbage or fails, never
+** faults: the caller checks that it is still the trace object the
+** sample saw (ljp_record.tobj). 1, or 0 when something could not be
+** read. */
+int ljp_tm_read_safe(uintptr_t g, int32_t tr, ljp_tmtrace *t, char *buf,
+                     size_t n, int *firstline, int *line);
+/* Normal context: the chunk name of the prototype whose first instruction
+** is bc, while something keeps that prototype alive (a trace read at this
+** safe point that started in it, a live frame running it). */
+const char *ljp_tm_chunkname(uintptr_t bc);
+
+#endif

@@ -392,6 +392,8 @@ typedef struct profile_acc {
   int index;             /* store frame id -> frames index */
   int labelsets;         /* label set id -> labels table */
   int nframes, nsamples;
+  uint32_t *map, nmap;   /* store frame id -> frames index (0: not yet):
+                            no Lua table lookup per frame of every stack */
   ljp_buf sb;
 } profile_acc;
 
@@ -408,6 +410,19 @@ static void profile_frame(profile_acc *a, uint32_t id)
 {
   lua_State *L = a->L;
   ljp_q_frameinfo fi;
+  if (id < a->nmap && a->map[id]) {
+    lua_pushinteger(L, (lua_Integer)a->map[id]);
+    return;
+  }
+  if (id >= a->nmap) {
+    uint32_t n = a->nmap ? a->nmap : 1024, *m;
+    while (n <= id) n *= 2;
+    if ((m = realloc(a->map, n * sizeof(*m))) != NULL) {
+      memset(m + a->nmap, 0, (n - a->nmap) * sizeof(*m));
+      a->map = m;
+      a->nmap = n;
+    }
+  }
   lua_rawgeti(L, a->index, (int)id);
   if (!lua_isnil(L, -1)) return;
   lua_pop(L, 1);
@@ -437,6 +452,7 @@ static void profile_frame(profile_acc *a, uint32_t id)
     lua_setfield(L, -2, "name");
   }
   lua_rawseti(L, a->frames, ++a->nframes);
+  if (id < a->nmap) a->map[id] = (uint32_t)a->nframes;
   lua_pushinteger(L, a->nframes);
   lua_pushvalue(L, -1);
   lua_rawseti(L, a->index, (int)id);
@@ -491,6 +507,7 @@ static int l_profile(lua_State *L)
   a.frames = 2; a.samples = 3; a.index = 4; a.labelsets = 5;
   ljp_q_samples(L, profile_sample, &a);
   ljp_buf_free(&a.sb);
+  free(a.map);
   lua_settop(L, 3);
   lua_setfield(L, 1, "samples");
   lua_setfield(L, 1, "frames");

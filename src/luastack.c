@@ -489,7 +489,7 @@ static int probe_jit(int i)
   ** few from the trace. */
   if (st < 0 || pb.jseen < 10) ljp_vm_jstate_probe(pb.g, i == 1, st >= 0);
   if (st < 0 || ++pb.jseen <= JIT_SETTLE) return 0;
-  if (ljp_peek(gw, pb.g, sizeof(gw)) != 0 ||
+  if (ljp_peek_g(gw, pb.g, sizeof(gw)) != 0 ||
       ljp_peek(&stack, pb.L + (uintptr_t)ljp_lsl.l_stack, 8) != 0)
     return 0;
   pb.jcalls++;

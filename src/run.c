@@ -176,7 +176,6 @@ void ljp_run_learn_layouts(void)
     tries++;
     ljp_ffid_learn(S);
     if (ljp_vmprobe(S) && ljp_luastack_probe(S)) ljp_tracemem_probe(S);
-    if (getenv("LJPROF_XTM")) fprintf(stderr, "tm ok=%d why=%s g_trace=%td size=%td mcode=%td sz=%td pt=%td pc=%td root=%td ptsize=%td chunk=%td str=%td n=%d\n", ljp_tml.ok, ljp_tml.why, ljp_tml.g_trace, ljp_tml.g_sizetrace, ljp_tml.t_mcode, ljp_tml.t_szmcode, ljp_tml.t_startpt, ljp_tml.t_startpc, ljp_tml.t_root, ljp_tml.pt_size, ljp_tml.pt_chunkname, ljp_tml.str_size, ljp_tml.traces);
     lua_close(S);
   }
   pthread_mutex_unlock(&learn_mu);

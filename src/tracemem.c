@@ -152,7 +152,7 @@ static struct {
 static int tm_snap(lua_State *L)
 {
   int k = (int)lua_tointeger(L, 1);
-  if (k < 1 || k > 2 || ljp_peek(tp.win[k - 1], tp.g, GWIN) != 0) return 0;
+  if (k < 1 || k > 2 || ljp_peek_g(tp.win[k - 1], tp.g, GWIN) != 0) return 0;
   tp.maxtr[k - 1] = (int32_t)lua_tointeger(L, 2);
   tp.nsnap |= k;
   return 0;
@@ -260,35 +260,35 @@ static int learn(lua_State *S, tmrec *rec, int nrec)
     }
   if (n != 1) return fail("no single trace array size");
   /* The trace array: entry 0 empty, each probe trace's number its object,
-  ** whose machine code address lies at one offset for all of them. */
-  for (n = 0, o = 0; o + 8 <= GWIN; o += 8) {
-    uint64_t p = rd64(tp.win[1] + o);
-    ptrdiff_t mm, mfound = -1;
-    int nm = 0;
-    if (!plausible(p) || ljp_peek(arr, p, 8u * (uint32_t)(tp.maxtr[1] + 1)))
-      continue;
-    if (arr[0] != 0) continue;
-    for (i = 0; i < nrec; i++)
-      if (!plausible(arr[rec[i].tr]) || ljp_peek(rec[i].T, arr[rec[i].tr], TWIN))
-        break;
-    if (i < nrec) continue;
-    for (mm = 0; mm + 8 <= TWIN; mm += 8) {
-      for (i = 0; i < nrec && rd64(rec[i].T + mm) == rec[i].mcode; i++) {}
-      if (i == nrec) { nm++; mfound = mm; }
+  ** whose machine code address lies at one offset for all of them (a
+  ** dozen 64-bit addresses that must all match: the first word that
+  ** passes is taken, and the readers are replayed below). The words that
+  ** changed since the first snapshot are tried first: the array grew in
+  ** between and was most likely moved, and every try is a system call. */
+  for (n = 0; n < 2 && a_off < 0; n++) {
+    for (o = 0; o + 8 <= GWIN && a_off < 0; o += 8) {
+      uint64_t p = rd64(tp.win[1] + o);
+      ptrdiff_t mm;
+      if ((n == 0) != (p != rd64(tp.win[0] + o))) continue;
+      if (!plausible(p) || ljp_peek(arr, p, 8u * (uint32_t)(tp.maxtr[1] + 1)))
+        continue;
+      if (arr[0] != 0) continue;
+      for (i = 0; i < nrec; i++)
+        if (!plausible(arr[rec[i].tr]) ||
+            ljp_peek(rec[i].T, arr[rec[i].tr], TWIN))
+          break;
+      if (i < nrec) continue;
+      for (mm = 0; mm + 8 <= TWIN && a_off < 0; mm += 8) {
+        for (i = 0; i < nrec && rd64(rec[i].T + mm) == rec[i].mcode; i++) {}
+        if (i == nrec) {
+          a_off = o;
+          m = mm;
+        }
+      }
     }
-    if (nm != 1) continue;
-    n++;
-    a_off = o;
-    m = mfound;
   }
-  if (n != 1) return fail("no single trace array");
-  /* Read the objects of the one array again (the last candidate tried
-  ** may have been another). */
-  if (ljp_peek(arr, rd64(tp.win[1] + a_off), 8u * (uint32_t)(tp.maxtr[1] + 1)))
-    return fail("trace array unreadable");
+  if (a_off < 0) return fail("no trace array");
   for (i = 0; i < nrec; i++) {
-    if (ljp_peek(rec[i].T, arr[rec[i].tr], TWIN))
-      return fail("trace object unreadable");
     if (rec[i].root) sides++;
     else roots++;
   }

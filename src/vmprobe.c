@@ -650,7 +650,7 @@ void ljp_vm_jstate_probe(uintptr_t g, int first, int compiled)
     jp.on = 1;
   }
   if (!jp.on) return;
-  if (ljp_peek(snap, g, sizeof(snap)) != 0) { jp.on = 0; return; }
+  if (ljp_peek_g(snap, g, sizeof(snap)) != 0) { jp.on = 0; return; }
   for (i = 0; i < JSCAN / 4; i++) {
     int32_t v = snap[i];
     if (jp.dead[i] || v == 0) continue;
@@ -676,6 +676,20 @@ int ljp_vm_jit_idle(uintptr_t g)
 {
   return !ljp_vml.jstate_ok || !g ||
          *(volatile int32_t *)(g + ljp_vml.g_jstate) == 0;
+}
+
+int ljp_peek_g(void *dst, uintptr_t g, size_t n)
+{
+  static uintptr_t read_g;
+  static size_t read_n;
+  if (g && g == read_g && n <= read_n) {
+    memcpy(dst, (const void *)g, n);
+    return 0;
+  }
+  if (ljp_peek(dst, g, n) != 0) return -1;
+  read_g = g;
+  read_n = n;
+  return 0;
 }
 
 int32_t ljp_vm_jstate(uintptr_t g)

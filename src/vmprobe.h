@@ -74,6 +74,12 @@ int32_t ljp_vm_state_save(uintptr_t g);
 void ljp_vm_state_restore(uintptr_t g, int32_t st);
 /* Fault-safe read of our own memory: 0, or -1 for an unreadable range. */
 int ljp_peek(void *dst, uintptr_t src, size_t n);
+/* The same for the first n bytes after a global_State g (they lie in the
+** one block LuaJIT allocates for the state's global and JIT data, so
+** once read they stay readable while the state lives): one system call
+** for the first read of g, plain copies after. Learning only (under the
+** learning mutex). */
+int ljp_peek_g(void *dst, uintptr_t g, size_t n);
 /* This process's id for process_vm_readv, without a getpid() system call
 ** once ljp_self_pid_cache has run (the library is pinned: a fork handler
 ** forgets it in the child). Signal-safe. */

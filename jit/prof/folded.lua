@@ -37,17 +37,14 @@ function M.render(p, meta)
   local fullpath = meta.fullpath and true or false
   local counts, labels = {}, {}
   local names = model.names(p, scope, fullpath)
+  -- Every label first: the loop over the stacks then stays free of
+  -- string patterns, which LuaJIT does not compile (a loop that aborts
+  -- its traces again and again is left to the interpreter).
+  for id in ipairs(p.frames) do labels[id] = clean(names[id]) end
+  local key = model.keyer(labels, ";")
   for _, s in ipairs(p.samples) do
-    local t = {}
-    for i, id in ipairs(s.stack) do
-      local l = labels[id]
-      if not l then
-        l = clean(names[id])
-        labels[id] = l
-      end
-      t[i] = l
-    end
-    local k = #t > 0 and table.concat(t, ";") or "(no stack)"
+    local stack = s.stack
+    local k = #stack > 0 and key(stack, 1, #stack, 1) or "(no stack)"
     counts[k] = (counts[k] or 0) + s.count
   end
   local keys = {}

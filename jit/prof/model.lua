@@ -285,18 +285,74 @@ end
 -- The -jp key of a stack: depth > 0 keeps the innermost depth frames,
 -- innermost first, joined by " < "; depth < 0 keeps the innermost -depth
 -- frames, outermost first, joined by " > ". sep overrides the separator.
-function M.view(p, stack, scope, fullpath, depth, sep)
-  local t, n = {}, #stack
-  if depth > 0 then
-    for i = n, math.max(1, n - depth + 1), -1 do
-      t[#t + 1] = M.label(p.frames[stack[i]], scope, fullpath)
+-- Keys of label sequences, for aggregating thousands of stacks of dozens
+-- of frames: labels[id] is each frame's label. Frames that label alike
+-- (the same function at other lines) share a number, and a sequence of
+-- numbers leads through a tree of tables (keyed by number; a node's [0]
+-- is its string) to its string, made once per distinct sequence. No long
+-- string is then made or hashed per sample (LuaJIT hashes long strings by
+-- a few of their bytes, and similar stacks collide), and the walk
+-- compiles.
+function M.keyer(labels, sep)
+  local num, by = {}, {}
+  for id, l in pairs(labels) do
+    local u = by[l]
+    if not u then
+      u = #num + 1
+      num[u] = l
+      by[l] = u
     end
-    return table.concat(t, sep or " < ")
+    labels[id] = u    -- (reused: id -> number)
   end
-  for i = math.max(1, n + depth + 1), n do
-    t[#t + 1] = M.label(p.frames[stack[i]], scope, fullpath)
+  local root = {}
+  -- The key of frames lo..hi (step) of stack.
+  return function(stack, lo, hi, step)
+    local node = root
+    for i = lo, hi, step do
+      local u = labels[stack[i]]
+      local nx = node[u]
+      if not nx then
+        nx = {}
+        node[u] = nx
+      end
+      node = nx
+    end
+    local k = node[0]
+    if not k then
+      local t = {}
+      for i = lo, hi, step do t[#t + 1] = num[labels[stack[i]]] end
+      k = table.concat(t, sep)
+      node[0] = k
+    end
+    return k
   end
-  return table.concat(t, sep or " > ")
+end
+
+
+-- The -jp key of a stack: depth > 0 keeps the innermost depth frames,
+-- innermost first, joined by " < "; depth < 0 keeps the innermost -depth
+-- frames, outermost first, joined by " > ". sep overrides the separator.
+-- Keys are made by a keyer kept in p.keyers per view (frames added to p
+-- after a first call would have no label: views are made once the
+-- profile is complete).
+function M.view(p, stack, scope, fullpath, depth, sep)
+  local n = #stack
+  sep = sep or (depth > 0 and " < " or " > ")
+  local ck = scope .. (fullpath and "+" or "") .. sep
+  local keyers = p.keyers
+  if not keyers then
+    keyers = {}
+    p.keyers = keyers
+  end
+  local key = keyers[ck]
+  if not key then
+    local labels = {}
+    for id, fr in ipairs(p.frames) do labels[id] = M.label(fr, scope, fullpath) end
+    key = M.keyer(labels, sep)
+    keyers[ck] = key
+  end
+  if depth > 0 then return key(stack, n, math.max(1, n - depth + 1), -1) end
+  return key(stack, math.max(1, n + depth + 1), n, 1)
 end
 
 -- The profile with each sample's zone as its outermost frame, named

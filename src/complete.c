@@ -129,10 +129,22 @@ typedef struct levelent {
   uint32_t fid;
 } levelent;
 
+/* Prototypes of returned frames that fnames does not know: a trace
+** that started there (its number, tried first next time), or the safe
+** point where no trace did and whether a search by value found nothing. */
+#define RET_CACHE 512
+typedef struct retent {
+  uintptr_t bc;
+  int32_t trace;                   /* > 0: that trace started there */
+  uint64_t notrace_sp;             /* no trace at this safe point */
+  int byval_none;                  /* no variable or field holds one */
+} retent;
+
 struct ljp_namecache {
   protoent proto[PROTO_CACHE];
   nameent name[NAME_CACHE];
   levelent level[LEVEL_CACHE];
+  retent ret[RET_CACHE];
 };
 
 static struct ljp_namecache *caches(ljp_ctx *ctx)
@@ -398,6 +410,61 @@ static int runs_trace_start(const ljp_trinfo *ti, const ljp_lframe *f)
   return ti && ti->bc && f->kind == 0 && f->bc == ti->bc;
 }
 
+static void name_trace_start(ljp_ctx *ctx, lua_State *L, livestack *ls,
+                             ljp_trinfo *ti);
+
+/* A returned Lua frame f that fnames does not know and that is not of
+** the sample's trace's start prototype: named from its prototype when
+** that is shown alive another way. Another trace started in it (every
+** trace's object keeps its start prototype: the events used to teach
+** fnames every trace's start function), or a variable or field holds a
+** function of it (found by value; that function is then learnt). The
+** names go into s; 0 when the prototype cannot be shown alive. */
+static int name_returned(ljp_ctx *ctx, lua_State *L, livestack *ls,
+                         const ljp_lframe *f, ljp_synframe *s)
+{
+  struct ljp_namecache *c = caches(ctx);
+  retent *r;
+  ljp_trinfo *t;
+  int32_t tr;
+  char buf[128];
+  if (!c || !ctx->tr.mem || !f->bc) return 0;
+  r = &c->ret[ljp_hash_addr(f->bc) & (RET_CACHE - 1)];
+  if (r->bc != f->bc) {
+    memset(r, 0, sizeof(*r));
+    r->bc = f->bc;
+  }
+  if (r->notrace_sp != ctx->safepoints &&
+      (tr = ljp_tm_find_proto(ctx->vm_g, f->bc, r->trace)) > 0 &&
+      (t = ljp_trace_info(ctx, L, tr)) != NULL && t->bc == f->bc) {
+    r->trace = tr;
+    if (!t->name) name_trace_start(ctx, L, ls, t);
+    s->source = t->source;
+    s->name = t->name;
+    s->linedefined = t->linedefined;
+    return 1;
+  }
+  r->notrace_sp = ctx->safepoints;
+  if (!r->byval_none && ljp_lname_by_value(L, f->bc, buf, sizeof(buf))) {
+    lua_Debug ar;
+    const ljp_fname *e;
+    int fi = lua_gettop(L);
+    lua_pushvalue(L, fi);
+    if (lua_getinfo(L, ">S", &ar) && ar.source)
+      ljp_fnames_learn(&ctx->fnames, L, fi, ar.source, buf, ar.linedefined);
+    e = ljp_fnames_peek(&ctx->fnames, (uintptr_t)lua_topointer(L, fi), f->bc);
+    lua_pop(L, 1);
+    if (e) {
+      s->source = e->source;
+      s->name = e->name;
+      s->linedefined = e->linedefined;
+      return 1;
+    }
+  }
+  r->byval_none = 1;
+  return 0;
+}
+
 /* The leaf of a record whose Lua frames were captured at the signal: the
 ** frames still live at this safe point (same function at the same slot of
 ** the same stack, from the outermost captured one up) are shown as real
@@ -463,7 +530,7 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
         s->source = ti->source;
         s->name = ti->name;
         s->linedefined = ti->linedefined;
-      } else {
+      } else if (!name_returned(ctx, L, ls, f, s)) {
         break;
       }
       /* Its line from its PC at the signal (read through its prototype,
@@ -631,21 +698,24 @@ static void name_trace_start(ljp_ctx *ctx, lua_State *L, livestack *ls,
 {
   const char *name;
   char buf[128];
+  uint64_t sig = ljp_proto_sig(ti->bc);
   int j;
   live_walk(ctx, L, ls);
-  name = ljp_fnames_proto_name(&ctx->fnames, ti->bc, ljp_proto_sig(ti->bc));
+  name = ljp_fnames_proto_name(&ctx->fnames, ti->bc, sig);
   for (j = 0; !name && j < ls->m; j++) {
     lua_Debug ar;
     if (ls->f[j].kind != 0 || ls->f[j].bc != ti->bc) continue;
     if (lua_getstack(L, j, &ar) && lua_getinfo(L, "n", &ar)) name = ar.name;
     break;
   }
-  if (!name && !ti->name_tried) {
-    ti->name_tried = 1;
+  if (!name && !ti->name_tried &&
+      !ljp_fnames_proto_searched(&ctx->fnames, ti->bc, sig)) {
+    ti->name_tried = 1;  /* (once per prototype: "" when none is found) */
     if (ljp_lname_by_value(L, ti->bc, buf, sizeof(buf))) {
       name = buf;
-      ljp_fnames_proto_learn(&ctx->fnames, ti->bc, buf);
+      lua_pop(L, 1);
     }
+    ljp_fnames_proto_learn(&ctx->fnames, ti->bc, name ? name : "");
   }
   if (name) ti->name = strdup(name);
 }

@@ -622,12 +622,14 @@ void ljp_fnames_proto_learn(ljp_fnames *t, uintptr_t bc, const char *name)
 typedef struct byval {
   uintptr_t bc;
   int budget;               /* table entries left to look at */
+  int slot;                 /* stack slot receiving the function found */
   char *buf;
   size_t n;
 } byval;
 
 /* Is the value at idx a Lua function of the prototype b->bc? Then its
-** name (the variable's or the key's) is copied. */
+** name (the variable's or the key's) is copied, and the function put in
+** the result slot. */
 static int byval_hit(lua_State *L, int idx, const char *name, byval *b)
 {
   if (!name || !*name || name[0] == '(' || !lua_isfunction(L, idx) ||
@@ -635,6 +637,8 @@ static int byval_hit(lua_State *L, int idx, const char *name, byval *b)
       ljp_fn_bc((uintptr_t)lua_topointer(L, idx)) != b->bc)
     return 0;
   snprintf(b->buf, b->n, "%s", name);
+  lua_pushvalue(L, idx);
+  lua_replace(L, b->slot);
   return 1;
 }
 
@@ -671,12 +675,15 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
   byval b;
   lua_Debug ar;
   const char *nm;
-  int top = lua_gettop(L), level, i, found = 0;
+  int top, level, i, found = 0;
+  if (!bc || n < 2) return 0;
+  lua_pushnil(L);                             /* the function found */
+  top = lua_gettop(L);
+  b.slot = top;
   b.bc = bc;
   b.budget = 4096;
   b.buf = buf;
   b.n = n;
-  if (!bc || n < 2) return 0;
   /* Locals and upvalues of the live levels, innermost first. */
   for (level = 0; !found && level < 64 && lua_getstack(L, level, &ar);
        level++) {
@@ -717,17 +724,30 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
       }
     }
   }
-  lua_settop(L, top);
+  lua_settop(L, found ? top : top - 1);      /* the function, or none */
   return found;
+}
+
+static const ljp_pname *pn_get(const ljp_fnames *t, uintptr_t bc,
+                               uint64_t sig)
+{
+  const ljp_pname *e;
+  if (!t->pcap || !bc) return NULL;
+  e = pn_slot(t, bc);
+  return e->bc == bc && e->sig == sig && e->name ? e : NULL;
 }
 
 const char *ljp_fnames_proto_name(const ljp_fnames *t, uintptr_t bc,
                                   uint64_t sig)
 {
-  const ljp_pname *e;
-  if (!t->pcap || !bc) return NULL;
-  e = pn_slot(t, bc);
-  return e->bc == bc && e->sig == sig ? e->name : NULL;
+  const ljp_pname *e = pn_get(t, bc, sig);
+  return e && e->name[0] ? e->name : NULL;   /* "": searched, none found */
+}
+
+int ljp_fnames_proto_searched(const ljp_fnames *t, uintptr_t bc,
+                              uint64_t sig)
+{
+  return pn_get(t, bc, sig) != NULL;
 }
 
 void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,

@@ -141,8 +141,12 @@ const ljp_fname *ljp_fnames_peek(const ljp_fnames *t, uintptr_t fn,
 ** alive) is sig; NULL when none was learnt. */
 const char *ljp_fnames_proto_name(const ljp_fnames *t, uintptr_t bc,
                                   uint64_t sig);
-/* Remember name for the prototype whose first instruction is bc (alive). */
+/* Remember name for the prototype whose first instruction is bc (alive);
+** "" when a search found none (ljp_lname_by_value: not searched again). */
 void ljp_fnames_proto_learn(ljp_fnames *t, uintptr_t bc, const char *name);
+/* Was a name learnt or searched for that prototype? */
+int ljp_fnames_proto_searched(const ljp_fnames *t, uintptr_t bc,
+                              uint64_t sig);
 void ljp_fnames_free(ljp_fnames *t, lua_State *L);
 
 /* A name for a Lua function of the prototype whose first instruction is

@@ -130,6 +130,22 @@ int ljp_tm_read_safe(uintptr_t g, int32_t tr, ljp_tmtrace *t, char *buf,
   return 1;
 }
 
+int32_t ljp_tm_find_proto(uintptr_t g, uintptr_t bc, int32_t hint)
+{
+  uintptr_t pt = bc - (uintptr_t)ljp_tml.pt_size, T;
+  uint32_t n, tr;
+  if (!ljp_tml.ok || !g || !bc) return 0;
+  if (hint > 0 && (T = ljp_tm_trace(g, hint)) &&
+      *(const uintptr_t *)(T + (uintptr_t)ljp_tml.t_startpt) == pt)
+    return hint;
+  n = *(const uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace);
+  for (tr = 1; tr < n && tr < 65536; tr++)
+    if ((T = ljp_tm_trace(g, (int32_t)tr)) &&
+        *(const uintptr_t *)(T + (uintptr_t)ljp_tml.t_startpt) == pt)
+      return (int32_t)tr;
+  return 0;
+}
+
 const char *ljp_tm_chunkname(uintptr_t bc)
 {
   uintptr_t s;

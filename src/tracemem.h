@@ -95,6 +95,10 @@ int32_t ljp_tm_find(uintptr_t g, uintptr_t pc, ljp_tmtrace *t);
 ** read. */
 int ljp_tm_read_safe(uintptr_t g, int32_t tr, ljp_tmtrace *t, char *buf,
                      size_t n, int *firstline, int *line);
+/* Normal context, profiled thread: a trace that started in the prototype
+** whose first instruction is bc (which shows the prototype alive: the
+** trace keeps it), trying trace number hint first; 0 when none. */
+int32_t ljp_tm_find_proto(uintptr_t g, uintptr_t bc, int32_t hint);
 /* Normal context: the chunk name of the prototype whose first instruction
 ** is bc, while something keeps that prototype alive (a trace read at this
 ** safe point that started in it, a live frame running it). */

@@ -44,6 +44,13 @@
 #include "objects.h"
 #include "tracemem.h"
 
+/* Trace infos by number, in pages that never move: a pointer to one
+** stays good while another trace's info is added (a safe point holds the
+** sample's while it looks at others). */
+#define TI_PAGE 256
+#define TI(ctx, n) \
+  (&(ctx)->tr.info[(uint32_t)(n) / TI_PAGE][(uint32_t)(n) % TI_PAGE])
+
 #define UP_GEN    lua_upvalueindex(1)
 #define UP_PREV   lua_upvalueindex(2)
 #define UP_MC     lua_upvalueindex(3)
@@ -146,18 +153,20 @@ void ljp_traces_aborts_into(ljp_ctx *ctx, ljp_tracest *dst, int move)
 void ljp_traces_forget_keys(ljp_ctx *ctx)
 {
   uint32_t i;
-  for (i = 0; i < ctx->tr.ninfo; i++) ctx->tr.info[i].have_key = 0;
+  for (i = 0; i < ctx->tr.ninfo; i++) TI(ctx, i)->have_key = 0;
 }
 
 static void trinfo_clear_all(ljp_ctx *ctx)
 {
   uint32_t i;
-  for (i = 0; i < ctx->tr.ninfo; i++) trinfo_clear(&ctx->tr.info[i]);
+  for (i = 0; i < ctx->tr.ninfo; i++) trinfo_clear(TI(ctx, i));
 }
 
 void ljp_traces_reset(ljp_ctx *ctx)
 {
+  uint32_t i;
   trinfo_clear_all(ctx);
+  for (i = 0; i < ctx->tr.ninfo / TI_PAGE; i++) free(ctx->tr.info[i]);
   free(ctx->tr.info);
   ctx->tr.info = NULL;
   ctx->tr.ninfo = 0;
@@ -211,15 +220,16 @@ static ljp_trinfo *info_slot(ljp_ctx *ctx, int32_t tr)
 {
   ljp_trinfo *t;
   if (tr <= 0 || tr > 65535) return NULL;
-  if ((uint32_t)tr >= ctx->tr.ninfo) {
-    uint32_t n = ctx->tr.ninfo ? ctx->tr.ninfo : 64;
-    while (n <= (uint32_t)tr) n *= 2;
-    if (!(t = realloc(ctx->tr.info, n * sizeof(ljp_trinfo)))) return NULL;
-    memset(t + ctx->tr.ninfo, 0, (n - ctx->tr.ninfo) * sizeof(ljp_trinfo));
-    ctx->tr.info = t;
-    ctx->tr.ninfo = n;
+  while ((uint32_t)tr >= ctx->tr.ninfo) {  /* a page more; none moves */
+    uint32_t np = ctx->tr.ninfo / TI_PAGE;
+    ljp_trinfo **pages = realloc(ctx->tr.info, (np + 1) * sizeof(*pages));
+    if (!pages) return NULL;
+    ctx->tr.info = pages;
+    if (!(t = calloc(TI_PAGE, sizeof(ljp_trinfo)))) return NULL;
+    pages[np] = t;
+    ctx->tr.ninfo += TI_PAGE;
   }
-  return &ctx->tr.info[tr];
+  return TI(ctx, tr);
 }
 
 /* Trace tr read from its object at this safe point (the trace, and the
@@ -270,7 +280,7 @@ int ljp_trace_learn_offline(ljp_ctx *ctx, int32_t tr, uintptr_t T)
   if (!ctx->tr.mem) return 1;                   /* events: as they said */
   if (tr <= 0 || !T) return 0;
   if ((uint32_t)tr < ctx->tr.ninfo) {
-    t = &ctx->tr.info[tr];
+    t = TI(ctx, tr);
     if (t->resolved > 0 && t->T == T) return 1; /* known, the same trace */
   }
   /* The object the sample saw must still be the trace of that number (a
@@ -302,11 +312,11 @@ ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, lua_State *L, int32_t trace)
     /* A helper thread reads nothing of LuaJIT's: what is known. */
     if (L) return trace_from_memory(ctx, trace);
     if ((uint32_t)trace >= ctx->tr.ninfo) return NULL;
-    t = &ctx->tr.info[trace];
+    t = TI(ctx, trace);
     return t->resolved > 0 ? t : NULL;
   }
   if ((uint32_t)trace >= ctx->tr.ninfo) return NULL;
-  t = &ctx->tr.info[trace];
+  t = TI(ctx, trace);
   if (!t->fn) return NULL;
   if (t->resolved <= 0 && t->resolved > -3) trinfo_resolve(ctx, L, t);
   return t->resolved > 0 ? t : NULL;
@@ -354,17 +364,17 @@ void ljp_trace_locate(ljp_ctx *ctx, lua_State *L, uintptr_t pc,
   lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.tracemc_ref);
   mc = lua_gettop(L);
   /* The trace the VM state names, then the newest traces. */
-  if (tr > 0 && (uint32_t)tr < ctx->tr.ninfo && ctx->tr.info[tr].fn &&
-      !ctx->tr.info[tr].mc_known) {
-    ctx->tr.info[tr].mc_known = 1;
+  if (tr > 0 && (uint32_t)tr < ctx->tr.ninfo && TI(ctx, tr)->fn &&
+      !TI(ctx, tr)->mc_known) {
+    TI(ctx, tr)->mc_known = 1;
     trace_learn(ctx, L, mc, tr, &addr, &size);
     if (addr && pc >= addr && pc < addr + size) goto out;
   }
   for (k = 0; k < 16 && k < ctx->tr.nrecent; k++) {
     int32_t r = ctx->tr.recent[(ctx->tr.nrecent - 1 - k) & 15];
-    if (r <= 0 || (uint32_t)r >= ctx->tr.ninfo || ctx->tr.info[r].mc_known)
+    if (r <= 0 || (uint32_t)r >= ctx->tr.ninfo || TI(ctx, r)->mc_known)
       continue;
-    ctx->tr.info[r].mc_known = 1;
+    TI(ctx, r)->mc_known = 1;
     trace_learn(ctx, L, mc, r, &addr, &size);
     if (addr && pc >= addr && pc < addr + size) {
       *trace = r;
@@ -799,8 +809,8 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     aborts_reset(ctx);
     ctx->tr.events = ctx->tr.event_ns = 0;
     for (tr = 1; tr < (lua_Integer)ctx->tr.ninfo; tr++) {
-      ctx->tr.info[tr].mc_known = 0;
-      ctx->tr.info[tr].have_key = 0;
+      TI(ctx, tr)->mc_known = 0;
+      TI(ctx, tr)->have_key = 0;
     }
     return;
   }
@@ -834,8 +844,8 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     ctx->tr.nrecent = 0;
   }
   for (tr = 1; tr < (lua_Integer)ctx->tr.ninfo; tr++) {
-    ctx->tr.info[tr].mc_known = 0;
-    ctx->tr.info[tr].have_key = 0;
+    TI(ctx, tr)->mc_known = 0;
+    TI(ctx, tr)->have_key = 0;
   }
   lua_settop(L, top);
 }

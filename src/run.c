@@ -174,7 +174,7 @@ void ljp_run_learn_layouts(void)
   if (!(ljp_vml.vmstate_ok && ljp_lsl.ok && ljp_lsl.jit_ok) && tries < 3 &&
       (S = ljp_own_newstate(NULL, NULL)) != NULL) {  /* never auto-profiled */
     tries++;
-    ljp_ffid_learn(S);
+    if (!ljp_ffid_known()) ljp_ffid_learn(S);  /* (require "ljprof" did) */
     if (ljp_vmprobe(S) && ljp_luastack_probe(S)) ljp_tracemem_probe(S);
     lua_close(S);
   }

@@ -330,7 +330,10 @@ p()
 local notes = {}
 -- What some of ljprof's functions seen by perf do (for the notes below).
 local KNOWN = {
-  traces_event = "ljprof's handler of LuaJIT's trace events",
+  traces_event = "ljprof's handler of LuaJIT's trace events (runs recording aborts only)",
+  trace_from_memory = "reading a trace's start from LuaJIT's trace object",
+  ljp_tm_find = "looking through LuaJIT's trace array for the trace that holds a PC",
+  ljp_lname_by_value = "naming a function that runs only in traces by the variable holding it",
   trace_learn = "learning a new trace's machine code",
   ljp_codemap_trace_set = "adding a trace to the code map, which copies and re-sorts (qsort) " ..
                           "all known trace ranges for every new trace",
@@ -339,7 +342,8 @@ local KNOWN = {
   ljp_dumpstack_leaf = "the stack dump",
   lua_getstack = "LuaJIT's stack walk, which starts from the top frame for every level",
   ljp_vm_learn_jstate = "learning where LuaJIT keeps the trace compiler's state, with " ..
-                        "fault-safe process_vm_readv reads at trace events",
+                        "fault-safe process_vm_readv reads at trace events (when the probe " ..
+                        "loop could not)",
   ljp_signal_handler = "the signal handler",
   asm_sysvec_apic_timer_interrupt = "the timer interrupts",
 }
@@ -380,7 +384,7 @@ if cost20 and R.cost then
   if R.over then
     notes[#notes + 1] = string.format("- **What that means for overhead**: at %s per sample, " ..
       "100 samples/s cost about %.1f%% of CPU time and 1000 samples/s about %.1f%%, before " ..
-      "anything specific to a workload (deeper stacks, trace events); the bare signal (%s) alone " ..
+      "anything specific to a workload (deeper stacks); the bare signal (%s) alone " ..
       "is %.1f%% at 1 kHz on this VM.",
       stat.ns(cost20.diff), cost20.diff * 100 / 1e7, cost20.diff * 1000 / 1e7,
       b and stat.ns(b.ns) or "?", b and b.ns * 1000 / 1e7 or 0)
@@ -396,7 +400,8 @@ if R.over and #R.over.sweep_workloads > 0 then
     notes[#notes + 1] = "- **Fixed costs**: started with a 60 s interval, so that they take no " ..
       "sample, ljprof / jit.p change CPU time by " .. table.concat(parts, ", ") .. " (median " ..
       "paired ratios, as in the overhead tables). That is what a profiler costs besides " ..
-      "sampling: loading and starting, following the JIT's trace events (ljprof), writing the " ..
+      "sampling: loading and starting (ljprof learns LuaJIT's layouts once, in a Lua state of " ..
+      "its own; it follows no trace event), writing the " ..
       "report, and any change to the code LuaJIT compiles; jit.p's profiling modes make LuaJIT " ..
       "compile different traces (profiling checks recorded into them, all traces flushed at " ..
       "start and stop), which can make a program faster or slower whether or not a sample " ..
@@ -462,10 +467,10 @@ if R.over and #R.over.sweep_workloads > 0 then
       end
     end
     notes[#notes + 1] = "- **Taking no sample costs more than sampling** on " .. table.concat(odd, ", ") ..
-      ". ljprof learns where LuaJIT keeps the trace compiler's state from what it reads at trace " ..
-      "events and at a safe point, and keeps reading (fault-safe process_vm_readv calls in " ..
-      "`ljp_vm_learn_jstate`) at every trace event until it has; its statistics (`jit_state`) " ..
-      "say whether it did (" .. table.concat(why, "; ") .. ")."
+      ". Where ljprof's probe loop could not learn where LuaJIT keeps the trace compiler's " ..
+      "state, it follows trace events and learns it from what it reads at them and at a safe " ..
+      "point (fault-safe process_vm_readv calls in `ljp_vm_learn_jstate`); its statistics " ..
+      "(`jit_state`) say whether it did (" .. table.concat(why, "; ") .. ")."
   end
 end
 for _, pr in ipairs(R.cost and R.cost.perf or {}) do

@@ -120,7 +120,7 @@ out("Instructions executed by the whole process (valgrind's cachegrind, `I refs`
   "run repeats exactly; seeds 1.." .. opt.seeds .. " per configuration, seed s with the heap " ..
   "layout of bench/run's round s (`LJPROF_BENCH_LAYOUT`). The profilers start with a " ..
   "60 s interval and take no sample: what is measured is their fixed cost (loading, starting, " ..
-  "following trace events, writing an empty report at exit) and any change they make to the " ..
+  "writing an empty report at exit; ljprof follows no trace event) and any change they make to the " ..
   "code LuaJIT compiles. A seed and a layout change which traces a workload gets (trace " ..
   "aborts are penalised at random; hot counters are shared by bytecode address): a workload " ..
   "whose counts spread over the seeds has several possible " ..

@@ -138,6 +138,16 @@ static const char *opt_str(lua_State *L, const char *k, const char *accepted)
   return lua_tostring(L, -1);
 }
 
+/* The boolean value of option k at the top of the stack. */
+static int opt_bool(lua_State *L, const char *k)
+{
+  if (!lua_isboolean(L, -1))
+    luaL_error(L, "ljprof: bad %s '%s' (accepted: true or false)", k,
+               lua_tostring(L, -1) ? lua_tostring(L, -1)
+                                   : luaL_typename(L, -1));
+  return lua_toboolean(L, -1);
+}
+
 static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
 {
   lua_pushnil(L);
@@ -190,23 +200,11 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
                                                       : luaL_typename(L, -1));
       opt->duration_us = (uint64_t)(v * 1e6 + 0.5);
     } else if (!strcmp(k, "native")) {
-      if (!lua_isboolean(L, -1))
-        luaL_error(L, "ljprof: bad native '%s' (accepted: true or false)",
-                   lua_tostring(L, -1) ? lua_tostring(L, -1)
-                                       : luaL_typename(L, -1));
-      opt->native = lua_toboolean(L, -1);
+      opt->native = opt_bool(L, k);
     } else if (!strcmp(k, "calls")) {
-      if (!lua_isboolean(L, -1))
-        luaL_error(L, "ljprof: bad calls '%s' (accepted: true or false)",
-                   lua_tostring(L, -1) ? lua_tostring(L, -1)
-                                       : luaL_typename(L, -1));
-      opt->calls = lua_toboolean(L, -1);
+      opt->calls = opt_bool(L, k);
     } else if (!strcmp(k, "aborts")) {
-      if (!lua_isboolean(L, -1))
-        luaL_error(L, "ljprof: bad aborts '%s' (accepted: true or false)",
-                   lua_tostring(L, -1) ? lua_tostring(L, -1)
-                                       : luaL_typename(L, -1));
-      opt->aborts = lua_toboolean(L, -1);
+      opt->aborts = opt_bool(L, k);
     } else {
       luaL_error(L, "ljprof: unknown option '%s' (accepted: clock, interval, "
                  "rate, duration, signal, ring, fmt, depth, output, mode, "

@@ -250,13 +250,7 @@ static _Atomic int checking = -1;
 
 int ljp_luastack_checking(void)
 {
-  int c = atomic_load_explicit(&checking, memory_order_relaxed);
-  if (c < 0) {
-    const char *env = getenv("LJPROF_STACKS");
-    c = env && !strcmp(env, "check");
-    atomic_store_explicit(&checking, c, memory_order_relaxed);
-  }
-  return c;
+  return ljp_env_is(&checking, "LJPROF_STACKS", "check");
 }
 
 static int getstack_fns(lua_State *L, uintptr_t *fns, int max);

@@ -777,14 +777,8 @@ static int traces_installed(ljp_ctx *ctx, lua_State *L);
 ** (the tests run both ways). */
 static int events_forced(void)
 {
-  static _Atomic int forced = -1;  /* states of several threads may ask */
-  int f = atomic_load_explicit(&forced, memory_order_relaxed);
-  if (f < 0) {
-    const char *e = getenv("LJPROF_TRACES");
-    f = e && !strcmp(e, "events");
-    atomic_store_explicit(&forced, f, memory_order_relaxed);
-  }
-  return f;
+  static _Atomic int forced = -1;
+  return ljp_env_is(&forced, "LJPROF_TRACES", "events");
 }
 
 int ljp_traces_from_memory(void)

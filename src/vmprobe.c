@@ -47,6 +47,7 @@
 */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -676,6 +677,17 @@ int ljp_vm_jit_idle(uintptr_t g)
 {
   return !ljp_vml.jstate_ok || !g ||
          *(volatile int32_t *)(g + ljp_vml.g_jstate) == 0;
+}
+
+int ljp_env_is(_Atomic int *cache, const char *var, const char *value)
+{
+  int c = atomic_load_explicit(cache, memory_order_relaxed);
+  if (c < 0) {
+    const char *e = getenv(var);
+    c = e && !strcmp(e, value);
+    atomic_store_explicit(cache, c, memory_order_relaxed);
+  }
+  return c;
 }
 
 int ljp_peek_g(void *dst, uintptr_t g, size_t n)

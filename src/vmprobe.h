@@ -72,6 +72,10 @@ void ljp_vm_hookcount(uintptr_t g, int32_t count);
 ** interpreter would run on under it until its next call returns. */
 int32_t ljp_vm_state_save(uintptr_t g);
 void ljp_vm_state_restore(uintptr_t g, int32_t st);
+/* Does environment variable var read value? Read once into *cache (-1
+** before); states of several threads may ask first at the same time
+** (they all compute the same). */
+int ljp_env_is(_Atomic int *cache, const char *var, const char *value);
 /* Fault-safe read of our own memory: 0, or -1 for an unreadable range. */
 int ljp_peek(void *dst, uintptr_t src, size_t n);
 /* The same for the first n bytes after a global_State g (they lie in the

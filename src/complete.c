@@ -727,13 +727,13 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   uintptr_t cf = r->vmstate == 'C' ? r->cfunc : 0;
   int32_t tr = r->vmstate == 'N' ? r->trace : 0;
   ljp_trinfo *ti = tr ? ljp_trace_info(ctx, L, tr) : NULL;
-  if (ti && !ti->name && ctx->tr.mem) name_trace_start(ctx, L, ls, ti);
   uint32_t nat[LJP_NATIVE_MAX], leaf;
   int nn = ljp_native_names(ctx, r, nat);
   int selfpc = ljp_objects_is_self(r->pc);
   ljp_leaf lf;
   variant *e;
   int i, exact = -1;
+  if (ti && !ti->name && ctx->tr.mem) name_trace_start(ctx, L, ls, ti);
   for (i = 0; i < *nv; i++)
     if (v[i].cfunc == cf && v[i].trace == tr && v[i].nn == nn &&
         v[i].selfpc == selfpc &&

@@ -49,15 +49,18 @@ extern ljp_tmlayout ljp_tml;
 int ljp_tracemem_probe(lua_State *S);
 
 /* Signal context: trace number tr of the state whose global_State is g,
-** or 0 (no such trace, or the layout unknown). */
+** or 0 (no such trace, or the layout unknown). A trace being recorded is
+** kept inside the jit_State that follows G until it is assembled: not a
+** trace yet. */
 static inline uintptr_t ljp_tm_trace(uintptr_t g, int32_t tr)
 {
-  uintptr_t arr;
+  uintptr_t arr, T;
   if (!ljp_tml.ok || !g || tr <= 0 ||
       (uint32_t)tr >= *(volatile uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace))
     return 0;
   arr = *(volatile uintptr_t *)(g + (uintptr_t)ljp_tml.g_trace);
-  return arr ? *(volatile uintptr_t *)(arr + 8 * (uintptr_t)tr) : 0;
+  T = arr ? *(volatile uintptr_t *)(arr + 8 * (uintptr_t)tr) : 0;
+  return T - g < 8192 ? 0 : T;
 }
 
 /* Signal context: does trace T's machine code hold pc? */

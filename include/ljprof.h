@@ -169,9 +169,12 @@ LJPROF_API int ljprof_summary_ex(lua_State *L, ljprof_entry_visit fn,
                                  void *data);
 
 /* Lua module entry point (require "ljprof"). */
-/* Watch trace compilation from now until the state closes (not only while
+/* Where ljprof reads LuaJIT's trace objects (the usual case: stats()
+** trace_source "memory"), a run knows every trace, also those compiled
+** before it started, and this does nothing. Otherwise: watch trace
+** compilation from now until the state closes (not only while
 ** profiling), so that samples in traces compiled before a run starts are
-** charged to the function the trace started in. Costs a few microseconds
+** charged to the function the trace started in, at a few microseconds
 ** per compiled trace. 0 on success, -1 without a JIT. */
 LJPROF_API int ljprof_watch_traces(lua_State *L);
 

@@ -421,19 +421,19 @@ do
     "random order from a cold start happens often enough to decide a pass by luck. " ..
     "Each pass also starts with `jit.flush()`, so that its traces are compiled within " ..
     "the pass, with the profilers running, the same way for every profiler " ..
-    "(jit.profile `i1` flushes at its stop only). ljprof knows where a trace started " ..
-    "if it saw the trace's start event: during a run, at any time after " ..
-    "`ljprof.watch()`, or during an earlier run of the same state (trace start " ..
-    "information is kept between runs and revalidated by the trace's machine code); " ..
-    "samples in traces compiled before any of that get the stack at the safe point, " ..
-    "as with the built-in. Two more passes, *warm start* (ljprof wall 1 ms, " ..
-    string.format("%g", WARM.secs) .. " s each), run without the flush, on the " ..
-    "traces compiled by an unprofiled run of the mix (from a flush) just before: the " ..
-    "case of a profiler started on a warmed-up program. The first runs without " ..
-    "`ljprof.watch()`, so ljprof never saw those traces start; in the second, " ..
-    "`ljprof.watch()` is called before the unprofiled run, so its trace-event " ..
-    "handler sees them compiled. Same seeds (same call order) in both. `watch()` " ..
-    "cannot be undone in a process, so the second runs after every other pass.")
+    "(jit.profile `i1` flushes at its stop only). ljprof reads where a trace " ..
+    "started from LuaJIT's trace object when a sample lands in it, so it knows every " ..
+    "trace, also those compiled before the run (without the memory readers, only " ..
+    "traces whose start event it saw: during a run, after `ljprof.watch()`, or during " ..
+    "an earlier run of the same state). Two more passes, *warm start* (ljprof wall " ..
+    "1 ms, " .. string.format("%g", WARM.secs) .. " s each), run without the flush, " ..
+    "on the traces compiled by an unprofiled run of the mix (from a flush) just " ..
+    "before: the case of a profiler started on a warmed-up program. The first runs " ..
+    "without `ljprof.watch()`; in the second, `ljprof.watch()` is called before the " ..
+    "unprofiled run (where traces are read from memory it does nothing; with trace " ..
+    "events its handler would see them compiled). Same seeds (same call order) in " ..
+    "both. `watch()` cannot be undone in a process, so the second runs after every " ..
+    "other pass.")
 end
 p("- **Real-program mixes.** bench/accuracy/realmix.lua. Each mix has its own " ..
   "named functions (`rm_ai`, `rm_phys`, `rm_render`; `mp_num`, `mp_interp`, " ..
@@ -651,11 +651,12 @@ for _, mix in ipairs(MIXES) do
     end
     p(string.format("Warm start of %s: ljprof wall 1 ms started on traces that were " ..
       "already compiled (an unprofiled %g s run of the mix from a flush, then the pass " ..
-      "without a flush, same seeds), twice (%s). Without `ljprof.watch()` ljprof never " ..
-      "saw these traces start, so their samples get no start-function correction: they " ..
-      "take the stack at the safe point, as the built-in's do. With `ljprof.watch()` " ..
-      "called before the unprofiled run, ljprof's trace-event handler stays attached " ..
-      "from then on and sees them compiled. Cells: profile share %% / true share %% " ..
+      "without a flush, same seeds), twice (%s). ljprof saw none of these traces " ..
+      "start; it reads where each started from LuaJIT's trace object when a sample " ..
+      "lands in it, with or without `ljprof.watch()` (with trace events instead, " ..
+      "samples in traces it never saw start would take the stack at the safe point, " ..
+      "as the built-in's do, and `watch()` keeps its handler attached so that it " ..
+      "sees them compiled). Cells: profile share %% / true share %% " ..
       "(wall).", mix.name, WARM.prep, table.concat(sizes, "; ")))
     p()
     local cells_h = {"", "TVD (iid)"}

@@ -361,6 +361,35 @@ static int fit32(int64_t v, int32_t *out)
   return 1;
 }
 
+/* The CFA rule linkers give the stubs of a lazy .plt (GNU ld, lld):
+**   rsp + A + ((rip & 15) >= N ? 8 : 0)
+** (DW_OP_breg7 A; breg16 0; lit15; and; litN; ge; lit3; shl; plus): the
+** return address is on top of the stack until the stub pushes its
+** relocation index. 2 + N with A in *a for exactly that expression, else
+** 1 (an expression we do not evaluate). */
+static uint8_t plt_expr(uintptr_t p, uintptr_t n, int32_t *a)
+{
+  static const uint8_t tail[] = {0x3f, 0x1a, 0 /* litN */, 0x2a, 0x33, 0x24, 0x22};
+  rd c;
+  int64_t v;
+  uint8_t thr = 0;
+  uintptr_t i;
+  c.p = p;
+  c.end = p + n;
+  c.bad = 0;
+  if (rd_u8(&c) != 0x77) return 1;  /* breg7 (rsp) */
+  v = rd_sleb(&c);
+  if (c.bad || !fit32(v, a) || rd_u8(&c) != 0x80 || rd_sleb(&c) != 0 ||
+      c.end - c.p != sizeof(tail))
+    return 1;
+  for (i = 0; i < sizeof(tail); i++) {
+    uint8_t b = rd_u8(&c);
+    if (i == 2 && b >= 0x30 && b <= 0x3f) thr = (uint8_t)(b - 0x30);
+    else if (c.bad || b != tail[i]) return 1;
+  }
+  return (uint8_t)(2 + thr);
+}
+
 /* Run the instructions [ins, end) from location loc, stopping before the
 ** first row that starts after pc. init: the CIE's row (for restore); NULL
 ** while running the CIE's own instructions. 0, or -1. */
@@ -476,11 +505,15 @@ static int run_cfi(const ljp_ehtab *t, const cie *ci, uintptr_t ins,
       if (c.bad || !fit32(s, &off)) return -1;
       cur->cfa_off = off;
       break;
-    case 0x0f:  /* def_cfa_expression: unsupported if the row is used */
+    case 0x0f:  /* def_cfa_expression: the PLT's, else unsupported if used */
       u = rd_uleb(&c);
       if (!rd_has(&c, u)) return -1;
+      cur->cfa_expr = plt_expr(c.p, u, &off);
+      if (cur->cfa_expr != 1) {
+        cur->cfa_reg = LJP_CFI_RSP;
+        cur->cfa_off = off;
+      }
       c.p += u;
-      cur->cfa_expr = 1;
       break;
     case 0x10: case 0x16:  /* expression, val_expression */
       reg = rd_uleb(&c);
@@ -535,8 +568,12 @@ int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
     return LJP_CFI_FAIL;
   *sigframe = ci.sig;
   if (cur.r[LJP_CFI_RA].how == R_UNDEF) return LJP_CFI_END;
-  if (cur.cfa_expr || !(r->valid & (1u << cur.cfa_reg))) return LJP_CFI_FAIL;
+  if (cur.cfa_expr == 1 || !(r->valid & (1u << cur.cfa_reg))) return LJP_CFI_FAIL;
   cfa = r->r[cur.cfa_reg] + (uintptr_t)(intptr_t)cur.cfa_off;
+  if (cur.cfa_expr) {  /* a PLT stub's: where in the stub is the pc? */
+    if (!(r->valid & (1u << LJP_CFI_RA))) return LJP_CFI_FAIL;
+    if ((r->r[LJP_CFI_RA] & 15) >= (uintptr_t)(cur.cfa_expr - 2)) cfa += 8;
+  }
   nr.valid = 0;
   for (i = 0; i < LJP_CFI_NREG; i++) {
     const rule *ru = &cur.r[i];

@@ -22,7 +22,8 @@
 ** its function symbols (.symtab, else the .symtab of its separate debug
 ** file, else .dynsym; the vDSO from memory; see load_symbols), plus the
 ** IFUNC implementations the program calls that no symbol names, named by
-** their public names ("sin", "memcpy"; see add_ifunc_impls).
+** their public names ("sin", "memcpy"; see add_ifunc_impls), and its PLT
+** stubs ("realloc@plt"; see add_plt_syms).
 ** Objects still loaded are shared by consecutive snapshots; an object
 ** that is gone is retired.
 **
@@ -931,6 +932,178 @@ static void add_ifunc_impls(ljp_object *ob)
   free(im);
 }
 
+/* -- PLT stubs --------------------------------------------------------------
+** A call to another object's function (or to an IFUNC of the object's own)
+** goes through a stub in .plt, .plt.sec or .plt.got: one indirect jump
+** through a GOT slot. A sample that lands there is named "memcpy@plt" as
+** perf names it, not "libc.so.6+0x26000" (the stubs share one unwind
+** entry). Each stub's jmp *disp(%rip) gives its GOT slot; the relocation
+** of that slot gives the name: its dynamic symbol (JUMP_SLOT, GLOB_DAT), or
+** for IRELATIVE the IFUNC whose resolver is the addend. x86-64 only; the
+** first stub of .plt (the lazy binder's) has no slot of its own and keeps
+** its offset. Read from the object's own file (a debug file has no
+** contents), before the IFUNC implementations are added. */
+
+#if defined(__x86_64__)
+typedef struct pltslot {
+  uint64_t got;      /* the GOT slot's address (unrelocated) */
+  const char *name;  /* in the file map or the name arena */
+  size_t len;
+} pltslot;
+
+static int pltslot_cmp(const void *x, const void *y)
+{
+  const pltslot *a = x, *b = y;
+  return a->got < b->got ? -1 : a->got > b->got;
+}
+
+/* The name of the IFUNC whose resolver is at vaddr, else NULL. Of its
+** aliases (a debug file has many: __GI___strnlen, __strnlen, strnlen) the
+** one a program calls: not local, then the fewest leading underscores,
+** then the shortest, then the first alphabetically; its symbol version
+** ("memcpy@@GLIBC_2.14" in a .symtab) is not part of the name. */
+static const char *ifunc_at(const ljp_object *ob, uint64_t vaddr)
+{
+  const char *best = NULL;
+  int best_local = 1;
+  uint32_t i;
+  for (i = 0; i < ob->ns; i++)
+    if (ob->s[i].ifunc && ob->s[i].lo == ob->base + vaddr) {
+      const char *nm = ob->names + ob->s[i].name;
+      int local = ob->s[i].bind == STB_LOCAL, d;
+      if (best && local != best_local) {
+        if (local) continue;
+      } else if (best) {
+        d = leading_(nm) - leading_(best);
+        if (!d) d = (int)strcspn(nm, "@") - (int)strcspn(best, "@");
+        if (!d) d = strcmp(nm, best);
+        if (d >= 0) continue;
+      }
+      best = nm;
+      best_local = local;
+    }
+  return best;
+}
+
+static void add_plt_syms(ljp_object *ob, const void *map, uint64_t size)
+{
+  const ElfW(Ehdr) *eh = map;
+  const ElfW(Shdr) *sh = elf_shdrs(map, size), *ds = elf_symtab(map, size, SHT_DYNSYM);
+  const ElfW(Shdr) *ss;
+  pltslot *slot = NULL;
+  sym *grown;
+  char *arena = NULL;
+  size_t nslot = 0, cap = 0, i, k, used = 0, bytes = 0, nstub = 0;
+  if (!sh || !ds || eh->e_shstrndx >= eh->e_shnum) return;
+  ss = &sh[eh->e_shstrndx];
+  if (!fits(ss->sh_offset, ss->sh_size, size)) return;
+  /* Every relocation of a GOT slot with a name. */
+  for (i = 0; i < eh->e_shnum; i++) {
+    const ElfW(Rela) *r = (const ElfW(Rela) *)(const void *)((const char *)map + sh[i].sh_offset);
+    const ElfW(Sym) *dsym = (const ElfW(Sym) *)(const void *)((const char *)map + ds->sh_offset);
+    const ElfW(Shdr) *dstr = &sh[ds->sh_link];
+    size_t nr, nd = ds->sh_size / sizeof(ElfW(Sym));
+    if (sh[i].sh_type != SHT_RELA || sh[i].sh_entsize != sizeof(ElfW(Rela)) ||
+        !fits(sh[i].sh_offset, sh[i].sh_size, size))
+      continue;
+    nr = sh[i].sh_size / sizeof(ElfW(Rela));
+    for (k = 0; k < nr; k++) {
+      uint32_t t = (uint32_t)ELF64_R_TYPE(r[k].r_info), si = (uint32_t)ELF64_R_SYM(r[k].r_info);
+      const char *nm = NULL;
+      if ((t == R_X86_64_JUMP_SLOT || t == R_X86_64_GLOB_DAT) && si && si < nd &&
+          dsym[si].st_name < dstr->sh_size)
+        nm = (const char *)map + dstr->sh_offset + dsym[si].st_name;
+      else if (t == R_X86_64_IRELATIVE)
+        nm = ifunc_at(ob, (uint64_t)r[k].r_addend);
+      if (!nm || !*nm) continue;
+      if (nslot == cap) {
+        pltslot *g = realloc(slot, (cap = cap ? 2 * cap : 64) * sizeof(pltslot));
+        if (!g) goto out;
+        slot = g;
+      }
+      slot[nslot].got = r[k].r_offset;
+      slot[nslot].name = nm;
+      slot[nslot].len = nm >= (const char *)map && nm < (const char *)map + size
+                            ? strnlen(nm, dstr->sh_size - dsym[si].st_name)
+                            : strcspn(nm, "@");  /* "memcpy@@GLIBC_2.14" */
+      nslot++;
+    }
+  }
+  if (!nslot) goto out;
+  qsort(slot, nslot, sizeof(pltslot), pltslot_cmp);
+  /* Two passes over the stubs: count (and size the names), then add. */
+  for (k = 0; k < 2; k++) {
+    size_t at = 0;
+    if (k == 1) {
+      for (i = 0; i < ob->ns; i++) {
+        size_t end = ob->s[i].name + strlen(ob->names + ob->s[i].name) + 1;
+        if (end > used) used = end;
+      }
+      if (!nstub || !(grown = realloc(ob->s, (ob->ns + nstub) * sizeof(sym)))) goto out;
+      ob->s = grown;
+      /* A new arena: the slots' IRELATIVE names point into the old one. */
+      if (!(arena = malloc(used + bytes))) goto out;
+      if (used) memcpy(arena, ob->names, used);
+    }
+    for (i = 0; i < eh->e_shnum; i++) {
+      const char *sn = (const char *)map + ss->sh_offset + sh[i].sh_name;
+      size_t sl = sh[i].sh_name < ss->sh_size ? strnlen(sn, ss->sh_size - sh[i].sh_name) : 0;
+      const unsigned char *p = (const unsigned char *)map + sh[i].sh_offset;
+      uint64_t ent = sh[i].sh_entsize ? sh[i].sh_entsize : 16, off;
+      if (sh[i].sh_type != SHT_PROGBITS || !(sh[i].sh_flags & SHF_EXECINSTR) ||
+          !((sl == 4 && !memcmp(sn, ".plt", 4)) || (sl == 8 && !memcmp(sn, ".plt.sec", 8)) ||
+            (sl == 8 && !memcmp(sn, ".plt.got", 8))) ||
+          !fits(sh[i].sh_offset, sh[i].sh_size, size) || ent > 32)
+        continue;
+      for (off = 0; off + ent <= sh[i].sh_size; off += ent) {
+        uint64_t j, got;
+        int32_t disp;
+        pltslot key, *hit;
+        for (j = 0; j + 6 <= ent && !(p[off + j] == 0xff && p[off + j + 1] == 0x25); j++)
+          ;
+        if (j + 6 > ent) continue;
+        memcpy(&disp, p + off + j + 2, 4);
+        got = sh[i].sh_addr + off + j + 6 + (uint64_t)(int64_t)disp;
+        key.got = got;
+        if (!(hit = bsearch(&key, slot, nslot, sizeof(pltslot), pltslot_cmp))) continue;
+        if (k == 0) {
+          nstub++;
+          bytes += hit->len + 5;  /* "@plt" and NUL */
+          continue;
+        }
+        if (at++ >= nstub) continue;  /* (the same stubs both times) */
+        {
+          sym *e = &ob->s[ob->ns++];
+          e->lo = ob->base + sh[i].sh_addr + off;
+          e->hi = e->lo + ent;
+          e->name = (uint32_t)used;
+          e->ifunc = 0;
+          e->bind = STB_GLOBAL;
+          e->sized = 1;
+          memcpy(arena + used, hit->name, hit->len);
+          memcpy(arena + used + hit->len, "@plt", 5);
+          used += hit->len + 5;
+        }
+      }
+    }
+  }
+  free(ob->names);
+  ob->names = arena;
+  arena = NULL;
+  qsort(ob->s, ob->ns, sizeof(sym), sym_cmp);
+out:
+  free(arena);
+  free(slot);
+}
+#else
+static void add_plt_syms(ljp_object *ob, const void *map, uint64_t size)
+{
+  (void)ob;
+  (void)map;
+  (void)size;
+}
+#endif
+
 /* -- Separate debug files ---------------------------------------------------
 ** A stripped library's static functions are named by its separate debug
 ** file when one is installed (Debian's *-dbg and *-dbgsym packages), found
@@ -1113,6 +1286,7 @@ static void load_symbols(ljp_object *ob)
     munmap(dbg, (size_t)dsize);
   }
   if (!ob->s) parse_symbols(ob, map, size, 0);
+  add_plt_syms(ob, map, size);
   munmap(map, (size_t)size);
   add_ifunc_impls(ob);
   pick_aliases(ob);
@@ -1170,6 +1344,21 @@ static int demangle(const char *name, char *buf, size_t len)
   return 1;
 }
 
+/* demangle, keeping a PLT stub's "@plt" ("twice<unsigned long>(...)@plt"). */
+static int demangle_sym(const char *name, char *buf, size_t len)
+{
+  char plain[256];
+  size_t n = strlen(name), k;
+  if (n <= 4 || strcmp(name + n - 4, "@plt") != 0) return demangle(name, buf, len);
+  if (n - 4 >= sizeof(plain)) return 0;
+  memcpy(plain, name, n - 4);
+  plain[n - 4] = '\0';
+  if (!demangle(plain, buf, len)) return 0;
+  k = strlen(buf);
+  if (k + 5 <= len) memcpy(buf + k, "@plt", 5);
+  return 1;
+}
+
 int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out)
 {
   const ljp_span *e;
@@ -1194,7 +1383,7 @@ int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out)
   s = ob->s ? find_sym(ob, a) : NULL;
   out->sym_lo = s ? s->lo : 0;
   out->sym_hi = s ? s->hi : 0;
-  if (!s || !demangle(ob->names + s->name, out->sym, sizeof(out->sym)))
+  if (!s || !demangle_sym(ob->names + s->name, out->sym, sizeof(out->sym)))
     snprintf(out->sym, sizeof(out->sym), "%s", s ? ob->names + s->name : "");
   pthread_mutex_unlock(&reg_mu);
   return 1;

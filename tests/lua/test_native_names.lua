@@ -2,7 +2,9 @@
 -- separate debug files (by build ID and by .gnu_debuglink, CRC checked;
 -- libc6-dbg's), IFUNC implementations with and without them, C++ names
 -- demangled, and a stripped executable's own code named after its file
--- ("ljp_host+0x11c9"), never after the nearest symbol ("main+0x11c9").
+-- ("ljp_host+0x11c9"), never after the nearest symbol ("main+0x11c9");
+-- PLT stubs named as objdump names them ("realloc@plt") and unwound
+-- through to their callers.
 -- Fixtures: tests/native/ (dbgtest.c and mkdebug.sh, host.c, cxxtest.cpp).
 -- Each case runs children, with LJPROF_DEBUG_DIR set as it needs.
 local t = require("t")
@@ -121,6 +123,13 @@ t.case("C++ names demangled (the process's own __cxa_demangle)", function()
   print(string.format("  %d samples, %d in ljpx_run;game::Phys::step(...);twice<unsigned long>(...)", all, chain))
   t.ok(chain / all > 0.5, "the C++ chain, demangled:\n" .. top(list))
   t.ok(count(list, function(s) return s:find(";_Z", 1, true) end) == 0, "no mangled name:\n" .. top(list))
+  -- Calls between the library's functions go through its PLT: a sample in
+  -- a stub ("...@plt", demangled) keeps the frames that called it (the
+  -- stub's CFA expression), it is never put under the Lua caller.
+  local plt = count(list, function(s) return s:find("@plt$") end)
+  local orphan = count(list, function(s) return s:find("@plt$") and not s:find(";ljpx_run;", 1, true) end)
+  print(string.format("  %d samples in PLT stubs, %d without their callers", plt, orphan))
+  t.ok(orphan == 0, "PLT stubs under their callers:\n" .. top(list, 12))
 end)
 
 -- -- Separate debug files ----------------------------------------------
@@ -321,6 +330,85 @@ t.case("IFUNC implementations: the debug file's name when there is one (as perf)
       t.ok(#names > 0 and not set[fn], fn .. ": the debug file names its implementation: " .. table.concat(names, " "))
       t.ok(leaf(list, set) > 0, fn .. " shown as " .. table.concat(names, " or ") .. ":\n" .. top(list, 12))
     end
+  end
+end)
+
+-- For children: the name ljprof gives each offset listed in the file
+-- arg[1] ("path offset" lines) in the object path of this process, as
+-- "path offset name" lines (memcpy's libc and sin's libm are loaded).
+local CODE_NAMES_CHILD = [[
+local ljprof = require("ljprof")
+local ffi = require("ffi")
+ffi.cdef([=[
+typedef struct { const char *fname; void *fbase; const char *sname; void *saddr; } ljpn_dlinfo;
+int dladdr(const void *addr, ljpn_dlinfo *info);
+double sin(double);
+void *memcpy(void *d, const void *s, size_t n);
+]=])
+local base = {}
+for _, fn in ipairs({"memcpy", "sin"}) do
+  local info = ffi.new("ljpn_dlinfo")
+  assert(ffi.C.dladdr(ffi.cast("const void *", ffi.C[fn]), info) ~= 0)
+  base[ffi.string(info.fname)] = tonumber(ffi.cast("uintptr_t", info.fbase))
+end
+for path, off in io.open(arg[1]):read("*a"):gmatch("(%S+) (%d+)\n") do
+  print(path .. " " .. off .. " " .. tostring(ljprof.code_name(base[path] + tonumber(off))))
+end
+]]
+
+t.case("PLT stubs: named \"realloc@plt\" as objdump names them, not libc.so.6+0x26000", function()
+  -- Each stub objdump names in libc and libm, looked up at its second
+  -- byte (a sample inside the stub), with and without debug files.
+  local want, list = {}, {}
+  for _, fn in ipairs({"memcpy", "sin"}) do
+    local path = where(ffi.C[fn])
+    local ifunc = {}  -- resolver offset -> IFUNC names (the IRELATIVE stubs)
+    local p = io.popen("LC_ALL=C nm -D --defined-only " .. t.q(path) .. " 2>/dev/null")
+    for a, n in p:read("*a"):gmatch("(%x+) i ([^\n]+)") do
+      local k = tonumber(a, 16)
+      ifunc[k] = ifunc[k] or {}
+      ifunc[k][n:gsub("@.*", "")] = true
+    end
+    p:close()
+    p = io.popen("LC_ALL=C objdump -d -j .plt -j .plt.sec -j .plt.got " .. t.q(path) .. " 2>/dev/null")
+    for a, n in p:read("*a"):gmatch("\n(%x+) <([^>\n]+)@plt>:") do
+      local r = n:match("^%*ABS%*%+0x(%x+)$")
+      local names = {}
+      if r then  -- IRELATIVE: any public name of the IFUNC
+        for k in pairs(ifunc[tonumber(r, 16)] or {}) do names[k .. "@plt"] = true end
+      else
+        names[n:gsub("@.*", "") .. "@plt"] = true
+      end
+      if next(names) then
+        local key = path .. " " .. (tonumber(a, 16) + 1)
+        want[key] = {stub = n, names = names, abs = r ~= nil}
+        list[#list + 1] = key .. "\n"
+      end
+    end
+    p:close()
+  end
+  local offs = dir .. "/plt_offsets.txt"
+  t.write(offs, table.concat(list))
+  for _, env in ipairs({"LJPROF_DEBUG_DIR=", ""}) do
+    local out, ok = child(CODE_NAMES_CHILD, env, nil, t.q(offs))
+    t.ok(ok, "the child ran:\n" .. out)
+    local per, bad = {}, {}
+    for path, off, got in out:gmatch("(%S+) (%d+) ([^\n]+)") do
+      local w = want[path .. " " .. off]
+      local lib = path:match("[^/]+$")
+      per[lib] = per[lib] or {named = 0, abs = 0}
+      if w then
+        if w.abs then per[lib].abs = per[lib].abs + 1 else per[lib].named = per[lib].named + 1 end
+        if not w.names[got] then bad[#bad + 1] = lib .. ": " .. w.stub .. "@plt -> " .. got end
+      end
+    end
+    for lib, n in pairs(per) do
+      print(string.format("  %s %s: %d stubs by symbol, %d IRELATIVE by their IFUNC",
+        env == "" and "with debug files:" or "without:         ", lib, n.named, n.abs))
+      t.ok(n.named > 0, "objdump listed no named stubs in " .. lib)
+    end
+    t.ok(next(per) ~= nil, "no names from the child:\n" .. out)
+    t.ok(#bad == 0, "wrong names:\n" .. table.concat(bad, "\n", 1, math.min(#bad, 10)))
   end
 end)
 

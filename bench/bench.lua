@@ -446,13 +446,13 @@ if R.over and #R.over.sweep_workloads > 0 then
     end
   end
   if #odd > 0 then
-    -- ljprof's statistics say whether it learnt the trace compiler's state
-    -- (which it keeps trying at trace events until a safe point completes it).
-    local function learnt(w, name)
+    -- ljprof's statistics say where it read traces: from LuaJIT's memory
+    -- (no trace event followed) or from trace events.
+    local function from_memory(w, name)
       local n, k = 0, 0
       for i = 1, R.over.reps do
         local r = R.over.data[w][name][i]
-        if r and r.st then n = n + 1; if tostring(r.st.jit_state) == "true" then k = k + 1 end end
+        if r and r.st then n = n + 1; if tostring(r.st.trace_source) == "memory" then k = k + 1 end end
       end
       return k, n
     end
@@ -460,66 +460,44 @@ if R.over and #R.over.sweep_workloads > 0 then
     for _, w in ipairs(R.over.sweep_workloads) do
       local a, b = overhead.cpu_ratio(R.over, w, "idle"), overhead.cpu_ratio(R.over, w, "cpu10")
       if a and b and a > b + 0.03 then
-        local k1, n1 = learnt(w, "idle")
-        local k2, n2 = learnt(w, "cpu10")
-        why[#why + 1] = string.format("%s: learnt in %d of %d runs without samples, %d of %d at 10 ms",
+        local k1, n1 = from_memory(w, "idle")
+        local k2, n2 = from_memory(w, "cpu10")
+        why[#why + 1] = string.format("%s: %d of %d runs without samples, %d of %d at 10 ms",
                                       w, k1, n1, k2, n2)
       end
     end
     notes[#notes + 1] = "- **Taking no sample costs more than sampling** on " .. table.concat(odd, ", ") ..
-      ". Where ljprof's probe loop could not learn where LuaJIT keeps the trace compiler's " ..
-      "state, it follows trace events and learns it from what it reads at them and at a safe " ..
-      "point (fault-safe process_vm_readv calls in `ljp_vm_learn_jstate`); its statistics " ..
-      "(`jit_state`) say whether it did (" .. table.concat(why, "; ") .. ")."
+      ". Runs that read LuaJIT's traces from memory (statistics `trace_source`: " ..
+      table.concat(why, "; ") .. ") follow no trace event and, without samples, only load, " ..
+      "start and stop ljprof; what else differs between such runs is which traces the " ..
+      "program gets, which a run's layout and LuaJIT's random penalties decide (see *Method* " ..
+      "and *JIT perturbation*)."
   end
 end
-for _, pr in ipairs(R.cost and R.cost.perf or {}) do
-  if pr.what:match("^richards") then
-    local function dms(r, d) return r.dso_ms[d] or 0 end
-    notes[#notes + 1] = string.format("- **richards with ljprof taking no sample** (perf, " ..
-      "*Profiling the profiler*, one run each): %.0f ms of CPU without, %.0f ms with; compiled " ..
-      "trace code %.0f → %.0f ms, interpreter and runtime (`luajit`) %.0f → %.0f ms, ljprof's " ..
-      "library %.0f ms. A single run's layout decides which traces richards gets (see " ..
-      "*Method*), so one pair says little; the paired rounds (idle row) do.",
-      pr.base.total_ms, pr.prof.total_ms, dms(pr.base, "[JIT]"), dms(pr.prof, "[JIT]"),
-      dms(pr.base, "luajit"), dms(pr.prof, "luajit"), dms(pr.prof, "libljprof.so"))
-  end
-  if pr.what:match("^luacheck") then
-    local rows = {}
-    for k, ms in pairs(pr.prof.ms) do
-      local nm = pr.prof.names[k]
-      if nm.dso == "libljprof.so" or (nm.dso == "luajit" and nm.sym:match("^lua_")) then
-        rows[#rows + 1] = {sym = nm.sym, add = ms - (pr.base.ms[k] or 0)}
+do
+  -- Runs that followed trace events (ljprof could not read traces from
+  -- memory): what those cost does not depend on the sampling rate.
+  local ev, all = 0, 0
+  for _, w in ipairs(R.over and R.over.sweep_workloads or {}) do
+    for _, cfg in pairs(R.over.data[w] or {}) do
+      for i = 1, R.over.reps do
+        local r = cfg[i]
+        if r and r.st and r.st.trace_source then
+          all = all + 1
+          if tostring(r.st.trace_source) ~= "memory" then ev = ev + 1 end
+        end
       end
     end
-    table.sort(rows, function(a, b) return a.add > b.add end)
-    local parts = {}
-    for i = 1, math.min(5, #rows) do
-      local r = rows[i]
-      parts[#parts + 1] = string.format("`%s` %.0f ms%s", r.sym, r.add,
-                                        KNOWN[r.sym] and (" (" .. KNOWN[r.sym] .. ")") or "")
-    end
-    local objs = {}
-    for d, ms in pairs(pr.prof.dso_ms) do
-      objs[#objs + 1] = {d = d, add = ms - (pr.base.dso_ms[d] or 0)}
-    end
-    table.sort(objs, function(a, b) return a.add > b.add end)
-    local ob = {}
-    for i = 1, math.min(4, #objs) do
-      if objs[i].add >= 1 then ob[#ob + 1] = string.format("%s +%.0f ms", objs[i].d, objs[i].add) end
-    end
-    notes[#notes + 1] = string.format("- **%s** (perf, *Profiling the profiler*): " ..
-      "profiling added %.0f ms of CPU to a %.0f ms run (one perf-recorded run each, so roughly); " ..
-      "by object (self time): %s. The largest additions under ljprof's own functions " ..
-      "(inclusive, so nested ones overlap): %s.", (pr.what:gsub(" against plain", "")),
-      pr.prof.total_ms - pr.base.total_ms, pr.base.total_ms, table.concat(ob, ", "),
-      table.concat(parts, "; "))
   end
-end
-if R.cost and R.cost.perf and #R.cost.perf > 0 then
-  notes[#notes + 1] = "- Trace-event costs grow with the number of traces a program compiles " ..
-    "and aborts (luacheck: tens of thousands per run, see *JIT perturbation*), not with the " ..
-    "sampling rate, so they are paid at 100 Hz too, and by a run that takes no sample at all."
+  if ev > 0 then
+    notes[#notes + 1] = string.format("- %d of %d ljprof runs followed trace events (statistics " ..
+      "`trace_source`), as ljprof does where it cannot read LuaJIT's traces from memory: their " ..
+      "cost grows with the number of traces a program compiles and aborts (luacheck: tens of " ..
+      "thousands per run, see *JIT perturbation*), not with the sampling rate.", ev, all)
+  elseif all > 0 then
+    notes[#notes + 1] = string.format("- All %d ljprof runs read LuaJIT's traces from memory " ..
+      "(statistics `trace_source`): none ran code per trace event.", all)
+  end
 end
 if R.agg and R.agg.full_ns then
   local a = R.agg

@@ -20,9 +20,16 @@
 #include "ljp.h"
 #include "luastack.h"
 #include "objects.h"
+#include "ownstate.h"
 #include "query.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
+
+/* The state ljp_q_write_apart made on this thread, while its writer runs:
+** the ljprof module loaded there reads the context of the state that made
+** it. */
+static __thread const void *apart_reg;
+static __thread ljp_ctx *apart_ctx;
 
 /* -- Context lifecycle ----------------------------------------------------- */
 
@@ -69,6 +76,7 @@ static ljp_ctx *ctx_get(lua_State *L, int create, char *err, size_t n)
   ljp_ctx *ctx = ljp_exit_view(reg), **ud;
   if (err && n) err[0] = '\0';
   if (ctx) return ctx;              /* the exit helper's state */
+  if (apart_reg && reg == apart_reg) return apart_ctx;
   if ((ctx = ljp_auto_view(reg)))   /* the export helper's: a snapshot */
     return ctx;
   ctx = ljp_slot_find(reg);
@@ -807,6 +815,62 @@ int ljp_q_exit_signals(lua_State *L, int names, const char *module,
   }
   if (!ctx) return luaL_error(L, "ljprof: on_signal needs a running profile");
   return ljp_exit_signals_on(ctx, L, names, module, func, arg, arglen);
+}
+
+int ljp_q_write_apart(lua_State *L, const char *module, const char *func,
+                      const char *arg, size_t arglen)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  char *path, *cpath;
+  const char *m;
+  lua_State *HL;
+  int ok;
+  if (!ctx || ljprof_running(L)) {
+    lua_pushnil(L);
+    lua_pushstring(L, ctx ? "ljprof: write_apart: the run is not stopped"
+                          : "ljprof: write_apart: no profile");
+    return 2;
+  }
+  if (apart_reg) {
+    lua_pushnil(L);
+    lua_pushstring(L, "ljprof: write_apart: a writer is already running");
+    return 2;
+  }
+  ljp_package_paths(L, &path, &cpath);
+  HL = ljp_own_newstate(path, cpath);
+  free(path);
+  free(cpath);
+  if (!HL) {
+    lua_pushnil(L);
+    lua_pushstring(L, "ljprof: write_apart: out of memory");
+    return 2;
+  }
+  apart_reg = lua_topointer(HL, LUA_REGISTRYINDEX);
+  apart_ctx = ctx;
+  lua_getglobal(HL, "require");
+  lua_pushstring(HL, module);
+  ok = lua_pcall(HL, 1, 1, 0) == 0;
+  if (ok) {
+    lua_getfield(HL, -1, func);
+    if (!lua_isfunction(HL, -1)) {
+      lua_pushfstring(HL, "%s.%s is not a function", module, func);
+      ok = 0;
+    } else {
+      lua_pushlstring(HL, arg, arglen);
+      ok = lua_pcall(HL, 1, 0, 0) == 0;
+    }
+  }
+  if (ok) {
+    lua_pushboolean(L, 1);
+  } else {
+    m = lua_tostring(HL, -1);
+    lua_pushnil(L);
+    lua_pushstring(L, m ? m : "?");  /* copied before the close */
+  }
+  apart_reg = NULL;
+  apart_ctx = NULL;
+  lua_close(HL);
+  return ok ? 1 : 2;
 }
 
 int ljp_q_zone_intern(lua_State *L, const char *name, size_t len)

@@ -533,8 +533,6 @@ static int run_cfi(const ljp_ehtab *t, const cie *ci, uintptr_t ins,
   return 0;
 }
 
-/* -- One step ------------------------------------------------------------------ */
-
 static int stack_read(const ljp_stack *st, uintptr_t a, uintptr_t *out)
 {
   if (a < st->lo || a > st->hi || st->hi - a < sizeof(uintptr_t)) return 0;
@@ -548,25 +546,120 @@ static int stack_read(const ljp_stack *st, uintptr_t a, uintptr_t *out)
 #define CALLEE_SAVED ((1u << 3) | (1u << 6) | (1u << 12) | (1u << 13) | \
                       (1u << 14) | (1u << 15))
 
-int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
-                 const ljp_stack *st, int *sigframe)
+/* -- Rows remembered -------------------------------------------------------- */
+
+/* The row for an address, once found, is kept: finding it (a binary
+** search, parsing the FDE and CIE, running both programs) costs some 2,000
+** instructions, and a program's samples keep landing on the same call
+** sites. An entry is keyed by the unwind table's address, the lookup
+** address and the caller's generation of the list of loaded objects
+** (nonzero, changed whenever an object is added or removed), so a row is
+** never used for code that replaced the code it was found for.
+**
+** Handlers on several threads may share an entry: it is a sequence lock.
+** A writer claims an even sequence by compare-and-swap (never waits: a
+** claimed entry is simply not written), writes, then publishes the next
+** even number; a reader copies the entry and keeps the copy only when the
+** sequence was even and unchanged around the copy (its second read an
+** atomic update, so that the copy is ordered before it). */
+#define MEMO_SIZE 256   /* entries, a power of two */
+
+#define ROW_WORDS ((sizeof(row) + 7) / 8)
+
+/* Every word is read and written with relaxed atomic operations (plain
+** moves on x86-64): a racing copy is discarded by the sequence check, and
+** the race is one the compiler and the thread sanitizer know of. */
+typedef struct memo {
+  uint32_t seq;         /* odd while being written */
+  uint64_t gen, hdr, pc, sig;
+  uint64_t row[ROW_WORDS];
+} memo;
+
+static memo cfi_memo[MEMO_SIZE];
+
+static memo *memo_slot(uintptr_t hdr, uintptr_t pc)
+{
+  uint64_t h = ((uint64_t)pc ^ ((uint64_t)hdr << 7)) * 0x9e3779b97f4a7c15ull;
+  return &cfi_memo[h >> 56 & (MEMO_SIZE - 1)];
+}
+
+#define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+static int memo_get(uint64_t gen, uintptr_t hdr, uintptr_t pc, row *out,
+                    int *sig)
+{
+  memo *m = memo_slot(hdr, pc);
+  uint64_t w[ROW_WORDS], sg;
+  uint32_t s0 = __atomic_load_n(&m->seq, __ATOMIC_ACQUIRE), s1;
+  size_t i;
+  if ((s0 & 1) || LD(m->gen) != gen || LD(m->hdr) != hdr || LD(m->pc) != pc)
+    return 0;
+  sg = LD(m->sig);
+  for (i = 0; i < ROW_WORDS; i++) w[i] = LD(m->row[i]);
+  /* an update, not a load: the copy above cannot move below it */
+  s1 = __atomic_fetch_add(&m->seq, 0, __ATOMIC_RELEASE);
+  if (s0 != s1) return 0;
+  __builtin_memcpy(out, w, sizeof(row));
+  *sig = (int)sg;
+  return 1;
+}
+
+static void memo_put(uint64_t gen, uintptr_t hdr, uintptr_t pc,
+                     const row *r, int sig)
+{
+  memo *m = memo_slot(hdr, pc);
+  uint64_t w[ROW_WORDS];
+  uint32_t s = __atomic_load_n(&m->seq, __ATOMIC_RELAXED);
+  size_t i;
+  if ((s & 1) || !__atomic_compare_exchange_n(&m->seq, &s, s + 1, 0,
+                                              __ATOMIC_ACQUIRE,
+                                              __ATOMIC_RELAXED))
+    return;  /* another writer has it; what follows stays after */
+  w[ROW_WORDS - 1] = 0;
+  __builtin_memcpy(w, r, sizeof(row));
+  ST(m->gen, gen);
+  ST(m->hdr, (uint64_t)hdr);
+  ST(m->pc, (uint64_t)pc);
+  ST(m->sig, (uint64_t)sig);
+  for (i = 0; i < ROW_WORDS; i++) ST(m->row[i], w[i]);
+  __atomic_store_n(&m->seq, s + 2, __ATOMIC_RELEASE);
+}
+
+/* The row in effect at lookup: 0, or -1. */
+static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
+                    row *cur, int *sig)
 {
   fde fd;
   cie ci;
-  row init, cur;
-  ljp_regs nr;
-  uintptr_t cfa;
-  int ops = 0, i;
-  *sigframe = 0;
-  if (find_fde(t, lookup, &fd, &ci) != 0) return LJP_CFI_FAIL;
+  row init;
+  int ops = 0;
+  if (gen && t && memo_get(gen, t->hdr, lookup, cur, sig)) return 0;
+  if (find_fde(t, lookup, &fd, &ci) != 0) return -1;
   __builtin_memset(&init, 0, sizeof(init));
   init.cfa_reg = LJP_CFI_RSP;
   if (run_cfi(t, &ci, ci.ins, ci.end, fd.lo, lookup, &init, NULL, &ops) != 0)
-    return LJP_CFI_FAIL;
-  cur = init;
-  if (run_cfi(t, &ci, fd.ins, fd.end, fd.lo, lookup, &cur, &init, &ops) != 0)
-    return LJP_CFI_FAIL;
-  *sigframe = ci.sig;
+    return -1;
+  *cur = init;
+  if (run_cfi(t, &ci, fd.ins, fd.end, fd.lo, lookup, cur, &init, &ops) != 0)
+    return -1;
+  *sig = ci.sig;
+  if (gen) memo_put(gen, t->hdr, lookup, cur, ci.sig);
+  return 0;
+}
+
+/* -- One step ------------------------------------------------------------------ */
+
+int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
+                 const ljp_stack *st, uint64_t gen, int *sigframe)
+{
+  row cur;
+  ljp_regs nr;
+  uintptr_t cfa;
+  int i, sig = 0;
+  *sigframe = 0;
+  if (find_row(t, lookup, gen, &cur, &sig) != 0) return LJP_CFI_FAIL;
+  *sigframe = sig;
   if (cur.r[LJP_CFI_RA].how == R_UNDEF) return LJP_CFI_END;
   if (cur.cfa_expr == 1 || !(r->valid & (1u << cur.cfa_reg))) return LJP_CFI_FAIL;
   cfa = r->r[cur.cfa_reg] + (uintptr_t)(intptr_t)cur.cfa_off;

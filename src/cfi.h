@@ -62,9 +62,11 @@ enum {
 /* One step from the frame in *r whose code belongs to t. lookup is the
 ** address to look up (the PC for the interrupted frame, RA - 1 for a
 ** caller). *sigframe is set when the entry is a signal frame ('S'): then
-** the caller's PC is exact (look it up as is). */
+** the caller's PC is exact (look it up as is). gen: nonzero, a generation
+** of the list of loaded objects (one value never names two lists), lets
+** the rule found for lookup be remembered and reused; 0 finds it anew. */
 int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
-                 const ljp_stack *st, int *sigframe);
+                 const ljp_stack *st, uint64_t gen, int *sigframe);
 
 /* The registers of a ucontext_t (a signal's, or getcontext's). */
 void ljp_cfi_regs(ljp_regs *r, const void *ucontext);

@@ -130,13 +130,19 @@ typedef struct levelent {
 } levelent;
 
 /* Prototypes of returned frames that fnames does not know: a trace
-** that started there (its number, tried first next time), or the safe
-** point where no trace did and whether a search by value found nothing. */
+** that started there (its number, tried first next time), or when to
+** look for one again and whether a search by value found nothing. The
+** search reads every trace (thousands in a large program): after a miss
+** the next one waits twice as many safe points, up to RET_GAP_MAX, so a
+** frame that keeps being sampled costs a search now and then, not one per
+** sample. */
 #define RET_CACHE 512
+#define RET_GAP_MAX 1024
 typedef struct retent {
   uintptr_t bc;
   int32_t trace;                   /* > 0: that trace started there */
-  uint64_t notrace_sp;             /* no trace at this safe point */
+  uint32_t gap;                    /* safe points between searches */
+  uint64_t retry_sp;               /* no search before this safe point */
   int byval_none;                  /* no variable or field holds one */
 } retent;
 
@@ -434,17 +440,21 @@ static int name_returned(ljp_ctx *ctx, lua_State *L, livestack *ls,
     memset(r, 0, sizeof(*r));
     r->bc = f->bc;
   }
-  if (r->notrace_sp != ctx->safepoints &&
+  if (ctx->safepoints >= r->retry_sp &&
       (tr = ljp_tm_find_proto(ctx->vm_g, f->bc, r->trace)) > 0 &&
       (t = ljp_trace_info(ctx, L, tr)) != NULL && t->bc == f->bc) {
     r->trace = tr;
+    r->gap = 0;
     if (!t->name) name_trace_start(ctx, L, ls, t);
     s->source = t->source;
     s->name = t->name;
     s->linedefined = t->linedefined;
     return 1;
   }
-  r->notrace_sp = ctx->safepoints;
+  if (ctx->safepoints >= r->retry_sp) {
+    r->gap = r->gap ? (r->gap < RET_GAP_MAX ? r->gap * 2 : RET_GAP_MAX) : 1;
+    r->retry_sp = ctx->safepoints + r->gap;
+  }
   if (!r->byval_none && ljp_lname_by_value(L, f->bc, buf, sizeof(buf))) {
     lua_Debug ar;
     const ljp_fname *e;

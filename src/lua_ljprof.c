@@ -28,6 +28,13 @@
 **                                 of the signal; on_signal(false): the
 **                                 run writes itself now, a signal waits
 **                                 for on_signal(nil), which undoes
+**   write_apart(module, func, arg) -> true, or nil and a line: after
+**                                 stop, require(module)[func](arg) in a
+**                                 Lua state of ljprof's own whose ljprof
+**                                 reads this run (its garbage collector
+**                                 works, and the program's heap is not
+**                                 walked: writing at lua_close runs in a
+**                                 __gc, where LuaJIT collects nothing)
 **   running()                     -> boolean
 **
 ** opts: clock ("cpu" "wall" "itimer" "thread"), interval (ms) or rate
@@ -1007,6 +1014,17 @@ static int l_on_signal(lua_State *L)
   return ljp_q_exit_signals(L, 1, module, func, arg, arglen);
 }
 
+/* write_apart(module, func, arg) -> true, or nil and one line: the
+** writer run in a Lua state of ljprof's own (query.h). */
+static int l_write_apart(lua_State *L)
+{
+  size_t arglen;
+  const char *module = luaL_checkstring(L, 1);
+  const char *func = luaL_checkstring(L, 2);
+  const char *arg = luaL_optlstring(L, 3, "", &arglen);
+  return ljp_q_write_apart(L, module, func, arg, arglen);
+}
+
 /* ljprof.code_name(address) -> a name stable across runs for code at
 ** address (an unnamed C function: "@0x..." in dumps), or nil. */
 static int l_code_name(lua_State *L)
@@ -1161,6 +1179,7 @@ static const luaL_Reg ljprof_funcs[] = {
   {"calls", l_calls},
   {"watch", l_watch},
   {"on_signal", l_on_signal},
+  {"write_apart", l_write_apart},
   {"code_name", l_code_name},
   {"zone_handle", l_zone_handle},
   {"zone_intern", l_zone_intern},

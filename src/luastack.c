@@ -57,16 +57,25 @@ ljp_lslayout ljp_lsl;
 
 typedef int (*readfn)(void *dst, uintptr_t src, size_t n);
 
-static int read_direct(void *dst, uintptr_t src, size_t n)
+/* Fixed-size loads once walk() is inlined with this reader (a call to
+** memcpy per word was a fifth of a depth-20 safe point). */
+static inline int read_direct(void *dst, uintptr_t src, size_t n)
 {
-  memcpy(dst, (const void *)src, n);
+  switch (n) {
+  case 1: memcpy(dst, (const void *)src, 1); break;
+  case 4: memcpy(dst, (const void *)src, 4); break;
+  case 8: memcpy(dst, (const void *)src, 8); break;
+  default: memcpy(dst, (const void *)src, n); break;
+  }
   return 0;
 }
 
 /* Walk from base down to stack: the frames innermost first, up to max.
-** Returns the count, or -1 when a check fails. */
-static int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
-                int max, int *bottom)
+** Returns the count, or -1 when a check fails. Inlined, so that each
+** caller's reader is a constant and read_direct's loads are plain. */
+static inline __attribute__((always_inline))
+int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
+         int max, int *bottom)
 {
   const ljp_vmlayout *v = &ljp_vml;
   uintptr_t frame = base - 8, bot = stack + 8;

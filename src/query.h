@@ -87,6 +87,11 @@ void ljp_q_calls_push(lua_State *L);
 ** a Lua error when not running. */
 int ljp_q_exit_signals(lua_State *L, int names, const char *module,
                        const char *func, const char *arg, size_t arglen);
+/* ljprof.write_apart(module, func, arg): require(module)[func](arg) in a
+** Lua state of ljprof's own (the program's package paths), whose ljprof
+** module reads L's stopped run, then closed: true, or nil and a line. */
+int ljp_q_write_apart(lua_State *L, const char *module, const char *func,
+                      const char *arg, size_t arglen);
 
 /* The aggregated samples as frames (aggregated first): fn(d, frames, n,
 ** vmstate, zone, labels, count) per (stack, VM state, zone, label set),

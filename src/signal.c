@@ -116,12 +116,9 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     rec->labels = like.labels;
     rec->nflags = 0;
     rec->nnative = 0;
-    if (ctx->native_on) {
+    if (ctx->native_on)
       rec->nnative = (uint8_t)ljp_native_capture(ctx, ucv, pc, vm,
                                                   rec->native, &rec->nflags);
-      if (vm == 'C' && !(rec->nflags & LJP_NATIVE_FROM_INTERP))
-        rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
-    }
     rec->nlua = 0;
     if (ctx->exact_on) {
       /* The Lua frames running now. A C function's stack is stable
@@ -139,10 +136,18 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
       if (ljp_luastack_capture(ctx->vm_g, c_mode, rec) > 0) {
         atomic_fetch_add_explicit(&ctx->n_lua_captures, 1,
                                   memory_order_relaxed);
-        if (vm == 'C' && !rec->cfunc && rec->lua[0].kind == 1)
+        /* In state C the frame at L->base is the C function's (the
+        ** capture checks it): what ljp_vm_cfunc would read, read. */
+        if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1)
           rec->cfunc = rec->lua[0].cf;
       }
     }
+    /* The running C function, when neither the native walk (it reached
+    ** the interpreter: the function is its outermost frame) nor the Lua
+    ** capture has it: two fault-safe reads, system calls. */
+    if (ctx->native_on && vm == 'C' && !rec->cfunc &&
+        !(rec->nflags & LJP_NATIVE_FROM_INTERP))
+      rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
     rec->stack = 0;
     atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
     ljp_ring_publish(&ctx->ring);

@@ -217,8 +217,8 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   for (;;) {
     uintptr_t ip;
     if (n == LJP_NATIVE_MAX ||
-        ljp_cfi_step(ljp_objects_ehtab(m, e), &regs, lookup, &st, &sig) !=
-            LJP_CFI_OK) {
+        ljp_cfi_step(ljp_objects_ehtab(m, e), &regs, lookup, &st, m->dlgen,
+                     &sig) != LJP_CFI_OK) {
       *flags = LJP_NATIVE_TRUNCATED;
       break;
     }

@@ -564,6 +564,41 @@ io.write("result ", s, "\n")
   t.ok(#(read(path("ld.pb.gz")) or "") > 0, "pprof written: " .. s)
 end)
 
+t.case("stop writes in a state of ljprof's own: the program's heap does not grow, nor its modules", function()
+  -- Many distinct stacks, so that the model and the views are large; the
+  -- program's collector is stopped, so its heap only grows.
+  write(path("apart.lua"), [[
+local prof, ljprof = require("jit.prof"), require("ljprof")
+local broken = ... == "broken"
+if broken then ljprof.write_apart = function() return nil, "test: no state" end end
+local fs = {}
+for i = 1, 400 do
+  fs[i] = loadstring("local n = ... local s = 0 for j = 1, n do s = s + j % 7 end return s", "=f" .. i)
+end
+prof.start("G/clock=wall/rate=2000", "apart.txt")
+local t0 = os.clock()
+while os.clock() - t0 < 0.6 do for i = 1, 400 do fs[i](300) end end
+collectgarbage("stop")
+local kb = collectgarbage("count")
+prof.stop()
+io.write(string.format("grew %.0f KB; model %s\n", collectgarbage("count") - kb,
+  package.loaded["jit.prof.model"] and "loaded" or "not loaded"))
+]])
+  os.remove(path("apart.txt"))
+  local s, code = run("", "apart.lua")
+  local kb = tonumber(s:match("grew (%-?%d+) KB"))
+  local lines = select(2, (read(path("apart.txt")) or ""):gsub("\n", ""))
+  t.ok(code == 0 and kb and lines >= 200, "written: " .. lines .. " stacks; " .. s)
+  t.ok(kb and kb < 64 and s:find("model not loaded", 1, true),
+       "the program's heap grew by less than 64 KB, and the writers stayed out of it: " .. s)
+  -- Where no such state can be made, the program's own state writes.
+  os.remove(path("apart.txt"))
+  s, code = run("", "apart.lua broken")
+  local lines2 = select(2, (read(path("apart.txt")) or ""):gsub("\n", ""))
+  t.ok(code == 0 and lines2 >= 200 and s:find("model loaded", 1, true),
+       "fallback written in the program's state: " .. lines2 .. " stacks; " .. s)
+end)
+
 t.case("clock=, rate= and duration= reach the recording", function()
   run("-jprof=/clock=wall/format=raw,w.ljprof", workload)
   local raw = require("jit.prof.raw")

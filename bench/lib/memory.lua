@@ -27,6 +27,7 @@ function M.run(ctx)
     local r = proc.run_retry("memory " .. c.name, c.argv(script), env)
     if r then
       r.rounds = tonumber(r.out:match("rounds%s+(%d+)"))
+      r.run_kb = tonumber(r.out:match("hwm_kb%s+(%d+)"))
       if c.samples then r.st = c.samples() end
       r.out, r.err = nil, nil
     end
@@ -50,6 +51,10 @@ function M.tables(res)
   p("|---|---|---|---|")
   p(string.format("| peak RSS | %.1f MB | %.1f MB | %+.1f MB |", a.maxrss_kb / 1024,
                   b.maxrss_kb / 1024, (b.maxrss_kb - a.maxrss_kb) / 1024))
+  if a.run_kb and b.run_kb then
+    p(string.format("| peak RSS before the profile is written | %.1f MB | %.1f MB | %+.1f MB |",
+                    a.run_kb / 1024, b.run_kb / 1024, (b.run_kb - a.run_kb) / 1024))
+  end
   p(string.format("| luacheck rounds | %s | %s | |", tostring(a.rounds), tostring(b.rounds)))
   p("")
   p(string.format("What bounds ljprof's part (`ljprof.stats()` at stop): %s samples (%s signals) " ..
@@ -59,6 +64,10 @@ function M.tables(res)
     "with the number of samples (texts, frames and stacks are interned once).",
     tostring(st.samples), tostring(st.signals), tostring(st.stacks), tostring(st.entries),
     (tonumber(st.bytes) or 0) / 1048576))
+  p("")
+  p("The rest of the peak is writing the profile at exit: `jit.prof` builds the model and the " ..
+    "views in a Lua state of its own (`ljprof.write_apart`), whose size follows the distinct " ..
+    "stacks and frames, not the samples; it is freed when the outputs are written.")
   p("")
   return table.concat(L, "\n")
 end

@@ -13,3 +13,9 @@ repeat
   rounds = rounds + 1
 until os.time() - t0 >= seconds
 print("rounds", rounds)
+-- The peak RSS so far: before a profiler stopped at exit writes its
+-- outputs (wait4's ru_maxrss, taken by the harness, includes that).
+local f = io.open("/proc/self/status")
+local status = f and f:read("*a") or ""
+if f then f:close() end
+print("hwm_kb", status:match("VmHWM:%s*(%d+)") or "?")

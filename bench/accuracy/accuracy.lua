@@ -295,7 +295,9 @@ do
       local ok = os.execute(cmd)
       local text = readfile(tmp)
       if (ok ~= 0 and ok ~= true) or not text then
-        error(string.format("perturbation run failed: %s\n%s", cmd, readfile(errfile) or ""))
+        local err = readfile(errfile) or ""
+        os.remove(errfile)
+        error(string.format("perturbation run failed: %s\n%s", cmd, err))
       end
       local d = {reasons = {}}
       for k, v in text:gmatch("([^\t\n]+)\t([^\n]*)") do
@@ -308,6 +310,7 @@ do
     log("\n")
   end
   os.remove(tmp)
+  os.remove(errfile)
   os.remove(errfile)
 end
 

@@ -25,12 +25,6 @@
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
 
-/* The state ljp_q_write_apart made on this thread, while its writer runs:
-** the ljprof module loaded there reads the context of the state that made
-** it. */
-static __thread const void *apart_reg;
-static __thread ljp_ctx *apart_ctx;
-
 /* -- Context lifecycle ----------------------------------------------------- */
 
 static void ctx_free(ljp_ctx *ctx)
@@ -73,12 +67,9 @@ static int ctx_gc(lua_State *L)
 static ljp_ctx *ctx_get(lua_State *L, int create, char *err, size_t n)
 {
   const void *reg = lua_topointer(L, LUA_REGISTRYINDEX);
-  ljp_ctx *ctx = ljp_exit_view(reg), **ud;
+  ljp_ctx *ctx = ljp_own_view(reg), **ud;  /* a writer's state */
   if (err && n) err[0] = '\0';
-  if (ctx) return ctx;              /* the exit helper's state */
-  if (apart_reg && reg == apart_reg) return apart_ctx;
-  if ((ctx = ljp_auto_view(reg)))   /* the export helper's: a snapshot */
-    return ctx;
+  if (ctx) return ctx;
   ctx = ljp_slot_find(reg);
   if (ctx && ctx->exit.closed && !ljp_exit_is_helper())
     ljp_exit_park();                /* the exit helper owns it now */
@@ -821,8 +812,9 @@ int ljp_q_write_apart(lua_State *L, const char *module, const char *func,
                       const char *arg, size_t arglen)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  char *path, *cpath;
+  char *path, *cpath, err[512];
   const char *m;
+  const void *reg;
   lua_State *HL;
   int ok;
   if (!ctx || ljprof_running(L)) {
@@ -831,35 +823,25 @@ int ljp_q_write_apart(lua_State *L, const char *module, const char *func,
                           : "ljprof: write_apart: no profile");
     return 2;
   }
-  if (apart_reg) {
-    lua_pushnil(L);
-    lua_pushstring(L, "ljprof: write_apart: a writer is already running");
-    return 2;
-  }
   ljp_package_paths(L, &path, &cpath);
-  HL = ljp_own_newstate(path, cpath);
+  HL = ljp_own_writer(path, cpath, module, func, err, sizeof(err));
   free(path);
   free(cpath);
   if (!HL) {
     lua_pushnil(L);
-    lua_pushstring(L, "ljprof: write_apart: out of memory");
+    lua_pushfstring(L, "ljprof: write_apart: %s", err);
     return 2;
   }
-  apart_reg = lua_topointer(HL, LUA_REGISTRYINDEX);
-  apart_ctx = ctx;
-  lua_getglobal(HL, "require");
-  lua_pushstring(HL, module);
-  ok = lua_pcall(HL, 1, 1, 0) == 0;
-  if (ok) {
-    lua_getfield(HL, -1, func);
-    if (!lua_isfunction(HL, -1)) {
-      lua_pushfstring(HL, "%s.%s is not a function", module, func);
-      ok = 0;
-    } else {
-      lua_pushlstring(HL, arg, arglen);
-      ok = lua_pcall(HL, 1, 0, 0) == 0;
-    }
+  reg = lua_topointer(HL, LUA_REGISTRYINDEX);
+  if (ljp_own_view_set(reg, ctx) != 0) {
+    lua_close(HL);
+    lua_pushnil(L);
+    lua_pushstring(L, "ljprof: write_apart: too many writers at once");
+    return 2;
   }
+  lua_pushlstring(HL, arg, arglen);
+  ok = lua_pcall(HL, 1, 0, 0) == 0;
+  ljp_own_view_clear(reg);
   if (ok) {
     lua_pushboolean(L, 1);
   } else {
@@ -867,8 +849,6 @@ int ljp_q_write_apart(lua_State *L, const char *module, const char *func,
     lua_pushnil(L);
     lua_pushstring(L, m ? m : "?");  /* copied before the close */
   }
-  apart_reg = NULL;
-  apart_ctx = NULL;
   lua_close(HL);
   return ok ? 1 : 2;
 }
@@ -936,13 +916,13 @@ int ljp_q_auto_attach(lua_State *L, double every_s, uint32_t keep,
 
 int ljp_q_auto_start(lua_State *L, const char *spec, size_t speclen,
                      int control, int signo, int paused,
-                     lua_CFunction opener, char *err, size_t errlen)
+                     char *err, size_t errlen)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   err[0] = '\0';
   if (!ctx || ctx->state != LJP_RUNNING) return 0;
   return ljp_auto_start(ctx, L, spec, speclen, control, signo, paused,
-                        opener, err, errlen);
+                        err, errlen);
 }
 
 void ljp_q_auto_stop(lua_State *L)

@@ -21,7 +21,7 @@
 **                     (snapshot of a run without periodic export) the
 **                     store, give the context back; then render and write
 **                     in the helper's own Lua state, whose ljprof functions
-**                     read the snapshot (ljp_auto_view), through
+**                     read the snapshot (a view, ownstate.h), through
 **                     jit.prof.write_after_signal, as the exit helper does
 **
 ** The profiled thread pays one signal per export, the wait of an ljprof
@@ -101,10 +101,7 @@ static struct {
   int signo, control;       /* the control signal (0: none) and its use */
   int paused;               /* toggled */
   char *path, *cpath;       /* package paths for the helper's state */
-  lua_CFunction opener;     /* luaopen_ljprof */
-  lua_State *HL;            /* the helper's state, made at first use */
-  _Atomic(const void *) view_reg; /* its registry */
-  _Atomic(ljp_ctx *) view;  /* the snapshot it renders */
+  _Atomic(ljp_ctx *) rendering; /* the snapshot being rendered */
   char last[1024];          /* files written by the current action */
   uint64_t checked_ns;
 } au = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -272,7 +269,7 @@ void ljp_auto_written(ljp_ctx *ctx, const char *path)
   struct stat st;
   uint32_t i;
   if (!x) return;
-  if (ctx == atomic_load(&au.view)) {  /* the helper's line */
+  if (ctx == atomic_load(&au.rendering)) {  /* the helper's line */
     size_t k = strlen(au.last);
     snprintf(au.last + k, sizeof(au.last) - k, "%s%s", k ? ", " : "", path);
   }
@@ -475,65 +472,47 @@ static void give_back(ljp_ctx *ctx)
   atomic_store_explicit(&ctx->exit.lend, 0, memory_order_release);
 }
 
-/* -- The helper's state ------------------------------------------------------ */
+/* -- Rendering --------------------------------------------------------------- */
 
-static lua_State *helper_state(void)
+static void export_failed(const char *why)
 {
-  lua_State *HL;
-  if (au.HL) return au.HL;
-  if (!(HL = ljp_own_newstate(au.path, au.cpath))) return NULL;
-  lua_getglobal(HL, "package");
-  lua_getfield(HL, -1, "preload");  /* this library, not another copy */
-  lua_pushcfunction(HL, au.opener);
-  lua_setfield(HL, -2, "ljprof");
-  lua_settop(HL, 0);
-  atomic_store(&au.view_reg, lua_topointer(HL, LUA_REGISTRYINDEX));
-  return au.HL = HL;
+  char line[600];
+  snprintf(line, sizeof(line), "ljprof: export failed: %.*s",
+           (int)strcspn(why, "\n"), why);
+  ljp_auto_notice(line);
 }
 
-ljp_ctx *ljp_auto_view(const void *registry)
-{
-  return registry && registry == atomic_load(&au.view_reg)
-         ? atomic_load(&au.view) : NULL;
-}
-
-/* Render and write s's outputs (jit.prof, in the helper's state). */
+/* Render and write s's outputs: jit.prof.write_after_signal in a state of
+** the helper's own, made for this export and closed after it (a few ms):
+** the memory of a render (tens of MB for 50,000 samples of many stacks)
+** goes back to the system instead of staying in the state's heap, where
+** a long run's RSS crept up (luacheck looped 60 s at 10 kHz, every=5:
+** 135 -> 217 MB with one state kept; bench/auto_rss.lua). */
 static void render(ljp_autox *x, ljp_ctx *s)
 {
-  lua_State *HL = helper_state();
+  char err[512];
   uint64_t t0 = ljp_now_ns();
-  const char *err = NULL;
+  lua_State *HL = ljp_own_writer(au.path, au.cpath, "jit.prof",
+                                 "write_after_signal", err, sizeof(err));
+  const void *reg;
   if (!HL) {
-    ljp_auto_notice("ljprof: periodic export: out of memory");
+    export_failed(err);
     return;
   }
-  atomic_store(&au.view, s);
-  lua_settop(HL, 0);
-  lua_getglobal(HL, "require");
-  lua_pushliteral(HL, "jit.prof");
-  if (lua_pcall(HL, 1, 1, 0) != 0) {
-    err = lua_tostring(HL, -1);
+  reg = lua_topointer(HL, LUA_REGISTRYINDEX);
+  if (ljp_own_view_set(reg, s) != 0) {
+    export_failed("too many writers at once");
   } else {
-    lua_getfield(HL, -1, "write_after_signal");
+    atomic_store(&au.rendering, s);
     lua_pushlstring(HL, x->spec, x->speclen);
-    if (lua_pcall(HL, 1, 0, 0) != 0) err = lua_tostring(HL, -1);
+    if (lua_pcall(HL, 1, 0, 0) != 0) {
+      const char *m = lua_tostring(HL, -1);
+      export_failed(m ? m : "?");
+    }
+    atomic_store(&au.rendering, NULL);
+    ljp_own_view_clear(reg);
   }
-  if (err) {
-    char line[512];
-    snprintf(line, sizeof(line), "ljprof: export failed: %.*s",
-             (int)strcspn(err, "\n"), err);
-    ljp_auto_notice(line);
-  }
-  lua_settop(HL, 0);
-  atomic_store(&au.view, NULL);
-  /* Closed after each export, made again for the next (a few ms): the
-  ** memory of a render (tens of MB for 50,000 samples of many stacks)
-  ** goes back to the system instead of staying in the state's heap,
-  ** where a long run's RSS crept up (luacheck looped 60 s at 10 kHz,
-  ** every=5: 135 -> 217 MB with one state kept; bench/auto_rss.lua). */
-  atomic_store(&au.view_reg, NULL);
   lua_close(HL);
-  au.HL = NULL;
   x->exports++;
   x->export_ns += ljp_now_ns() - t0;
 }
@@ -750,9 +729,7 @@ static int helper_start(void)
   /* First start, or a forked child (no helper there): afresh. */
   au.list = NULL;
   au.helper_up = 0;
-  au.HL = NULL;
-  atomic_store(&au.view_reg, NULL);
-  atomic_store(&au.view, NULL);
+  atomic_store(&au.rendering, NULL);
   atomic_store(&au.requests, 0);
   sem_init(&au.wake, 0, 0);
   au.pid = getpid();
@@ -766,7 +743,7 @@ static int helper_start(void)
 
 int ljp_auto_start(ljp_ctx *ctx, lua_State *L, const char *spec,
                    size_t speclen, int control, int signo, int paused,
-                   lua_CFunction opener, char *err, size_t errlen)
+                   char *err, size_t errlen)
 {
   ljp_autox *x = ctx->autos.x;
   int rc = 0;
@@ -785,7 +762,6 @@ int ljp_auto_start(ljp_ctx *ctx, lua_State *L, const char *spec,
     free(au.path);
     free(au.cpath);
     ljp_package_paths(L, &au.path, &au.cpath);
-    au.opener = opener;
   }
   if (helper_start() != 0) {
     snprintf(err, errlen, "ljprof: LJPROF: cannot start a thread: no "

@@ -43,12 +43,11 @@ int ljp_auto_attach(ljp_ctx *ctx, double every_s, uint32_t keep,
                     uint64_t maxbytes);
 /* The run is up: export and control it from the helper. spec: what
 ** jit.prof.write_after_signal renders ("program\0opts\0output..."); L:
-** the state, for its package paths; opener: luaopen_ljprof of this
-** library, for the helper's state. 0, or -1 and one line in err (the run
-** goes on without the helper: no export, no control). */
+** the state, for its package paths. 0, or -1 and one line in err (the
+** run goes on without the helper: no export, no control). */
 int ljp_auto_start(ljp_ctx *ctx, lua_State *L, const char *spec,
                    size_t speclen, int control, int signo, int paused,
-                   lua_CFunction opener, char *err, size_t errlen);
+                   char *err, size_t errlen);
 /* The run's own stop comes next: no more exports or control. */
 void ljp_auto_stop(ljp_ctx *ctx);
 /* The context is being freed. */
@@ -59,8 +58,6 @@ size_t ljp_auto_name(const ljp_ctx *ctx, const char *tmpl, char *out,
                      size_t n);
 /* An output of ctx was written to path: rotation. */
 void ljp_auto_written(ljp_ctx *ctx, const char *path);
-/* The snapshot the export helper's state reads (api.c), or NULL. */
-ljp_ctx *ljp_auto_view(const void *registry);
 /* Print line on stderr, once per process. */
 void ljp_auto_notice(const char *line);
 /* Counters of ctx's exports (its helper's work). */

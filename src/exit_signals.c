@@ -81,8 +81,8 @@ static struct {
   volatile sig_atomic_t quit;  /* the trap is removed: the helper ends */
   volatile sig_atomic_t hold;  /* the run writes its own outputs: a signal
                                ** waits for ljp_exit_signals_off */
-  lua_State *HL;               /* the helper's state (made by the helper) */
-  _Atomic(const void *) view_reg; /* its registry: ljp_ctx_get gives ctx */
+  lua_State *HL;               /* the helper's state (made by the helper),
+                               ** with a view of ctx while it is up */
   char *module, *func, *arg, *path, *cpath; /* what the helper loads */
   size_t arglen;
   lua_State *empty;            /* a thread of HL with no frames */
@@ -147,12 +147,6 @@ void ljp_lend_wait(ljp_exitst *x)
   x->lend_wait_ns += ljp_now_ns() - t0;
 }
 
-ljp_ctx *ljp_exit_view(const void *registry)
-{
-  return registry && registry == atomic_load(&trap.view_reg)
-         ? atomic_load(&trap.ctx) : NULL;
-}
-
 /* -- The handler (signal context) -------------------------------------------- */
 
 static void die_of(int sig)
@@ -204,7 +198,7 @@ static int wait_closed(int ms)
   }
 }
 
-static lua_State *helper_state(void);
+static lua_State *helper_state(ljp_ctx *ctx);
 
 static void *helper_main(void *arg)
 {
@@ -217,8 +211,7 @@ static void *helper_main(void *arg)
   ctx = atomic_load(&trap.ctx);
   sig = ctx->exit.signal;
   /* The writer's state, while the safe point may come. */
-  trap.HL = HL = helper_state();
-  if (HL) atomic_store(&trap.view_reg, lua_topointer(HL, LUA_REGISTRYINDEX));
+  trap.HL = HL = helper_state(ctx);
   if (!HL) die_of(sig);           /* no writer: as without ljprof */
   closed = wait_closed(GRACE_MS);
   for (i = 0; !closed && i < FORCE_TRIES; i++) {
@@ -253,32 +246,22 @@ static void *helper_main(void *arg)
 /* The helper's state, made on the helper thread once a signal came (the
 ** profiled thread pays nothing for it, a run never killed neither: ~2 ms
 ** of CPU): the writer and its argument at indexes 1 and 2, the package
-** paths the program had. NULL and a line on stderr on failure (then a
-** signal has its default action). */
-static lua_State *helper_state(void)
+** paths the program had, a view of ctx. NULL and a line on stderr on
+** failure (then a signal has its default action). */
+static lua_State *helper_state(ljp_ctx *ctx)
 {
-  /* (ljprof's own: never auto-profiled) */
-  lua_State *HL = ljp_own_newstate(trap.path, trap.cpath);
-  const char *err = NULL;
-  if (!HL) {
-    say("ljprof: no profile on SIGTERM/SIGHUP: out of memory", NULL);
-    return NULL;
-  }
-  lua_getglobal(HL, "require");
-  lua_pushstring(HL, trap.module);
-  if (lua_pcall(HL, 1, 1, 0) != 0) {
-    err = lua_tostring(HL, -1);
-  } else {
-    lua_getfield(HL, -1, trap.func);
-    lua_remove(HL, -2);
-    if (!lua_isfunction(HL, -1)) err = "no such function";
-  }
-  if (err) {
-    char line[512];
-    snprintf(line, sizeof(line), "ljprof: no profile on SIGTERM/SIGHUP: "
-             "%s.%s: %s", trap.module, trap.func, err);
-    say(line, NULL);
+  char err[512], line[600];
+  lua_State *HL = ljp_own_writer(trap.path, trap.cpath, trap.module,
+                                 trap.func, err, sizeof(err));
+  if (HL && ljp_own_view_set(lua_topointer(HL, LUA_REGISTRYINDEX), ctx)) {
     lua_close(HL);
+    HL = NULL;
+    snprintf(err, sizeof(err), "too many writers at once");
+  }
+  if (!HL) {
+    snprintf(line, sizeof(line), "ljprof: no profile on SIGTERM/SIGHUP: %s",
+             err);
+    say(line, NULL);
     return NULL;
   }
   lua_pushlstring(HL, trap.arg, trap.arglen);
@@ -398,8 +381,10 @@ static void untrap(void)
     sem_destroy(&trap.wake);
     sem_destroy(&trap.closed);
   }
-  atomic_store(&trap.view_reg, NULL);
-  if (trap.HL) lua_close(trap.HL);
+  if (trap.HL) {
+    ljp_own_view_clear(lua_topointer(trap.HL, LUA_REGISTRYINDEX));
+    lua_close(trap.HL);
+  }
   trap.HL = NULL;
   trap.empty = NULL;
   spec_free();

@@ -57,8 +57,6 @@ void ljp_exit_signals_hold(ljp_ctx *ctx);
 void ljp_exit_signals_release(ljp_ctx *ctx);
 /* At a safe point after an exit signal: hand over, never return. */
 void ljp_exit_handover(ljp_ctx *ctx);
-/* The context the helper's Lua state reads, or NULL (api.c). */
-ljp_ctx *ljp_exit_view(const void *registry);
 
 /* L's package.path and package.cpath with their relative templates made
 ** absolute from the working directory now (malloc'ed; NULL when absent

@@ -50,6 +50,7 @@
 
 #include "ljp.h"
 #include "outfile.h"
+#include "ownstate.h"
 #include "query.h"
 #include "spawn.h"
 
@@ -1115,8 +1116,8 @@ static int l_auto_start(lua_State *L)
   int signo = (int)luaL_optinteger(L, 3, 0);
   int paused = lua_toboolean(L, 4);
   char err[384];
-  if (ljp_q_auto_start(L, spec, len, control, signo, paused, luaopen_ljprof,
-                       err, sizeof(err)) != 0) {
+  if (ljp_q_auto_start(L, spec, len, control, signo, paused, err,
+                       sizeof(err)) != 0) {
     lua_pushnil(L);
     lua_pushstring(L, err);
     return 2;
@@ -1202,6 +1203,7 @@ static const luaL_Reg ljprof_funcs[] = {
 
 int luaopen_ljprof(lua_State *L)
 {
+  ljp_own_set_opener(luaopen_ljprof);  /* for the writers' states */
   ljp_ffid_learn_own();  /* fast-function ids, in a state of ljprof's own */
   ljp_cname_refresh(L);  /* the program's C functions' names: raw reads */
   lua_newtable(L);

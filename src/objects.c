@@ -172,6 +172,9 @@ struct ljp_object {
   const char *short_name;   /* file name, for "object+0x..." */
   unsigned char build_id[BUILD_ID_MAX];  /* NT_GNU_BUILD_ID, from memory */
   int build_id_len;
+  uintptr_t build_id_at;    /* where it lies (in the mapping's first page) */
+  uintptr_t map_start;      /* the loader's start of the mapping (0: not
+                            ** known; _dl_find_object's dlfo_map_start) */
   uintptr_t base;           /* load bias */
   ljp_ehtab eh;             /* unwind table and mapped segments (cfi.h) */
   unsigned char print[12];  /* the header's first bytes at the scan */
@@ -348,7 +351,8 @@ static void exe_init(void)
 
 /* The build ID (NT_GNU_BUILD_ID) in the notes [p, p + n) of an object,
 ** in memory or in a file: its length, 0 when there is none. */
-static int note_build_id(const unsigned char *p, uint64_t n, unsigned char *id)
+static int note_build_id(const unsigned char *p, uint64_t n, unsigned char *id,
+                         uint64_t *at)
 {
   uint64_t off = 0;
   while (off + sizeof(ElfW(Nhdr)) <= n) {
@@ -360,6 +364,7 @@ static int note_build_id(const unsigned char *p, uint64_t n, unsigned char *id)
         !memcmp(p + name, "GNU", 4) && nh->n_descsz > 0 &&
         nh->n_descsz <= BUILD_ID_MAX) {
       memcpy(id, p + desc, nh->n_descsz);
+      if (at) *at = desc;
       return (int)nh->n_descsz;
     }
     off = end;
@@ -391,6 +396,69 @@ static uintptr_t vm_addr(void)
   if (!pinned && lm && lm->l_name && lm->l_name[0])
     pinned = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
   return (uintptr_t)p;
+}
+
+/* glibc's _dl_find_object (2.35 and later; looked up at the first
+** refresh, NULL before or without it): the object the loader has at an
+** address, lock-free and async-signal-safe by design (two copies of its
+** table, switched by a version counter), for unwinders. */
+#ifdef DLFO_EH_SEGMENT_TYPE
+typedef int (*dlfo_fn)(void *, struct dl_find_object *);
+static _Atomic(dlfo_fn) dlfo;
+#endif
+
+/* The loader's start of the mapping holding pc, 0 when not known. */
+static uintptr_t loader_map_start(uintptr_t pc)
+{
+#ifdef DLFO_EH_SEGMENT_TYPE
+  dlfo_fn find = atomic_load(&dlfo);
+  struct dl_find_object f;
+  if (find && find((void *)pc, &f) == 0) return (uintptr_t)f.dlfo_map_start;
+#endif
+  (void)pc;
+  return 0;
+}
+
+int ljp_objects_current(const ljp_objsnap *s, const ljp_span *e, uintptr_t pc)
+{
+#ifdef DLFO_EH_SEGMENT_TYPE
+  dlfo_fn find = atomic_load_explicit(&dlfo, memory_order_relaxed);
+  struct dl_find_object f;
+  const ljp_object *o;
+  const volatile unsigned char *m;
+  uintptr_t page;
+  int i;
+  if (e->kind != LJP_SPAN_OTHER || !e->unwind) return 1;
+  if (!find || e->obj >= s->nobj) return -1;
+  o = s->obj[e->obj];
+  /* Without a build ID a rebuilt copy loaded at the same place could not
+  ** be told from the object scanned: the whole list then. */
+  if (!o->build_id_len || !o->map_start) return -1;
+  if (find((void *)pc, &f) != 0) return -1;
+  /* The same place: the mapping's start and the unwind table's. */
+  if ((uintptr_t)f.dlfo_map_start != o->map_start ||
+      (uintptr_t)f.dlfo_eh_frame != o->eh.hdr)
+    return 0;
+  /* The same build: the build ID where it was, in the mapping's first
+  ** page (mapped for as long as an object is loaded there: it holds the
+  ** ELF and program headers). */
+  page = o->map_start & ~(uintptr_t)4095;
+  if (o->build_id_at < page ||
+      o->build_id_at + (uintptr_t)o->build_id_len > page + 4096)
+    return -1;
+  m = (const volatile unsigned char *)o->build_id_at;
+  for (i = 0; i < o->build_id_len; i++)
+    if (m[i] != o->build_id[i]) return 0;
+  /* and the table as scanned (encodings, .eh_frame pointer, entries) */
+  m = (const volatile unsigned char *)o->eh.hdr;
+  for (i = 0; i < (int)sizeof(o->print); i++)
+    if (m[i] != o->print[i]) return 0;
+  return 1;
+#else
+  (void)s;
+  (void)pc;
+  return e->kind != LJP_SPAN_OTHER || !e->unwind ? 1 : -1;
+#endif
 }
 
 /* Called with the loader's lock held: copy everything needed now. */
@@ -446,11 +514,14 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data)
     for (k = 0; k < o->eh.nseg; k++)
       if (a >= o->eh.lo[k] && a < o->eh.hi[k] &&
           note[i]->p_memsz <= o->eh.hi[k] - a) {
+        uint64_t at = 0;
         o->build_id_len = note_build_id((const unsigned char *)a,
-                                        note[i]->p_memsz, o->build_id);
+                                        note[i]->p_memsz, o->build_id, &at);
+        o->build_id_at = a + at;
         break;
       }
   }
+  o->map_start = loader_map_start(o->lo[0]);
   if (!(o->name = strdup(info->dlpi_name ? info->dlpi_name : ""))) {
     free(o);
     sc->oom = 1;
@@ -553,6 +624,10 @@ static void refresh_locked(int force)
   uint32_t nlm;
   gen = ljp_dl_generation();
   if (old && !force && old->dlgen == gen) return;
+#ifdef DLFO_EH_SEGMENT_TYPE
+  if (!atomic_load(&dlfo))
+    atomic_store(&dlfo, (dlfo_fn)dlsym(RTLD_DEFAULT, "_dl_find_object"));
+#endif
   if (!(lm = malloc(LJP_LM_MAX * sizeof(*lm)))) return;
   nlm = lm_walk(lm, LJP_LM_MAX);
   exe_init();
@@ -683,14 +758,15 @@ int ljp_objects_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
   if (t < 0) return 0;
   s = ljp_objects_snap();
   e = ljp_objects_find(s, pc);
-  /* Only while the loader's list is the one the snapshot was built from
-  ** (the object's table is still mapped), except in LuaJIT's own object,
-  ** which stays mapped while Lua runs (another thread's dlopen must not
-  ** make the interpreter probe fail). */
-  if (e && e->unwind &&
-      (e->kind == LJP_SPAN_VM || e->kind == LJP_SPAN_INTERP ||
-       ljp_objects_print() == s->print))
-    rc = ljp_cfi_proc(ljp_objects_ehtab(s, e), pc, lo, hi);
+  /* Only while the object is the one the snapshot copied (its table is
+  ** still mapped: the loader's lookup, else its whole list as when the
+  ** snapshot was built). LuaJIT's own object stays mapped while Lua runs
+  ** (another thread's dlopen must not make the interpreter probe fail). */
+  if (e && e->unwind) {
+    int c = ljp_objects_current(s, e, pc);
+    if (c < 0) c = ljp_objects_print() == s->print;
+    if (c) rc = ljp_cfi_proc(ljp_objects_ehtab(s, e), pc, lo, hi);
+  }
   ljp_epoch_leave(t);
   return rc;
 }
@@ -1187,7 +1263,7 @@ static void *map_debug(const char *path, const ljp_object *ob, int want_id,
   if (!map) return NULL;
   if (want_id)
     ok = (note = elf_section(map, *size, ".note.gnu.build-id", &len)) &&
-         note_build_id(note, len, id) == ob->build_id_len &&
+         note_build_id(note, len, id, NULL) == ob->build_id_len &&
          !memcmp(id, ob->build_id, (size_t)ob->build_id_len);
   else
     ok = crc32_gnu(map, *size) == crc;

@@ -81,6 +81,16 @@ const struct ljp_ehtab *ljp_objects_ehtab(const ljp_objsnap *s,
 ** bias and dynamic section of each), to compare with snap->print (one
 ** process_vm_readv per node). */
 uint64_t ljp_objects_print(void);
+/* Signal context too: is the object of span e (pc in it) still the one
+** the loader has at pc, with the unwind table the snapshot copied? 1 yes;
+** 0 no (unloaded since the snapshot, another object mapped in its place):
+** its table must not be read; -1 cannot tell (glibc without
+** _dl_find_object, or pc in none of the loader's objects): ask
+** ljp_objects_unchanged. LuaJIT's and ljprof's own objects, and objects
+** without a table, are always 1: nothing of theirs can go while Lua runs,
+** or nothing is read. One lock-free lookup in the loader's table. */
+int ljp_objects_current(const ljp_objsnap *s, const ljp_span *e,
+                        uintptr_t pc);
 /* Signal context: is the loader's list still the one s was built from?
 ** The nodes recorded in s are read back in one process_vm_readv per 32
 ** (a freed node reads as garbage or fails: then 0). */

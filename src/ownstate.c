@@ -5,12 +5,18 @@
 ** itself would start helpers of its own). A thread-local mark, set while
 ** the libraries are opened. luaL_openlibs is the process's, looked up at
 ** run time (with libljprof preloaded that is the interposer, which the
-** mark keeps out), so this file names no other file of ljprof. Normal
-** context.
+** mark keeps out). The writers' states load their writer here, and their
+** views (registry -> the context they read) are kept here: one small
+** table for all threads, set and cleared by whoever makes the state.
+** This file names no other file of ljprof: the module's opener is given
+** to it (ljp_own_set_opener). Normal context.
 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -18,6 +24,7 @@
 #include "ownstate.h"
 
 static __thread int opening;
+static _Atomic(lua_CFunction) opener;  /* luaopen_ljprof of this library */
 
 lua_State *ljp_own_newstate(const char *path, const char *cpath)
 {
@@ -49,4 +56,99 @@ lua_State *ljp_own_newstate(const char *path, const char *cpath)
 int ljp_own_opening(void)
 {
   return opening;
+}
+
+void ljp_own_set_opener(lua_CFunction open)
+{
+  atomic_store(&opener, open);
+}
+
+lua_State *ljp_own_writer(const char *path, const char *cpath,
+                          const char *module, const char *func,
+                          char *err, size_t errlen)
+{
+  lua_State *HL = ljp_own_newstate(path, cpath);
+  lua_CFunction open;
+  const char *why = NULL;
+  if (!HL) {
+    snprintf(err, errlen, "%s.%s: out of memory", module, func);
+    return NULL;
+  }
+  if ((open = atomic_load(&opener))) {
+    lua_getglobal(HL, "package");
+    lua_getfield(HL, -1, "preload");  /* this library, not another copy */
+    lua_pushcfunction(HL, open);
+    lua_setfield(HL, -2, "ljprof");
+    lua_settop(HL, 0);
+  }
+  lua_getglobal(HL, "require");
+  lua_pushstring(HL, module);
+  if (lua_pcall(HL, 1, 1, 0) != 0) {
+    why = lua_tostring(HL, -1);
+  } else {
+    lua_getfield(HL, -1, func);
+    lua_remove(HL, -2);
+    if (!lua_isfunction(HL, -1)) why = "no such function";
+  }
+  if (why) {
+    snprintf(err, errlen, "%s.%s: %.*s", module, func,
+             (int)strcspn(why, "\n"), why);
+    lua_close(HL);
+    return NULL;
+  }
+  return HL;
+}
+
+/* -- Views ------------------------------------------------------------------ */
+
+static struct {
+  _Atomic(const void *) reg;
+  _Atomic(void *) ctx;
+} views[LJP_OWN_VIEWS];
+static _Atomic int nviews;        /* set now: 0 skips the scan */
+static pthread_mutex_t views_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int ljp_own_view_set(const void *registry, void *ctx)
+{
+  int i, rc = -1;
+  pthread_mutex_lock(&views_mu);
+  for (i = 0; i < LJP_OWN_VIEWS; i++) {
+    if (atomic_load_explicit(&views[i].reg, memory_order_relaxed)) continue;
+    atomic_store_explicit(&views[i].ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&views[i].reg, registry, memory_order_release);
+    atomic_fetch_add(&nviews, 1);
+    rc = 0;
+    break;
+  }
+  pthread_mutex_unlock(&views_mu);
+  return rc;
+}
+
+void ljp_own_view_clear(const void *registry)
+{
+  int i;
+  pthread_mutex_lock(&views_mu);
+  for (i = 0; i < LJP_OWN_VIEWS; i++) {
+    if (atomic_load_explicit(&views[i].reg, memory_order_relaxed) != registry)
+      continue;
+    atomic_store_explicit(&views[i].reg, NULL, memory_order_release);
+    atomic_store_explicit(&views[i].ctx, NULL, memory_order_relaxed);
+    atomic_fetch_sub(&nviews, 1);
+    break;
+  }
+  pthread_mutex_unlock(&views_mu);
+}
+
+/* A view is read only by the thread running in its state, between the set
+** and the clear that its maker does around that: a registry found here
+** has the ctx stored before it. */
+void *ljp_own_view(const void *registry)
+{
+  int i;
+  if (!registry || !atomic_load_explicit(&nviews, memory_order_acquire))
+    return NULL;
+  for (i = 0; i < LJP_OWN_VIEWS; i++)
+    if (atomic_load_explicit(&views[i].reg, memory_order_acquire) == registry)
+      return atomic_load_explicit(&views[i].ctx, memory_order_relaxed);
+  return NULL;
 }

@@ -135,7 +135,7 @@ int ljp_q_auto_attach(lua_State *L, double every_s, uint32_t keep,
                       uint64_t maxbytes, char *err, size_t errlen);
 int ljp_q_auto_start(lua_State *L, const char *spec, size_t speclen,
                      int control, int signo, int paused,
-                     lua_CFunction opener, char *err, size_t errlen);
+                     char *err, size_t errlen);
 void ljp_q_auto_stop(lua_State *L);
 size_t ljp_q_output_name(lua_State *L, const char *tmpl, char *out, size_t n);
 void ljp_q_output_written(lua_State *L, const char *path);

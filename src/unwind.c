@@ -5,7 +5,7 @@
 ** steps from one frame to its caller is cfi.c.
 **
 ** ljp_native_capture runs in signal context: no malloc, no locks, no
-** stdio, no libc call, bounded work (at most LJP_NATIVE_MAX frames, each
+** stdio, no libc call but the loader's lookup below, bounded work (at most LJP_NATIVE_MAX frames, each
 ** step bounded by cfi.c), and every skipped walk is counted. It walks the
 ** C frames above the Lua code from the signal's ucontext and stops at the
 ** first frame of LuaJIT's interpreter or of compiled trace code (machine
@@ -19,8 +19,11 @@
 ** steps only from a frame whose PC lies in a span of the snapshot; a
 ** frame anywhere else ends the walk (counted as truncated). The handler
 ** skips the walk (counted) while the loader is changing its list of
-** objects, and whenever that list no longer matches the fingerprint taken
-** with the snapshot. The whole walk is one epoch section: the snapshot is
+** objects, and whenever an object whose unwind table it is about to read
+** is no longer the one the snapshot copied (glibc's _dl_find_object,
+** lock-free and async-signal-safe by design, the one call into libc; or,
+** where it cannot tell, the loader's list read back through
+** process_vm_readv). The whole walk is one epoch section: the snapshot is
 ** not freed under it. A per-context flag guards against a nested walk.
 ** x86-64 only: elsewhere native capture is off with one notice.
 */
@@ -163,12 +166,40 @@ static int is_vm(const ljp_span *e)
 ** (the kernel put the signal frame below it, so it is mapped). */
 #define RED_ZONE 128
 
+/* Before a walk reads the unwind table of e's object (lookup in it): is
+** that object still the one the snapshot copied? One lock-free lookup per
+** object (ljp_objects_current), the last few objects remembered in cur
+** for the rest of the walk; where that cannot tell, the loader's whole
+** list read back once per walk (ljp_objects_unchanged). */
+typedef struct walk_objs {
+  uint32_t ok[4];     /* objects found current in this walk */
+  int nok;
+  int list;           /* the whole list: 0 not read, 1 same, -1 changed */
+} walk_objs;
+
+static int still_there(const ljp_objsnap *m, const ljp_span *e,
+                       uintptr_t lookup, walk_objs *cur)
+{
+  int i, c;
+  for (i = 0; i < cur->nok; i++)
+    if (cur->ok[i] == e->obj) return 1;
+  c = ljp_objects_current(m, e, lookup);
+  if (c < 0) {
+    if (!cur->list) cur->list = ljp_objects_unchanged(m) ? 1 : -1;
+    c = cur->list > 0;
+  }
+  if (c) cur->ok[cur->nok++ & 3] = e->obj;
+  if (cur->nok > 4) cur->nok = 4;
+  return c;
+}
+
 static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
                    int vmstate, uintptr_t *out, uint8_t *flags)
 {
   const ljp_span *e;
   ljp_regs regs;
   ljp_stack st;
+  walk_objs cur = {{0}, 0, 0};
   uintptr_t lookup = pc, sp;
   int n = 0, vm, sig = 0;
   if (!m) return 0;
@@ -188,11 +219,11 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   ** GC (which such a call may start), the walk reaches the caller. */
   if (is_vm(e) && vmstate != 'C' && vmstate != 'G') return 0;
   if (ctx->native_inside || _r_debug.r_state != RT_CONSISTENT ||
-      !ljp_objects_unchanged(m)) {
+      !still_there(m, e, pc, &cur)) {
     /* a walk already under way on this thread, the loader changing the
-    ** list of objects, or a list that changed since the snapshot was
-    ** built (a library unloaded, perhaps another mapped in its place): no
-    ** walk until the next safe point has registered the change. */
+    ** list of objects, or the leaf's object no longer the snapshot's (a
+    ** library unloaded, perhaps another mapped in its place): no walk
+    ** until the next safe point has registered the change. */
     atomic_fetch_add_explicit(&ctx->n_native_skipped, 1,
                               memory_order_relaxed);
     *flags = LJP_NATIVE_SKIPPED;
@@ -216,6 +247,14 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   }
   for (;;) {
     uintptr_t ip;
+    if (n > 1 && !still_there(m, e, lookup, &cur)) {
+      /* a caller's object gone since the snapshot: nothing of this walk */
+      atomic_fetch_add_explicit(&ctx->n_native_skipped, 1,
+                                memory_order_relaxed);
+      *flags = LJP_NATIVE_SKIPPED;
+      n = vm = 0;
+      break;
+    }
     if (n == LJP_NATIVE_MAX ||
         ljp_cfi_step(ljp_objects_ehtab(m, e), &regs, lookup, &st, m->dlgen,
                      &sig) != LJP_CFI_OK) {

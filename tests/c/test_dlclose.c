@@ -6,8 +6,9 @@
 ** more thread loading and unloading a small library (LJPROF_DLTEST) in a
 ** loop. It must end without a crash (under ASan: without a use-after-free
 ** of loader-owned names or of replaced registry arrays), and the stats
-** must show that walks happened and that some were skipped because the
-** loader's list of objects changed under them (the race was exercised). */
+** must show that walks happened while the loader was busy, and that the
+** objects they walked through, which never changed, were not skipped for
+** the churn of another (only while the loader is mid-change). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -181,6 +182,9 @@ int main(void)
          (unsigned long long)skipped);
   CHECK(unwinds >= 20);
   CHECK(atomic_load(&dl_cycles) >= 100);   /* the loader was busy */
-  CHECK(skipped > 0);  /* walks met a changed list of objects: the race */
+  /* The churned library is on no profiled thread's stack: walks skip
+  ** only while the loader is mid-change, not because its list differs
+  ** from the snapshot's (a replaced object on the stack: test_replaced). */
+  CHECK(skipped * 2 <= unwinds);
   return check_done("dlclose");
 }

@@ -1,0 +1,124 @@
+/* ljprof's own states (src/ownstate.c): the writer loader and the views
+** from a writer state's registry to the context it reads.
+** - views: up to LJP_OWN_VIEWS at once, the next refused; each registry
+**   finds its own context, an unknown or NULL registry none; a cleared
+**   entry is free again; threads setting, reading and clearing their own
+**   views at once never see another's (run under TSan/ASan as well);
+** - writer: module.func on the top of a fresh state; a missing module or
+**   function is one line naming module.func; with an opener given,
+**   `ljprof` in the writer's state is that opener's module, not what
+**   package.cpath would find. */
+#include <pthread.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "../../src/ownstate.h"
+#include "check.h"
+
+static int fake_marker(lua_State *L)
+{
+  lua_pushliteral(L, "this library");
+  return 1;
+}
+
+static int fake_opener(lua_State *L)
+{
+  lua_newtable(L);
+  lua_pushcfunction(L, fake_marker);
+  lua_setfield(L, -2, "marker");
+  return 1;
+}
+
+static void test_views(void)
+{
+  static char regs[LJP_OWN_VIEWS + 1], ctxs[LJP_OWN_VIEWS + 1];
+  int i;
+  CHECK(ljp_own_view(NULL) == NULL);
+  CHECK(ljp_own_view(&regs[0]) == NULL);
+  for (i = 0; i < LJP_OWN_VIEWS; i++)
+    CHECK_EQ(ljp_own_view_set(&regs[i], &ctxs[i]), 0);
+  CHECK_EQ(ljp_own_view_set(&regs[LJP_OWN_VIEWS], &ctxs[LJP_OWN_VIEWS]), -1);
+  for (i = 0; i < LJP_OWN_VIEWS; i++) CHECK(ljp_own_view(&regs[i]) == &ctxs[i]);
+  CHECK(ljp_own_view(&regs[LJP_OWN_VIEWS]) == NULL);
+  ljp_own_view_clear(&regs[3]);
+  CHECK(ljp_own_view(&regs[3]) == NULL);
+  CHECK_EQ(ljp_own_view_set(&regs[LJP_OWN_VIEWS], &ctxs[LJP_OWN_VIEWS]), 0);
+  CHECK(ljp_own_view(&regs[LJP_OWN_VIEWS]) == &ctxs[LJP_OWN_VIEWS]);
+  ljp_own_view_clear(&regs[LJP_OWN_VIEWS]);
+  for (i = 0; i < LJP_OWN_VIEWS; i++) ljp_own_view_clear(&regs[i]);
+  for (i = 0; i <= LJP_OWN_VIEWS; i++) CHECK(ljp_own_view(&regs[i]) == NULL);
+}
+
+#define NTHREADS 4
+#define ROUNDS 20000
+
+static void *view_thread(void *arg)
+{
+  char reg, ctx;   /* distinct addresses per thread */
+  long bad = 0, i;
+  for (i = 0; i < ROUNDS; i++) {
+    if (ljp_own_view_set(&reg, &ctx) != 0) { bad++; continue; }
+    if (ljp_own_view(&reg) != &ctx) bad++;
+    ljp_own_view_clear(&reg);
+    if (ljp_own_view(&reg) != NULL) bad++;
+  }
+  *(long *)arg = bad;
+  return NULL;
+}
+
+static void test_views_threads(void)
+{
+  pthread_t th[NTHREADS];
+  long bad[NTHREADS];
+  int i;
+  for (i = 0; i < NTHREADS; i++)
+    CHECK_EQ(pthread_create(&th[i], NULL, view_thread, &bad[i]), 0);
+  for (i = 0; i < NTHREADS; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_EQ(bad[i], 0);
+  }
+}
+
+static void test_writer(void)
+{
+  char err[256];
+  lua_State *HL;
+  HL = ljp_own_writer(NULL, NULL, "string", "rep", err, sizeof(err));
+  CHECK(HL != NULL);
+  if (HL) {
+    CHECK_EQ(lua_gettop(HL), 1);
+    lua_pushliteral(HL, "ab");
+    lua_pushinteger(HL, 3);
+    CHECK_EQ(lua_pcall(HL, 2, 1, 0), 0);
+    CHECK(!strcmp(lua_tostring(HL, -1), "ababab"));
+    lua_close(HL);
+  }
+  HL = ljp_own_writer(NULL, NULL, "string", "nope", err, sizeof(err));
+  CHECK(HL == NULL);
+  CHECK(!strcmp(err, "string.nope: no such function"));
+  HL = ljp_own_writer("/nonexistent/?.lua", "/nonexistent/?.so",
+                      "no_such_module", "f", err, sizeof(err));
+  CHECK(HL == NULL);
+  CHECK(!strncmp(err, "no_such_module.f: module 'no_such_module' not found", 50));
+  CHECK(strchr(err, '\n') == NULL);
+  /* package.cpath finds no ljprof here: the opener given does. */
+  ljp_own_set_opener(fake_opener);
+  HL = ljp_own_writer("/nonexistent/?.lua", "/nonexistent/?.so", "ljprof",
+                      "marker", err, sizeof(err));
+  CHECK(HL != NULL);
+  if (HL) {
+    CHECK_EQ(lua_pcall(HL, 0, 1, 0), 0);
+    CHECK(!strcmp(lua_tostring(HL, -1), "this library"));
+    lua_close(HL);
+  }
+}
+
+int main(void)
+{
+  test_views();
+  test_views_threads();
+  test_writer();
+  return check_done("ownstate");
+}

@@ -240,6 +240,21 @@ static void learn_fn(lua_State *L, int fi, int idx, const char *name,
 ** named prefix + key; the globals table (_G) adds no prefix. With fi 0
 ** only names are learnt, by raw table reads and no Lua call, so this may
 ** run at the safe point (ljp_cname_refresh). */
+/* prefix + sep + key into name (sep only after a prefix): its length,
+** or -1 when it does not fit. Plain copies: this runs for every key of
+** every loaded module, at start and at safe points. */
+static int join_name(char *name, size_t cap, const char *prefix,
+                     const char *sep, const char *key, size_t klen)
+{
+  size_t p = strlen(prefix), s = *prefix ? strlen(sep) : 0;
+  if (p + s + klen >= cap) return -1;
+  memcpy(name, prefix, p);
+  memcpy(name + p, sep, s);
+  memcpy(name + p + s, key, klen);
+  name[p + s + klen] = '\0';
+  return (int)(p + s + klen);
+}
+
 static void learn_table(lua_State *L, int fi, int idx, int depth,
                         const char *prefix, const char *sep)
 {
@@ -248,14 +263,12 @@ static void learn_table(lua_State *L, int fi, int idx, int depth,
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     int v = lua_gettop(L);
+    size_t klen = 0;
     const char *key = lua_type(L, v - 1) == LUA_TSTRING ?
-                      lua_tostring(L, v - 1) : NULL;
+                      lua_tolstring(L, v - 1, &klen) : NULL;
     int len = -1;
-    if (key) {
-      len = snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? sep : "",
-                     key);
-      if (len >= (int)sizeof(name)) len = -1;
-    }
+    if (key && (lua_iscfunction(L, v) || (depth > 0 && lua_istable(L, v))))
+      len = join_name(name, sizeof(name), prefix, sep, key, klen);
     if (lua_iscfunction(L, v)) {
       learn_fn(L, fi, v, len >= 0 ? name : NULL, len >= 0 ? (size_t)len : 0);
     } else if (depth > 0 && lua_istable(L, v) && len >= 0) {

@@ -85,6 +85,7 @@ lua_State *ljp_own_writer(const char *path, const char *cpath,
   lua_pushstring(HL, module);
   if (lua_pcall(HL, 1, 1, 0) != 0) {
     why = lua_tostring(HL, -1);
+    if (!why) why = "an error that is not a string";
   } else {
     lua_getfield(HL, -1, func);
     lua_remove(HL, -2);

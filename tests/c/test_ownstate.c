@@ -5,11 +5,14 @@
 **   entry is free again; threads setting, reading and clearing their own
 **   views at once never see another's (run under TSan/ASan as well);
 ** - writer: module.func on the top of a fresh state; a missing module or
-**   function is one line naming module.func; with an opener given,
-**   `ljprof` in the writer's state is that opener's module, not what
-**   package.cpath would find. */
+**   function, or a module raising a non-string, is one line naming
+**   module.func; with an opener given, `ljprof` in the writer's state is
+**   that opener's module, not what package.cpath would find. */
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -103,6 +106,26 @@ static void test_writer(void)
   CHECK(HL == NULL);
   CHECK(!strncmp(err, "no_such_module.f: module 'no_such_module' not found", 50));
   CHECK(strchr(err, '\n') == NULL);
+  /* A module that raises something other than a string: still one line. */
+  {
+    char dir[] = "/tmp/ljp_ownstate_XXXXXX", file[64], path[64];
+    FILE *f;
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(file, sizeof(file), "%s/raises.lua", dir);
+    snprintf(path, sizeof(path), "%s/?.lua", dir);
+    f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f) {
+      fputs("error({})\n", f);
+      fclose(f);
+    }
+    HL = ljp_own_writer(path, "/nonexistent/?.so", "raises", "f", err,
+                        sizeof(err));
+    CHECK(HL == NULL);
+    CHECK(!strcmp(err, "raises.f: an error that is not a string"));
+    remove(file);
+    rmdir(dir);
+  }
   /* package.cpath finds no ljprof here: the opener given does. */
   ljp_own_set_opener(fake_opener);
   HL = ljp_own_writer("/nonexistent/?.lua", "/nonexistent/?.so", "ljprof",

@@ -813,10 +813,7 @@ int ljp_q_write_apart(lua_State *L, const char *module, const char *func,
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   char *path, *cpath, err[512];
-  const char *m;
-  const void *reg;
-  lua_State *HL;
-  int ok;
+  int rc;
   if (!ctx || ljprof_running(L)) {
     lua_pushnil(L);
     lua_pushstring(L, ctx ? "ljprof: write_apart: the run is not stopped"
@@ -824,33 +821,17 @@ int ljp_q_write_apart(lua_State *L, const char *module, const char *func,
     return 2;
   }
   ljp_package_paths(L, &path, &cpath);
-  HL = ljp_own_writer(path, cpath, module, func, err, sizeof(err));
+  rc = ljp_own_write(path, cpath, module, func, ctx, arg, arglen, err,
+                     sizeof(err));
   free(path);
   free(cpath);
-  if (!HL) {
+  if (rc != 0) {
     lua_pushnil(L);
     lua_pushfstring(L, "ljprof: write_apart: %s", err);
     return 2;
   }
-  reg = lua_topointer(HL, LUA_REGISTRYINDEX);
-  if (ljp_own_view_set(reg, ctx) != 0) {
-    lua_close(HL);
-    lua_pushnil(L);
-    lua_pushstring(L, "ljprof: write_apart: too many writers at once");
-    return 2;
-  }
-  lua_pushlstring(HL, arg, arglen);
-  ok = lua_pcall(HL, 1, 0, 0) == 0;
-  ljp_own_view_clear(reg);
-  if (ok) {
-    lua_pushboolean(L, 1);
-  } else {
-    m = lua_tostring(HL, -1);
-    lua_pushnil(L);
-    lua_pushstring(L, m ? m : "?");  /* copied before the close */
-  }
-  lua_close(HL);
-  return ok ? 1 : 2;
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 int ljp_q_zone_intern(lua_State *L, const char *name, size_t len)

@@ -474,14 +474,6 @@ static void give_back(ljp_ctx *ctx)
 
 /* -- Rendering --------------------------------------------------------------- */
 
-static void export_failed(const char *why)
-{
-  char line[600];
-  snprintf(line, sizeof(line), "ljprof: export failed: %.*s",
-           (int)strcspn(why, "\n"), why);
-  ljp_auto_notice(line);
-}
-
 /* Render and write s's outputs: jit.prof.write_after_signal in a state of
 ** the helper's own, made for this export and closed after it (a few ms):
 ** the memory of a render (tens of MB for 50,000 samples of many stacks)
@@ -490,29 +482,15 @@ static void export_failed(const char *why)
 ** 135 -> 217 MB with one state kept; bench/auto_rss.lua). */
 static void render(ljp_autox *x, ljp_ctx *s)
 {
-  char err[512];
+  char err[512], line[600];
   uint64_t t0 = ljp_now_ns();
-  lua_State *HL = ljp_own_writer(au.path, au.cpath, "jit.prof",
-                                 "write_after_signal", err, sizeof(err));
-  const void *reg;
-  if (!HL) {
-    export_failed(err);
-    return;
+  atomic_store(&au.rendering, s);
+  if (ljp_own_write(au.path, au.cpath, "jit.prof", "write_after_signal", s,
+                    x->spec, x->speclen, err, sizeof(err)) != 0) {
+    snprintf(line, sizeof(line), "ljprof: export failed: %s", err);
+    ljp_auto_notice(line);
   }
-  reg = lua_topointer(HL, LUA_REGISTRYINDEX);
-  if (ljp_own_view_set(reg, s) != 0) {
-    export_failed("too many writers at once");
-  } else {
-    atomic_store(&au.rendering, s);
-    lua_pushlstring(HL, x->spec, x->speclen);
-    if (lua_pcall(HL, 1, 0, 0) != 0) {
-      const char *m = lua_tostring(HL, -1);
-      export_failed(m ? m : "?");
-    }
-    atomic_store(&au.rendering, NULL);
-    ljp_own_view_clear(reg);
-  }
-  lua_close(HL);
+  atomic_store(&au.rendering, NULL);
   x->exports++;
   x->export_ns += ljp_now_ns() - t0;
 }

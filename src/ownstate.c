@@ -100,6 +100,32 @@ lua_State *ljp_own_writer(const char *path, const char *cpath,
   return HL;
 }
 
+int ljp_own_write(const char *path, const char *cpath, const char *module,
+                  const char *func, void *ctx, const char *arg, size_t arglen,
+                  char *err, size_t errlen)
+{
+  lua_State *HL = ljp_own_writer(path, cpath, module, func, err, errlen);
+  const void *reg;
+  int rc = 0;
+  if (!HL) return -1;
+  reg = lua_topointer(HL, LUA_REGISTRYINDEX);
+  if (ljp_own_view_set(reg, ctx) != 0) {
+    snprintf(err, errlen, "%s.%s: too many writers at once", module, func);
+    rc = -1;
+  } else {
+    lua_pushlstring(HL, arg, arglen);
+    if (lua_pcall(HL, 1, 0, 0) != 0) {
+      const char *m = lua_tostring(HL, -1);
+      if (!m) m = "an error that is not a string";
+      snprintf(err, errlen, "%.*s", (int)strcspn(m, "\n"), m);
+      rc = -1;
+    }
+    ljp_own_view_clear(reg);
+  }
+  lua_close(HL);
+  return rc;
+}
+
 /* -- Views ------------------------------------------------------------------ */
 
 static struct {

@@ -37,6 +37,13 @@ lua_State *ljp_own_writer(const char *path, const char *cpath,
                           const char *module, const char *func,
                           char *err, size_t errlen);
 
+/* Write with ljp_own_writer's module[func](arg), reading ctx (a view set
+** for the call), in a state closed after it: 0, or -1 and one line in
+** err. */
+int ljp_own_write(const char *path, const char *cpath, const char *module,
+                  const char *func, void *ctx, const char *arg, size_t arglen,
+                  char *err, size_t errlen);
+
 /* Views: while set, ljprof's functions called in the state whose registry
 ** is registry read ctx (api.c ljp_ctx_get), not a context of their own.
 ** set: 0, or -1 when LJP_OWN_VIEWS views are set already. ljp_own_view is

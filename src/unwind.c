@@ -5,8 +5,9 @@
 ** steps from one frame to its caller is cfi.c.
 **
 ** ljp_native_capture runs in signal context: no malloc, no locks, no
-** stdio, no libc call but the loader's lookup below, bounded work (at most LJP_NATIVE_MAX frames, each
-** step bounded by cfi.c), and every skipped walk is counted. It walks the
+** stdio, no libc call but the loader's lookup below, bounded work (at
+** most LJP_NATIVE_MAX frames, each step bounded by cfi.c), and every
+** skipped walk is counted. It walks the
 ** C frames above the Lua code from the signal's ucontext and stops at the
 ** first frame of LuaJIT's interpreter or of compiled trace code (machine
 ** code that belongs to no loaded object): the Lua side of the stack is
@@ -168,8 +169,8 @@ static int is_vm(const ljp_span *e)
 
 /* Before a walk reads the unwind table of e's object (lookup in it): is
 ** that object still the one the snapshot copied? One lock-free lookup per
-** object (ljp_objects_current), the last few objects remembered in cur
-** for the rest of the walk; where that cannot tell, the loader's whole
+** object (ljp_objects_current), the walk's first four objects remembered
+** in cur; where that cannot tell, the loader's whole
 ** list read back once per walk (ljp_objects_unchanged). */
 typedef struct walk_objs {
   uint32_t ok[4];     /* objects found current in this walk */
@@ -188,8 +189,7 @@ static int still_there(const ljp_objsnap *m, const ljp_span *e,
     if (!cur->list) cur->list = ljp_objects_unchanged(m) ? 1 : -1;
     c = cur->list > 0;
   }
-  if (c) cur->ok[cur->nok++ & 3] = e->obj;
-  if (cur->nok > 4) cur->nok = 4;
+  if (c && cur->nok < 4) cur->ok[cur->nok++] = e->obj;
   return c;
 }
 

@@ -4,6 +4,8 @@
 **   finds its own context, an unknown or NULL registry none; a cleared
 **   entry is free again; threads setting, reading and clearing their own
 **   views at once never see another's (run under TSan/ASan as well);
+** - write: the writer reads the context given, through a view set for
+**   the call only; its error is one line;
 ** - writer: module.func on the top of a fresh state; a missing module or
 **   function, or a module raising a non-string, is one line naming
 **   module.func; with an opener given, `ljprof` in the writer's state is
@@ -26,11 +28,26 @@ static int fake_marker(lua_State *L)
   return 1;
 }
 
+static char write_ctx;   /* the context ljp_own_write is given */
+static int probe_saw;     /* what its writer found */
+
+/* ljprof.probe(arg) in a writer's state: does its registry read
+** write_ctx? "fail" raises a two-line error. */
+static int fake_probe(lua_State *L)
+{
+  probe_saw = ljp_own_view(lua_topointer(L, LUA_REGISTRYINDEX)) == &write_ctx;
+  if (!strcmp(luaL_checkstring(L, 1), "fail"))
+    return luaL_error(L, "probe failed\nsecond line");
+  return 0;
+}
+
 static int fake_opener(lua_State *L)
 {
   lua_newtable(L);
   lua_pushcfunction(L, fake_marker);
   lua_setfield(L, -2, "marker");
+  lua_pushcfunction(L, fake_probe);
+  lua_setfield(L, -2, "probe");
   return 1;
 }
 
@@ -138,10 +155,30 @@ static void test_writer(void)
   }
 }
 
+/* ljp_own_write: the writer reads the context given, the view is gone
+** after, a failure is one line. */
+static void test_write(void)
+{
+  char err[256];
+  CHECK_EQ(ljp_own_write(NULL, NULL, "ljprof", "probe", &write_ctx, "ok", 2,
+                         err, sizeof(err)), 0);
+  CHECK(probe_saw);
+  probe_saw = 0;
+  CHECK_EQ(ljp_own_write(NULL, NULL, "ljprof", "probe", &write_ctx, "fail",
+                         4, err, sizeof(err)), -1);
+  CHECK(probe_saw);
+  CHECK(strstr(err, "probe failed") != NULL);
+  CHECK(strchr(err, '\n') == NULL);
+  CHECK_EQ(ljp_own_write(NULL, NULL, "ljprof", "nope", &write_ctx, "", 0,
+                         err, sizeof(err)), -1);
+  CHECK(!strcmp(err, "ljprof.nope: no such function"));
+}
+
 int main(void)
 {
   test_views();
   test_views_threads();
   test_writer();
+  test_write();   /* after test_writer: the fake opener is set */
   return check_done("ownstate");
 }

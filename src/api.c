@@ -22,6 +22,7 @@
 #include "objects.h"
 #include "ownstate.h"
 #include "query.h"
+#include "tracesnap.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
 
@@ -714,6 +715,13 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->lua_captures = atomic_load(&ctx->n_lua_captures);
   ri->stack_checks = ctx->stack_checks;
   ri->stack_mismatches = ctx->stack_mismatches;
+  ri->inline_frames = !ljp_tsl.ok ? (ljp_tsl.why[0] ? ljp_tsl.why : "off")
+                      : ctx->tr.mem ? "snapshots" : "off";
+  ri->inline_samples = ctx->inline_samples;
+  ri->inline_undecoded = ctx->inline_undecoded;
+  ri->inline_estimated = ctx->inline_estimated;
+  ri->snap_checks = ctx->snap_checks;
+  ri->snap_mismatches = ctx->snap_mismatches;
   ri->error = ctx->error;
   ri->lend_waits = ctx->exit.lend_waits;
   ri->lend_wait_ns = ctx->exit.lend_wait_ns;

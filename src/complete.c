@@ -20,6 +20,7 @@
 #include "luastack.h"
 #include "objects.h"
 #include "tracemem.h"
+#include "tracesnap.h"
 
 /* -- Where the time was spent ---------------------------------------------- */
 
@@ -475,6 +476,21 @@ static int name_returned(ljp_ctx *ctx, lua_State *L, livestack *ls,
   return 0;
 }
 
+/* A frame a trace had inlined that no other way names: from its
+** prototype, which the trace keeps alive (its function is a constant of
+** the trace read at this safe point): the name learnt for the prototype,
+** else none (chunk:line). */
+static int name_inlined(ljp_ctx *ctx, const ljp_lframe *f, ljp_synframe *s)
+{
+  const char *src = f->bc ? ljp_tm_chunkname(f->bc) : NULL;
+  if (!src) return 0;
+  s->source = src;
+  s->name = ljp_fnames_proto_name(&ctx->fnames, f->bc, ljp_proto_sig(f->bc));
+  if (s->name && !*s->name) s->name = NULL;
+  s->linedefined = ljp_proto_firstline(f->bc);
+  return 1;
+}
+
 /* The leaf of a record whose Lua frames were captured at the signal: the
 ** frames still live at this safe point (same function at the same slot of
 ** the same stack, from the outermost captured one up) are shown as real
@@ -540,7 +556,8 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
         s->source = ti->source;
         s->name = ti->name;
         s->linedefined = ti->linedefined;
-      } else if (!name_returned(ctx, L, ls, f, s)) {
+      } else if (!name_returned(ctx, L, ls, f, s) &&
+                 !(f->inl && name_inlined(ctx, f, s))) {
         break;
       }
       /* Its line from its PC at the signal (read through its prototype,
@@ -790,6 +807,63 @@ static uintptr_t running_cfunc(ljp_ctx *ctx, const ljp_record *r)
   return ljp_native_start(ctx, r, r->nnative - 1);
 }
 
+/* The frames a trace had inlined where record r's time was spent (the
+** snapshot whose code holds its PC, or for a C function called from trace
+** code the return address into it; only what the next snapshot agrees
+** on), put above the trace's base frame that the signal captured, which
+** gets its PC there (the snapshot's line, not the trace's start line).
+** Only while the trace is still the object the signal saw. */
+static void inline_frames(ljp_ctx *ctx, ljp_record *r)
+{
+  ljp_tsframe f[LJP_TS_MAX];
+  uintptr_t basepc = 0, mpc = r->pc;
+  int n, i, keep, est;
+  static _Atomic int off = -1, certain = -1;  /* LJPROF_INLINE */
+  if (!ljp_tsl.ok || !r->tobj || !r->nlua || r->lua[0].kind != 0 ||
+      r->lua[0].inl || ljp_env_is(&off, "LJPROF_INLINE", "off"))
+    return;
+  /* Root traces only: a side trace starts in its parent's frames, whose
+  ** base the capture does not always agree with (compiled recursion
+  ** showed one level more than existed). */
+  if (*(const uint16_t *)(r->tobj + (uintptr_t)ljp_tml.t_root) != 0) return;
+  if (!ljp_tm_holds(r->tobj, mpc)) {
+    for (mpc = 0, i = 0; i < r->nnative && !mpc; i++)
+      if (ljp_tm_holds(r->tobj, r->native[i] - 1)) mpc = r->native[i] - 1;
+    if (!mpc) return;
+  }
+  n = ljp_ts_certain(r->tobj, mpc,
+                     ljp_env_is(&certain, "LJPROF_INLINE", "certain")
+                         ? LJP_TS_CERTAIN : LJP_TS_SPLIT,
+                     f, LJP_TS_MAX, &basepc, &est);
+  /* The frames join the captured base frame only where the snapshot's
+  ** base PC lies in its function: a trace linked to itself under up
+  ** recursion may run above the base the capture started from. */
+  if (n < 0 || (basepc && !ljp_ts_pc_in(r->lua[0].bc, basepc))) {
+    ctx->inline_undecoded++;
+    return;
+  }
+  if (!r->lua[0].pc) r->lua[0].pc = basepc;
+  if (!n) return;
+  keep = r->nlua;
+  if (keep + n > LJP_LUA_MAX) {        /* the outermost captured ones go */
+    keep = LJP_LUA_MAX - n;
+    r->lflags &= (uint8_t)~LJP_LUA_BOTTOM;
+  }
+  memmove(&r->lua[n], &r->lua[0], (size_t)keep * sizeof(r->lua[0]));
+  for (i = 0; i < n; i++) {
+    ljp_lframe *l = &r->lua[i];
+    memset(l, 0, sizeof(*l));
+    l->fn = f[i].fn;
+    l->bc = ljp_fn_bc(f[i].fn);
+    l->pc = f[i].pc;
+    l->slot = r->lua[n].slot + (uint32_t)f[i].slot;
+    l->inl = 1;
+  }
+  r->nlua = (uint8_t)(n + keep);
+  ctx->inline_samples++;
+  if (est) ctx->inline_estimated++;
+}
+
 /* What the handler left to the safe point: the VM state of a PC it
 ** could not place, the C function running when it could not name it. */
 static void resolve_record(ljp_ctx *ctx, ljp_record *r)
@@ -834,6 +908,7 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
         r->trace = 0;
       else if (r->vmstate == 'N')
         ljp_trace_locate(ctx, L, r->pc, &r->trace);
+      if (r->vmstate == 'N' && r->trace && ctx->tr.mem) inline_frames(ctx, r);
       const variant *e = variant_for(ctx, L, r, &ls, v, &nv);
       r->stack = e->stack;
       r->func = e->func;

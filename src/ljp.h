@@ -149,6 +149,10 @@ struct ljp_ctx {
   int exact_on;             /* the handler captures Lua frames (luastack.c) */
   _Atomic uint64_t n_lua_captures; /* records with Lua frames (handler) */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
+  uint64_t inline_samples;   /* records given frames a trace inlined */
+  uint64_t inline_undecoded; /* records whose snapshot was not decoded */
+  uint64_t inline_estimated; /* records between two snapshots that differ */
+  uint64_t snap_checks, snap_mismatches; /* trace exits checked */
   uint64_t completed, safepoints, hook_ns, vm[5];
   uint64_t recorder_kept;   /* safe points inside a recording whose trace
                                abort was taken back (safepoint.c) */

@@ -596,6 +596,16 @@ static int l_stats(lua_State *L)
     setnum(L, "lua_captures", ri.lua_captures);
     setnum(L, "stack_checks", ri.stack_checks);
     setnum(L, "stack_mismatches", ri.stack_mismatches);
+    /* Frames a trace had inlined, from its snapshots ("snapshots", or why
+    ** not), the samples that got them, those whose snapshot could not be
+    ** decoded whole, and the trace exits checked against them. */
+    lua_pushstring(L, ri.inline_frames);
+    lua_setfield(L, -2, "inline_frames");
+    setnum(L, "inline_samples", ri.inline_samples);
+    setnum(L, "inline_undecoded", ri.inline_undecoded);
+    setnum(L, "inline_estimated", ri.inline_estimated);
+    setnum(L, "snap_checks", ri.snap_checks);
+    setnum(L, "snap_mismatches", ri.snap_mismatches);
     lua_pushboolean(L, ri.expired);
     lua_setfield(L, -2, "expired");    /* the duration option ran out */
     lua_pushboolean(L, ri.signal_lost);

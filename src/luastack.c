@@ -97,6 +97,7 @@ int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
         if (rd(&kind, fn + (uintptr_t)v->fn_ffid, 1)) return -1;
         out[n].fn = fn;
         out[n].kind = kind;
+        out[n].inl = 0;
         out[n].cf = 0;
         out[n].slot = (uint32_t)((frame + 8 - stack) / 8);
         out[n].pc = (calleelink & 3) == 0 ? (uintptr_t)calleelink : 0;

@@ -34,6 +34,9 @@ typedef struct ljp_q_run {
   int exact_lines;           /* ... and their PCs turned into lines */
   uint64_t lua_captures;     /* records with frames captured at the signal */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
+  const char *inline_frames;   /* "snapshots", or why not */
+  uint64_t inline_samples, inline_undecoded, inline_estimated;
+  uint64_t snap_checks, snap_mismatches;
   const char *error;         /* why the last run failed, or NULL */
   uint64_t exports, export_ns; /* auto-started: files written by the
                               ** export helper, its time */

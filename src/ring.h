@@ -42,7 +42,9 @@
 ** safe point which prototype a returned frame ran; 0 when unknown), the
 ** bytecode PC it is at when its callee's link tells (0: unknown, and for
 ** the innermost frame), its base as a slot index in its stack, and the
-** function kind (0 Lua, 1 C, > 1 fast function id). */
+** function kind (0 Lua, 1 C, > 1 fast function id); inl: a frame a trace
+** had inlined, decoded from its snapshot at the safe point (tracesnap.h),
+** which no interpreter frame ever held. */
 typedef struct ljp_lframe {
   uintptr_t fn;
   union {
@@ -52,6 +54,7 @@ typedef struct ljp_lframe {
   uintptr_t pc;
   uint32_t slot;
   uint8_t kind;
+  uint8_t inl;
 } ljp_lframe;
 
 typedef struct ljp_record {

@@ -31,6 +31,7 @@
 #include "luastack.h"
 #include "objects.h"
 #include "ownstate.h"
+#include "tracesnap.h"
 #include "tracemem.h"
 
 static char *dup_or_null(const char *s)
@@ -95,6 +96,9 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   atomic_store(&ctx->n_native_skipped, 0);
   atomic_store(&ctx->n_lua_captures, 0);
   ctx->stack_checks = ctx->stack_mismatches = 0;
+  ctx->inline_samples = ctx->inline_undecoded = 0;
+  ctx->inline_estimated = 0;
+  ctx->snap_checks = ctx->snap_mismatches = 0;
   ctx->pid = getpid();
   ctx->tid = ljp_gettid();
   ctx->thread = pthread_self();
@@ -175,7 +179,8 @@ void ljp_run_learn_layouts(void)
       (S = ljp_own_newstate(NULL, NULL)) != NULL) {  /* never auto-profiled */
     tries++;
     if (!ljp_ffid_known()) ljp_ffid_learn(S);  /* (require "ljprof" did) */
-    if (ljp_vmprobe(S) && ljp_luastack_probe(S)) ljp_tracemem_probe(S);
+    if (ljp_vmprobe(S) && ljp_luastack_probe(S) && ljp_tracemem_probe(S))
+      ljp_tracesnap_probe(S);
     lua_close(S);
   }
   pthread_mutex_unlock(&learn_mu);

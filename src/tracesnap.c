@@ -1,0 +1,624 @@
+/*
+** Inlined frames from LuaJIT's trace snapshots (tracesnap.h).
+**
+** Decoding (GC64, two slots per frame): a snapshot's map holds its
+** entries, (slot << 24) | flags | IR reference, by rising slot, then one
+** 64-bit word (pc << 8) | (base slot - 2): the bytecode the snapshot
+** resumes at and the base of its innermost frame. Slot 0 is the trace's
+** base frame's function, slot 2 its first local. A frame based at slot b
+** has its function at b - 2 (an IR constant, the function object) and
+** its link at b - 1 (a number constant holding the link LuaJIT wrote: a
+** return PC for a frame called from Lua, whose call instruction's A
+** operand gives the caller's base; a delta for a vararg frame, under
+** which the same function's pseudo-frame lies). The frames are followed
+** from the innermost down to slot 2, the base frame that the signal's
+** capture already holds. Anything else (continuation and pcall frames, a
+** function that is not a constant, an entry missing or out of range)
+** leaves the snapshot undecoded: an honest shorter stack, never a guess.
+**
+** Learning (ljp_tracesnap_probe, once per process, in ljprof's own Lua
+** state): a loop calls a function that calls another, each storing into
+** a table (stores need snapshots inside the inlined frames), and a
+** vararg function; jit.util then tells each trace's snapshot count,
+** instruction and constant counts (traceinfo), each snapshot's IR
+** reference, slot count and entries (tracesnap), each instruction's
+** opcode and type (traceir) and the constants the snapshots reference
+** (tracek). The fields are the ones offset in the trace object where
+** every trace and every snapshot agrees, found once each; the snapshots'
+** machine code offsets must start at 0 and rise within the code. The
+** decoder is then replayed on every probe snapshot: the functions it
+** finds must be the probe's own.
+*/
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <lauxlib.h>
+
+#include "luastack.h"
+#include "tracemem.h"
+#include "tracesnap.h"
+#include "vmprobe.h"
+
+ljp_tslayout ljp_tsl;
+
+#define REF_BIAS 0x8000u
+#define SNAP_FRAME 0x010000u
+#define SNAPSZ 12           /* sizeof(SnapShot): mapofs, ref, mcofs, nslots,
+                               topslot, nent, count */
+#define TWIN 160            /* bytes of a trace object examined */
+
+/* -- Readers (normal context, the trace alive) ------------------------------ */
+
+static inline uint32_t ld32(uintptr_t p) { uint32_t v; memcpy(&v, (const void *)p, 4); return v; }
+static inline uint64_t ld64(uintptr_t p) { uint64_t v; memcpy(&v, (const void *)p, 8); return v; }
+static inline uint16_t ld16(uintptr_t p) { uint16_t v; memcpy(&v, (const void *)p, 2); return v; }
+
+int ljp_ts_snapno(uintptr_t T, uintptr_t mpc)
+{
+  uintptr_t mc, snap;
+  uint32_t sz, ofs;
+  int lo = 0, hi;
+  if (!ljp_tsl.ok || !T) return -1;
+  mc = ld64(T + (uintptr_t)ljp_tml.t_mcode);
+  sz = ld32(T + (uintptr_t)ljp_tml.t_szmcode);
+  if (mpc < mc || mpc - mc >= sz) return -1;
+  ofs = (uint32_t)(mpc - mc);
+  hi = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
+  snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
+  if (hi <= 0 || !snap) return -1;
+  /* The rightmost snapshot whose code starts at or before ofs. */
+  while (lo < hi) {
+    int mid = (lo + hi) >> 1;
+    if (ofs < ld16(snap + (uintptr_t)mid * SNAPSZ + 6)) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo - 1;
+}
+
+/* The entry for slot s among map[0..nent) (rising slots), or 0. */
+static uint32_t entry_at(uintptr_t map, uint32_t nent, uint32_t s)
+{
+  uint32_t lo = 0, hi = nent;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) >> 1, e = ld32(map + 4u * mid);
+    if ((e >> 24) < s) lo = mid + 1;
+    else if ((e >> 24) > s) hi = mid;
+    else return e;
+  }
+  return 0;
+}
+
+/* The 64-bit value of constant ref, if its opcode (and type) is as asked. */
+static int kvalue(uintptr_t ir, uint32_t nk, uint32_t ref, int op, int type,
+                  uint64_t *v)
+{
+  uint16_t ot;
+  if (ref < nk || ref + 1 >= REF_BIAS) return 0;
+  ot = ld16(ir + 8u * ref + 4);
+  if ((ot >> 8) != op || (type >= 0 && (ot & 0x1f) != type)) return 0;
+  *v = ld64(ir + 8u * (ref + 1));
+  return 1;
+}
+
+int ljp_ts_pc_in(uintptr_t bc, uintptr_t pc)
+{
+  uint32_t n;
+  if (!ljp_tsl.ok || !bc || pc <= bc || (pc & 3)) return 0;
+  n = ld32(bc - (uintptr_t)ljp_tml.pt_size + (uintptr_t)ljp_tsl.pt_sizebc);
+  return pc - bc <= 4u * (uintptr_t)n;
+}
+
+int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
+                  uintptr_t *basepc)
+{
+  uintptr_t snap, S, map, ir, pc;
+  uint32_t mapofs, nent, nk, b, skip = 0;
+  uint64_t pcbase;
+  int n = 0;
+  if (!ljp_tsl.ok || sn < 0 || sn >= ld16(T + (uintptr_t)ljp_tsl.t_nsnap))
+    return -1;
+  snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
+  S = snap + (uintptr_t)sn * SNAPSZ;
+  mapofs = ld32(S);
+  nent = *(const uint8_t *)(S + 10);
+  if ((uint64_t)mapofs + nent + 2 > ld32(T + (uintptr_t)ljp_tsl.t_nsnapmap))
+    return -1;
+  map = ld64(T + (uintptr_t)ljp_tsl.t_snapmap) + 4u * mapofs;
+  ir = ld64(T + (uintptr_t)ljp_tsl.t_ir);
+  nk = ld32(T + (uintptr_t)ljp_tsl.t_nk);
+  pcbase = ld64(map + 4u * nent);
+  b = (uint32_t)(pcbase & 0xff) + 2;
+  pc = (uintptr_t)(pcbase >> 8);
+  if (pc < 4096 || (pc & 3)) return -1;
+  pc += 4;                        /* frame-link meaning: the line of pc */
+  while (b > 2) {
+    uint32_t fe = entry_at(map, nent, b - 2), le = entry_at(map, nent, b - 1);
+    uint64_t fn, link;
+    uint32_t nb;
+    if (!fe || !le || !(le & SNAP_FRAME) ||
+        !kvalue(ir, nk, fe & 0xffff, ljp_tsl.op_kgc, ljp_tsl.t_func, &fn) ||
+        !kvalue(ir, nk, le & 0xffff, ljp_tsl.op_knum, -1, &link) ||
+        fn < 4096 || fn >= ((uint64_t)1 << 47))
+      return -1;
+    /* Its PC lies in its own bytecode (+4: the frame-link meaning). */
+    if (!ljp_ts_pc_in(ljp_fn_bc((uintptr_t)fn), pc)) return -1;
+    if (!skip) {
+      if (n == max) return -1;
+      out[n].fn = (uintptr_t)fn;
+      out[n].pc = pc;
+      out[n].slot = (int32_t)b - 2;
+      n++;
+    }
+    skip = 0;
+    if ((link & 3) == 0) {        /* called from Lua: the return PC */
+      uint32_t ins;
+      if (link < 4096 || link >= ((uint64_t)1 << 47)) return -1;
+      ins = ld32((uintptr_t)link - 4);
+      nb = b - 2 - ((ins >> 8) & 0xff);
+      pc = (uintptr_t)link;
+    } else if ((link & 7) == 3) { /* vararg: its pseudo-frame below */
+      uint64_t d = link & ~(uint64_t)7;
+      if (!d || (d & 7) || d / 8 >= b) return -1;
+      nb = b - (uint32_t)(d / 8);
+      skip = 1;
+    } else {
+      return -1;                  /* continuation, pcall, C: not decoded */
+    }
+    if (nb >= b || nb < 2) return -1;
+    b = nb;
+  }
+  if (skip) return -1;            /* a vararg frame's pseudo-frame missing */
+  *basepc = pc;
+  return n;
+}
+
+int ljp_ts_certain(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
+                   int max, uintptr_t *basepc, int *estimated)
+{
+  ljp_tsframe nx[LJP_TS_MAX];
+  uintptr_t npc, mc, snap;
+  uint32_t lo, hi;
+  int sn = ljp_ts_snapno(T, mpc), nsnap, na, nb, k, second;
+  *estimated = 0;
+  if (sn < 0) return -1;
+  na = ljp_ts_frames(T, sn, out, max, basepc);
+  if (na < 0) return na;
+  nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
+  nb = ljp_ts_frames(T, sn + 1 < nsnap ? sn + 1 : 0, nx, LJP_TS_MAX, &npc);
+  if (nb < 0) {                   /* the next one unknown: only the base */
+    *basepc = 0;
+    return 0;
+  }
+  for (k = 0; k < na && k < nb && out[na - 1 - k].fn == nx[nb - 1 - k].fn &&
+              out[na - 1 - k].slot == nx[nb - 1 - k].slot; k++) {}
+  if (k == na && k == nb) return na;   /* both agree: certain */
+  if (mode == LJP_TS_CERTAIN) {
+    memmove(out, out + (na - k), (size_t)k * sizeof(out[0]));
+    return k;
+  }
+  /* They differ: the code between ran from this snapshot's frames to
+  ** the next one's. Its first half is given this snapshot's frames, its
+  ** second half the next one's: either stack existed there. */
+  snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
+  mc = ld64(T + (uintptr_t)ljp_tml.t_mcode);
+  lo = ld16(snap + (uintptr_t)sn * SNAPSZ + 6);
+  hi = sn + 1 < nsnap ? ld16(snap + (uintptr_t)(sn + 1) * SNAPSZ + 6)
+                      : ld32(T + (uintptr_t)ljp_tml.t_szmcode);
+  second = mpc - mc >= lo + (hi - lo) / 2;
+  *estimated = na != k || nb != k;
+  if (second) {
+    if (nb > max) return -1;
+    memcpy(out, nx, (size_t)nb * sizeof(out[0]));
+    *basepc = npc;
+    return nb;
+  }
+  return na;
+}
+
+/* -- Learning ------------------------------------------------------------- */
+
+#define NTR 24      /* probe traces examined */
+#define NSN 64      /* snapshots per probe trace examined */
+#define NENT 64     /* entries per snapshot compared */
+#define NIR 512     /* instructions per probe trace compared */
+#define NKS 64      /* constants per probe trace compared */
+
+typedef struct tsrec {
+  int32_t tr;
+  uintptr_t T;
+  uint32_t nins, nk, nsnap, size;
+  int nsn;
+  struct {
+    uint32_t ref, nslots, nent;
+    uint32_t e[NENT];
+  } sn[NSN];
+  int nir;                        /* instructions 1..nir compared */
+  uint16_t ot[NIR + 1];
+  int nks;                        /* constants the snapshots reference */
+  struct {
+    uint32_t ref;
+    int kind;                     /* 1 function, 2 number */
+    uint64_t v;                   /* the function's address, the bits */
+  } ks[NKS];
+  unsigned char w[TWIN];
+} tsrec;
+
+static int fail(const char *why)
+{
+  snprintf(ljp_tsl.why, sizeof(ljp_tsl.why), "%s", why);
+  return 0;
+}
+
+static uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint16_t rd16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+
+/* Loops whose inlined callees store into tables (so that snapshots are
+** taken inside them), a vararg callee and a side trace; then, per trace,
+** what jit.util tells of it: {tr, nins, nk, nexit, snaps = {[0] = {ref,
+** nslots, entries...}, ...}, ots = {[ref] = ot}, ks = {{idx, value,
+** type}}, fns = the probe's functions by their address}. */
+static const char probe_chunk[] =
+  "local jit = require('jit')\n"
+  "if not (jit.status and jit.status()) then return nil end\n"
+  "local ok, util = pcall(require, 'jit.util')\n"
+  "if not ok or not util.tracesnap or not util.traceinfo then return nil end\n"
+  "local function leaf(t, i) t[i] = i + 1; t.last = i; return i end\n"
+  "local function mid(t, i) local v = leaf(t, i); t.mid = v; return v + 1 end\n"
+  "local function va(t, ...) local a = ...; t.va = a; return a end\n"
+  "local function run(n)\n"
+  "  local t, s = {}, 0\n"
+  "  for i = 1, n do\n"
+  "    s = s + mid(t, i)\n"
+  "    if i > 200 then s = s + va(t, i, 2) end\n"
+  "  end\n"
+  "  return s\n"
+  "end\n"
+  "run(300)\n"
+  "-- No trace is made, or freed with a prototype the GC takes, while they\n"
+  "-- are read.\n"
+  "jit.off()\n"
+  "collectgarbage('stop')\n"
+  "local fns = {leaf, mid, va, run}\n"
+  "local nbc = {}\n"
+  "for i, f in ipairs(fns) do nbc[i] = util.funcinfo(f).bytecodes end\n"
+  "local out = {}\n"
+  "for tr = 1, 4096 do\n"
+  "  local info = util.traceinfo(tr)\n"
+  "  if info and info.nexit and info.nexit > 0 then\n"
+  "    local r = {tr = tr, nins = info.nins, nk = info.nk,\n"
+  "               nexit = info.nexit, snaps = {}, ots = {}, ks = {}}\n"
+  "    for sn = 0, info.nexit - 1 do r.snaps[sn] = util.tracesnap(tr, sn) end\n"
+  "    for ref = 1, info.nins do\n"
+  "      local m, ot = util.traceir(tr, ref)\n"
+  "      r.ots[ref] = ot\n"
+  "    end\n"
+  "    local seen = {}\n"
+  "    for sn = 0, info.nexit - 1 do\n"
+  "      local s = r.snaps[sn]\n"
+  "      for i = 2, #s - 1 do\n"
+  "        local ref = s[i] % 65536\n"
+  "        if ref < 32768 and not seen[ref] then\n"
+  "          seen[ref] = true\n"
+  "          local k, t = util.tracek(tr, ref - 32768)\n"
+  "          r.ks[#r.ks + 1] = {ref, k, t}\n"
+  "        end\n"
+  "      end\n"
+  "    end\n"
+  "    out[#out + 1] = r\n"
+  "  end\n"
+  "end\n"
+  "jit.on()\n"
+  "collectgarbage('restart')\n"
+  "return out, fns, nbc\n";
+
+/* Exactly one offset (step bytes apart) in the trace object where cond
+** holds for every record; -1 otherwise. */
+#define ONE_OFFSET(var, step, cond)                                       \
+  do {                                                                    \
+    ptrdiff_t o_, found_ = -1;                                            \
+    int n_ = 0, i_;                                                       \
+    for (o_ = 0; o_ + 8 <= TWIN; o_ += (step)) {                          \
+      for (i_ = 0; i_ < nrec; i_++) {                                     \
+        const tsrec *r = &rec[i_];                                        \
+        ptrdiff_t o = o_;                                                 \
+        if (!(cond)) break;                                               \
+      }                                                                   \
+      if (i_ == nrec) { n_++; found_ = o_; }                              \
+    }                                                                     \
+    var = n_ == 1 ? found_ : -1;                                          \
+  } while (0)
+
+/* Does the snapshot array at p hold what tracesnap said of r? */
+static int snaps_match(const tsrec *r, uintptr_t p)
+{
+  unsigned char buf[NSN * SNAPSZ];
+  int i, prev = -1;
+  if (!p || ljp_peek(buf, p, (size_t)r->nsn * SNAPSZ)) return 0;
+  for (i = 0; i < r->nsn; i++) {
+    const unsigned char *s = buf + i * SNAPSZ;
+    int mc = rd16(s + 6);
+    if (rd16(s + 4) != r->sn[i].ref || s[8] != r->sn[i].nslots ||
+        s[10] != r->sn[i].nent)
+      return 0;
+    /* Machine code offsets: 0 for the first, rising, inside the code. */
+    if ((i == 0 && mc != 0) || mc < prev || (uint32_t)mc >= r->size) return 0;
+    prev = mc;
+  }
+  return 1;
+}
+
+/* Does the map at p hold each snapshot's entries at its offset (and the
+** snapshot array at sp the offsets)? */
+static int map_match(const tsrec *r, uintptr_t sp, uintptr_t p)
+{
+  int i;
+  uint32_t k;
+  if (!p) return 0;
+  for (i = 0; i < r->nsn; i++) {
+    uint32_t mapofs, e[NENT];
+    uint32_t n = r->sn[i].nent < NENT ? r->sn[i].nent : NENT;
+    if (ljp_peek(&mapofs, sp + (uintptr_t)i * SNAPSZ, 4) ||
+        (n && ljp_peek(e, p + 4u * mapofs, 4u * n)))
+      return 0;
+    for (k = 0; k < n; k++)
+      if (e[k] != r->sn[i].e[k]) return 0;
+  }
+  return 1;
+}
+
+int ljp_tracesnap_probe(lua_State *S)
+{
+  static int done;
+  static tsrec rec[NTR];
+  uintptr_t g;
+  int top = lua_gettop(S), nrec = 0, i, j, res, fns, ok = 0, nsnaps = 0;
+  ptrdiff_t o, sp_off = -1, map_off = -1, ir_off = -1;
+  int kgc = -1, knum = -1, tfunc = -1;
+  if (done) return ljp_tsl.ok;
+  done = 1;
+  if (!ljp_tml.ok) return fail("trace layout unknown");
+  if (!(g = ljp_vm_global(S))) return fail("global state unknown");
+  if (luaL_loadbuffer(S, probe_chunk, sizeof(probe_chunk) - 1,
+                      "=ljprof-snapshot-probe") != 0 ||
+      lua_pcall(S, 0, 3, 0) != 0 || !lua_istable(S, -3)) {
+    lua_settop(S, top);
+    return fail("no JIT, or no jit.util.tracesnap");
+  }
+  res = lua_gettop(S) - 2;
+  fns = res + 1;
+  /* A prototype's bytecode count: the one uint32 of its header that holds
+  ** each probe function's. */
+  {
+    ptrdiff_t c, found = -1;
+    int nc = 0, m;
+    for (c = 0; c + 4 <= ljp_tml.pt_size; c += 4) {
+      for (m = 1; m <= 4; m++) {
+        uint32_t v;
+        lua_rawgeti(S, fns, m);
+        lua_rawgeti(S, fns + 1, m);
+        if (ljp_peek(&v, ljp_fn_bc((uintptr_t)lua_topointer(S, -2)) -
+                             (uintptr_t)ljp_tml.pt_size + (uintptr_t)c, 4) ||
+            v != (uint32_t)lua_tointeger(S, -1)) {
+          lua_pop(S, 2);
+          break;
+        }
+        lua_pop(S, 2);
+      }
+      if (m > 4) { nc++; found = c; }
+    }
+    if (nc != 1) {
+      lua_settop(S, top);
+      return fail("no single bytecode count in a prototype");
+    }
+    ljp_tsl.pt_sizebc = found;
+  }
+  for (i = 1; nrec < NTR; i++) {
+    tsrec *r = &rec[nrec];
+    int row, sn;
+    lua_rawgeti(S, res, i);
+    if (!lua_istable(S, -1)) { lua_pop(S, 1); break; }
+    row = lua_gettop(S);
+    memset(r, 0, sizeof(*r));
+    lua_getfield(S, row, "tr");    r->tr = (int32_t)lua_tointeger(S, -1);
+    lua_getfield(S, row, "nins");  r->nins = (uint32_t)lua_tointeger(S, -1);
+    lua_getfield(S, row, "nk");    r->nk = (uint32_t)lua_tointeger(S, -1);
+    lua_getfield(S, row, "nexit"); r->nsnap = (uint32_t)lua_tointeger(S, -1);
+    lua_settop(S, row);
+    r->nsn = r->nsnap < NSN ? (int)r->nsnap : NSN;
+    lua_getfield(S, row, "snaps");
+    for (sn = 0; sn < r->nsn; sn++) {
+      uint32_t k, len;
+      lua_rawgeti(S, -1, sn);
+      if (!lua_istable(S, -1)) { lua_pop(S, 1); break; }
+      lua_rawgeti(S, -1, 0);
+      r->sn[sn].ref = (uint32_t)lua_tointeger(S, -1) + REF_BIAS;
+      lua_rawgeti(S, -2, 1);
+      r->sn[sn].nslots = (uint32_t)lua_tointeger(S, -1);
+      lua_pop(S, 2);
+      len = (uint32_t)lua_objlen(S, -1);       /* entries, then SNAP(255) */
+      r->sn[sn].nent = len >= 2 ? len - 2 : 0;
+      for (k = 0; k < r->sn[sn].nent && k < NENT; k++) {
+        lua_rawgeti(S, -1, (int)k + 2);
+        r->sn[sn].e[k] = (uint32_t)lua_tointeger(S, -1);
+        lua_pop(S, 1);
+      }
+      lua_pop(S, 1);
+      nsnaps++;
+    }
+    lua_settop(S, row);
+    lua_getfield(S, row, "ots");
+    for (r->nir = 0; r->nir < NIR && (uint32_t)r->nir < r->nins; r->nir++) {
+      lua_rawgeti(S, -1, r->nir + 1);
+      r->ot[r->nir + 1] = (uint16_t)lua_tointeger(S, -1);
+      lua_pop(S, 1);
+    }
+    lua_settop(S, row);
+    lua_getfield(S, row, "ks");
+    for (r->nks = 0; r->nks < NKS; r->nks++) {
+      lua_rawgeti(S, -1, r->nks + 1);
+      if (!lua_istable(S, -1)) { lua_pop(S, 1); break; }
+      lua_rawgeti(S, -1, 1);
+      r->ks[r->nks].ref = (uint32_t)lua_tointeger(S, -1);
+      lua_rawgeti(S, -2, 2);
+      if (lua_isfunction(S, -1)) {
+        r->ks[r->nks].kind = 1;
+        r->ks[r->nks].v = (uint64_t)(uintptr_t)lua_topointer(S, -1);
+      } else if (lua_type(S, -1) == LUA_TNUMBER) {
+        double d = lua_tonumber(S, -1);
+        r->ks[r->nks].kind = 2;
+        memcpy(&r->ks[r->nks].v, &d, 8);
+      }
+      lua_pop(S, 3);
+    }
+    lua_settop(S, row);
+    r->T = ljp_tm_trace(g, r->tr);
+    {
+      ljp_tmtrace t;
+      if (r->T && ljp_tm_read(g, r->tr, &t)) r->size = t.size;
+    }
+    if (sn == r->nsn && r->T && r->size && !ljp_peek(r->w, r->T, TWIN))
+      nrec++;
+    lua_settop(S, row - 1);
+  }
+  if (nrec < 3) { lua_settop(S, top); return fail("too few probe traces"); }
+  /* Counts: snapshots, instructions, constants. */
+  ONE_OFFSET(ljp_tsl.t_nsnap, 2, rd16(r->w + o) == r->nsnap);
+  ONE_OFFSET(ljp_tsl.t_nk, 4, rd32(r->w + o) == REF_BIAS - r->nk);
+  if (ljp_tsl.t_nsnap < 0 || ljp_tsl.t_nk < 0) {
+    lua_settop(S, top);
+    return fail("snapshot or constant count not found once");
+  }
+  /* The snapshot array, then the map, the map's size and the IR. */
+  for (o = 0; o + 8 <= TWIN; o += 8) {
+    for (i = 0; i < nrec && snaps_match(&rec[i], rd64(rec[i].w + o)); i++) {}
+    if (i == nrec) {
+      if (sp_off >= 0) { sp_off = -2; break; }
+      sp_off = o;
+    }
+  }
+  if (sp_off < 0) { lua_settop(S, top); return fail("no single snapshot array"); }
+  for (o = 0; o + 8 <= TWIN; o += 8) {
+    if (o == sp_off) continue;
+    for (i = 0; i < nrec && map_match(&rec[i], rd64(rec[i].w + sp_off),
+                                      rd64(rec[i].w + o)); i++) {}
+    if (i == nrec) {
+      if (map_off >= 0) { map_off = -2; break; }
+      map_off = o;
+    }
+  }
+  if (map_off < 0) { lua_settop(S, top); return fail("no single snapshot map"); }
+  /* The map's size: at least the last snapshot's end, the one such field. */
+  ONE_OFFSET(ljp_tsl.t_nsnapmap, 4, o != ljp_tsl.t_nk && ({
+    uint32_t last = 0;
+    int ok_ = r->nsn == (int)r->nsnap &&
+              !ljp_peek(&last, rd64(r->w + sp_off) +
+                        (uintptr_t)(r->nsn - 1) * SNAPSZ, 4);
+    ok_ && rd32(r->w + o) == last + r->sn[r->nsn - 1].nent + 2; }));
+  if (ljp_tsl.t_nsnapmap < 0) {
+    lua_settop(S, top);
+    return fail("snapshot map size not found once");
+  }
+  for (o = 0; o + 8 <= TWIN && ir_off != -2; o += 8) {
+    for (i = 0; i < nrec; i++) {
+      uintptr_t ir = rd64(rec[i].w + o);
+      int ref;
+      if (!ir || rec[i].nir < 1) break;
+      for (ref = 1; ref <= rec[i].nir; ref++) {
+        uint16_t ot;
+        if (ljp_peek(&ot, ir + 8u * (REF_BIAS + (uint32_t)ref) + 4, 2) ||
+            ot != rec[i].ot[ref])
+          break;
+      }
+      if (ref <= rec[i].nir) break;
+    }
+    if (i == nrec) ir_off = ir_off >= 0 ? -2 : o;
+  }
+  if (ir_off < 0) { lua_settop(S, top); return fail("no single IR array"); }
+  /* The opcodes of function and number constants, from the constants the
+  ** snapshots reference (a number matches only when its bits do: frame
+  ** links are stored as numbers). */
+  for (i = 0; i < nrec; i++) {
+    uintptr_t ir = rd64(rec[i].w + ir_off);
+    int k;
+    for (k = 0; k < rec[i].nks; k++) {
+      uint32_t ref = rec[i].ks[k].ref;
+      uint16_t ot;
+      uint64_t v;
+      if (ljp_peek(&ot, ir + 8u * ref + 4, 2) ||
+          ljp_peek(&v, ir + 8u * (ref + 1), 8)) {
+        lua_settop(S, top);
+        return fail("a constant unreadable");
+      }
+      if (rec[i].ks[k].kind == 1) {
+        if (rec[i].ks[k].v != v ||
+            (kgc >= 0 && (kgc != (ot >> 8) || tfunc != (ot & 0x1f)))) {
+          lua_settop(S, top);
+          return fail("function constants disagree");
+        }
+        kgc = ot >> 8;
+        tfunc = ot & 0x1f;
+      } else if (rec[i].ks[k].kind == 2 && rec[i].ks[k].v == v) {
+        if (knum >= 0 && knum != (ot >> 8)) {
+          lua_settop(S, top);
+          return fail("number constants disagree");
+        }
+        knum = ot >> 8;
+      }
+    }
+  }
+  if (kgc < 0 || knum < 0 || kgc == knum) {
+    lua_settop(S, top);
+    return fail("constant opcodes not learnt");
+  }
+  ljp_tsl.t_snap = sp_off;
+  ljp_tsl.t_snapmap = map_off;
+  ljp_tsl.t_ir = ir_off;
+  ljp_tsl.op_kgc = (uint8_t)kgc;
+  ljp_tsl.op_knum = (uint8_t)knum;
+  ljp_tsl.t_func = (uint8_t)tfunc;
+  /* Replay: every snapshot decodes whole or not at all, the functions it
+  ** names are the probe's, and at least one shows an inlined frame. */
+  ljp_tsl.ok = 1;
+  {
+    int inl = 0;
+    for (i = 0; i < nrec && ok >= 0; i++) {
+      for (j = 0; j < rec[i].nsn; j++) {
+        ljp_tsframe f[LJP_TS_MAX];
+        uintptr_t bpc;
+        int n = ljp_ts_frames(rec[i].T, j, f, LJP_TS_MAX, &bpc), k, m;
+        uintptr_t mc = ld64(rec[i].T + (uintptr_t)ljp_tml.t_mcode);
+        uint16_t mo = ld16(ld64(rec[i].T + (uintptr_t)ljp_tsl.t_snap) +
+                           (uintptr_t)j * SNAPSZ + 6);
+        int sn = ljp_ts_snapno(rec[i].T, mc + mo);
+        /* The snapshot found for its own first byte is it or a later one
+        ** with no code of its own before it. */
+        if (sn < j) { ok = -1; break; }
+        for (k = 0; k < n; k++) {
+          for (m = 1; m <= 4; m++) {
+            lua_rawgeti(S, fns, m);
+            if ((uintptr_t)lua_topointer(S, -1) == f[k].fn) {
+              lua_pop(S, 1);
+              break;
+            }
+            lua_pop(S, 1);
+          }
+          if (m > 4) { ok = -1; break; }
+        }
+        if (n > 0) inl++;
+      }
+    }
+    if (ok < 0 || !inl) {
+      ljp_tsl.ok = 0;
+      lua_settop(S, top);
+      return fail(ok < 0 ? "a snapshot decoded to another function"
+                         : "no snapshot showed an inlined frame");
+    }
+  }
+  ljp_tsl.traces = nrec;
+  ljp_tsl.snaps = nsnaps;
+  lua_settop(S, top);
+  return 1;
+}

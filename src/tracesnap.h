@@ -1,0 +1,99 @@
+/*
+** The frames a trace had inlined where a sample landed (tracesnap.c):
+** LuaJIT's snapshots, read from the trace object, turned into the Lua
+** frames that the trace keeps only in registers while it runs.
+**
+** A trace's snapshot k describes the interpreter's frames at one point of
+** the trace (the state restored if the trace exits there), and its machine
+** code is [mcode + mcofs[k], mcode + mcofs[k+1]) (the last one runs to the
+** end). A sample's PC in trace code thus names the snapshot whose frames
+** were live when the code it ran began. The layouts (GCtrace's snapshot
+** array, snapshot map, IR and their counts; the SnapShot record; the IR
+** opcodes of function and number constants) are learnt once per process
+** in a Lua state of ljprof's own and proven against jit.util.tracesnap,
+** traceir, tracek and traceinfo; unproven, ljp_tsl.ok stays 0 and samples
+** in traces keep the frame the trace runs in, as before.
+**
+** Normal context only, on the profiled thread while the trace is alive
+** (read from the trace array at this safe point), or in the probe: the
+** reads are plain loads of memory the trace owns, each bounded by counts
+** read from the same trace and checked before use.
+*/
+#ifndef LJP_TRACESNAP_H
+#define LJP_TRACESNAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+typedef struct ljp_tslayout {
+  volatile int ok;        /* every offset below proven */
+  ptrdiff_t t_nsnap;      /* GCtrace: uint16 number of snapshots */
+  ptrdiff_t t_snap;       /* GCtrace: the SnapShot array */
+  ptrdiff_t t_snapmap;    /* GCtrace: the snapshot map (uint32 entries) */
+  ptrdiff_t t_nsnapmap;   /* GCtrace: uint32 entries in the map */
+  ptrdiff_t t_ir;         /* GCtrace: IR (8-byte instructions, biased) */
+  ptrdiff_t t_nk;         /* GCtrace: uint32 lowest constant (biased) */
+  uint8_t op_kgc;         /* IR opcode of a GC object constant */
+  uint8_t op_knum;        /* IR opcode of a number constant */
+  uint8_t t_func;         /* IR type of a function */
+  ptrdiff_t pt_sizebc;    /* GCproto: uint32 number of instructions */
+  int traces, snaps;      /* what the proof was made with */
+  char why[96];           /* why it is off */
+} ljp_tslayout;
+
+extern ljp_tslayout ljp_tsl;
+
+/* Normal context, in a state of ljprof's own with the trace layouts of
+** tracemem.h proven: learn and prove the snapshot layouts, once per
+** process. Returns ljp_tsl.ok. */
+int ljp_tracesnap_probe(lua_State *S);
+
+#define LJP_TS_MAX 16   /* inlined frames decoded per snapshot */
+
+/* One inlined frame: its function object (kept alive by the trace as a
+** constant), the bytecode PC it is at (the instruction after its call
+** of the next inner frame, or after the one it resumes at for the
+** innermost frame: a frame link's meaning, so that lines are read the
+** same way) and its base as a slot relative to the trace's base frame
+** (the frame at jit_base is 0). */
+typedef struct ljp_tsframe {
+  uintptr_t fn;
+  uintptr_t pc;
+  int32_t slot;
+} ljp_tsframe;
+
+/* Does bytecode PC pc (frame-link meaning: after an instruction) lie in
+** the prototype whose first instruction is bc (alive)? */
+int ljp_ts_pc_in(uintptr_t bc, uintptr_t pc);
+
+/* The snapshot of trace T (alive) whose machine code holds mpc; -1 when
+** mpc is not in T or the layout is unknown. */
+int ljp_ts_snapno(uintptr_t T, uintptr_t mpc);
+
+/* The frames above the trace's base frame that snapshot sn of trace T
+** describes, innermost first, into out[max]; *basepc: the base frame's
+** PC (frame-link meaning: the line read is that of the instruction
+** before). Returns their count (0: the base frame runs), or -1 when the
+** snapshot cannot be decoded whole (a continuation frame, a function
+** that is not a constant, an entry out of range): then nothing of it is
+** used. */
+int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
+                  uintptr_t *basepc);
+
+/* The frames for a sample at mpc in trace T. Its snapshot's, when the
+** next snapshot (for the last one, the first) shows the same frames: the
+** code between them runs in those frames. When they differ (code between
+** two snapshots may call and return without a snapshot of its own), the
+** code ran from the one set of frames to the other: in LJP_TS_CERTAIN
+** mode only the frames both show (outermost first, at the same slots);
+** in LJP_TS_SPLIT mode (the default) the first half of the code gets its
+** snapshot's frames, the second half the next one's (either stack
+** existed there), and *estimated is set. Same results as ljp_ts_frames. */
+#define LJP_TS_SPLIT 0
+#define LJP_TS_CERTAIN 1
+int ljp_ts_certain(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
+                   int max, uintptr_t *basepc, int *estimated);
+
+#endif

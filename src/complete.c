@@ -926,6 +926,51 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
 }
 
 
+/* -- The trace exit self-check (LJPROF_STACKS=check) -------------------------- */
+
+int ljp_snapcheck_note(ljp_ctx *ctx, int32_t tr, int32_t ex)
+{
+  uintptr_t T;
+  if (!ljp_tsl.ok || !ctx->tr.mem || ctx->snapchk.pending ||
+      !(T = ljp_tm_trace(ctx->vm_g, tr)))
+    return 0;
+  ctx->snapchk.tr = tr;
+  ctx->snapchk.ex = ex;
+  ctx->snapchk.T = T;
+  ctx->snapchk.pending = 1;
+  return 1;
+}
+
+/* At the first bytecode after a trace exit through snapshot ex, LuaJIT
+** has restored exactly the frames that snapshot describes: the decoded
+** frames must be the live ones, function by function, at the same slots
+** above the same base frame, which must be at the PC the outermost
+** decoded frame's link names. Snapshots that cannot be decoded whole are
+** not counted (they are not used either). */
+void ljp_snapcheck_run(ljp_ctx *ctx, lua_State *L)
+{
+  ljp_tsframe f[LJP_TS_MAX];
+  ljp_lframe live[LJP_TS_MAX + 1];
+  uintptr_t basepc, stack;
+  int n, m, bottom, i, ok = 1;
+  ctx->snapchk.pending = 0;
+  if (ljp_tm_trace(ctx->vm_g, ctx->snapchk.tr) != ctx->snapchk.T) return;
+  n = ljp_ts_frames(ctx->snapchk.T, ctx->snapchk.ex, f, LJP_TS_MAX, &basepc);
+  if (n <= 0) return;
+  m = ljp_luastack_live(L, live, n + 1, &bottom, &stack);
+  if (m < 0) return;
+  if (m < n + 1) {
+    ok = 0;
+  } else {
+    for (i = 0; i < n && ok; i++)
+      ok = live[i].kind == 0 && live[i].fn == f[i].fn &&
+           live[i].slot - live[n].slot == (uint32_t)f[i].slot;
+    ok = ok && live[n].pc == basepc;
+  }
+  ctx->snap_checks++;
+  if (!ok) ctx->snap_mismatches++;
+}
+
 /* -- After an exit signal, without the Lua stack ------------------------------ */
 
 /* Record r completed without the Lua stack: an honest shorter stack from

@@ -78,6 +78,7 @@ typedef struct ljp_entries {
   lua_Hook hook;                 /* the count/call hook */
   lua_CFunction trace_event;     /* jit.attach "trace" handler */
   lua_CFunction sethook_wrap, gethook_wrap; /* debug.* while counting */
+  lua_CFunction exit_event;      /* jit.attach "texit" (LJPROF_STACKS=check) */
 } ljp_entries;
 
 /* -- The per-state context ----------------------------------------------- */
@@ -153,6 +154,14 @@ struct ljp_ctx {
   uint64_t inline_undecoded; /* records whose snapshot was not decoded */
   uint64_t inline_estimated; /* records between two snapshots that differ */
   uint64_t snap_checks, snap_mismatches; /* trace exits checked */
+  /* LJPROF_STACKS=check: the trace exit whose restored frames the next
+  ** safe point compares with the snapshot's decoded ones (complete.c). */
+  struct {
+    int pending;
+    int32_t tr, ex;
+    uintptr_t T;
+    int handler_ref;        /* our "texit" handler, LUA_NOREF: none */
+  } snapchk;
   uint64_t completed, safepoints, hook_ns, vm[5];
   uint64_t recorder_kept;   /* safe points inside a recording whose trace
                                abort was taken back (safepoint.c) */
@@ -200,6 +209,10 @@ void ljp_hook(lua_State *L, lua_Debug *ar);
 
 /* Completing samples at the safe point (complete.c). */
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
+/* LJPROF_STACKS=check: a trace exit taken (tr, snapshot ex) to compare at
+** the next safe point (1: armed for it); the comparison (complete.c). */
+int ljp_snapcheck_note(ljp_ctx *ctx, int32_t tr, int32_t ex);
+void ljp_snapcheck_run(ljp_ctx *ctx, lua_State *L);
 /* After an exit signal, by the helper: without the Lua stack. */
 void ljp_complete_offline(ljp_ctx *ctx, lua_State *E);
 /* While the context is lent to the export helper (auto.c), the thread

@@ -221,11 +221,13 @@ static int traces_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)err; (void)n;
   ljp_traces_attach(ctx, L);
+  ljp_traces_exitcheck(ctx, L, 1);
   return 0;
 }
 
 static void traces_down(ljp_ctx *ctx, lua_State *L)
 {
+  ljp_traces_exitcheck(ctx, L, 0);
   ljp_traces_detach(ctx, L);
 }
 

@@ -8,6 +8,8 @@
 **                       counted, every call event
 **   ljp_trace_event     the jit.attach "trace" handler (traces.c installs
 **                       it and keeps what it learns)
+**   ljp_exit_event      the jit.attach "texit" handler, LJPROF_STACKS=check
+**                       only (traces.c installs it)
 **   ljp_sethook_wrap,   debug.sethook/gethook while calls are counted
 **   ljp_gethook_wrap    (calls.c installs them)
 **
@@ -85,7 +87,10 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   ctx->safepoints++;
   if (!ljp_vml.jstate_ok && !h->recording)
     ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_IDLE);
-  /* 2. Complete every pending record with this stack. */
+  /* 2. Complete every pending record with this stack (first, in
+  ** LJPROF_STACKS=check runs, the trace exit just taken against its
+  ** snapshot). */
+  if (ctx->snapchk.pending) ljp_snapcheck_run(ctx, L);
   ljp_complete(ctx, L);
   ljp_hook_leave(h);
   ctx->complete_ns += ljp_now_ns() - t0;
@@ -203,6 +208,23 @@ static int ljp_trace_event(lua_State *L)
   return ljp_traces_chain(L, nargs);
 }
 
+/* The jit.attach "texit" handler (tr, ex, ...), LJPROF_STACKS=check only:
+** the interpreter resumes in the frames snapshot ex restored; the safe
+** point armed here compares them with the decoded snapshot. */
+static int ljp_exit_event(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_slot_find(lua_topointer(L, LUA_REGISTRYINDEX));
+  if (ctx && ctx->state == LJP_RUNNING) {
+    ljp_gate_enter(&ctx->exit);
+    if (ljp_snapcheck_note(ctx, (int32_t)lua_tointeger(L, 1),
+                           (int32_t)lua_tointeger(L, 2)))
+      ljp_hook_arm(&ctx->hook);
+    ljp_gate_leave(&ctx->exit);
+  }
+  return 0;
+}
+
 const ljp_entries ljp_safepoint_entries = {
   ljp_hook, ljp_trace_event, ljp_sethook_wrap, ljp_gethook_wrap,
+  ljp_exit_event,
 };

@@ -43,6 +43,7 @@
 #include "luastack.h"
 #include "objects.h"
 #include "tracemem.h"
+#include "tracesnap.h"
 
 /* Trace infos by number, in pages that never move: a pointer to one
 ** stays good while another trace's info is added (a safe point holds the
@@ -841,6 +842,33 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     TI(ctx, tr)->mc_known = 0;
     TI(ctx, tr)->have_key = 0;
   }
+  lua_settop(L, top);
+}
+
+void ljp_traces_exitcheck(ljp_ctx *ctx, lua_State *L, int on)
+{
+  int top = lua_gettop(L);
+  if (on && !ctx->snapchk.handler_ref && ljp_tsl.ok &&
+      ljp_luastack_checking() && ctx->entries->exit_event) {
+    push_jitfn(L, "jit", "attach");
+    if (lua_isfunction(L, -1)) {
+      lua_pushcfunction(L, ctx->entries->exit_event);
+      lua_pushvalue(L, -1);
+      ctx->snapchk.handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+      lua_pushstring(L, "texit");
+      if (lua_pcall(L, 2, 0, 0) != 0) {
+        luaL_unref(L, LUA_REGISTRYINDEX, ctx->snapchk.handler_ref);
+        ctx->snapchk.handler_ref = 0;
+      }
+    }
+  } else if (!on && ctx->snapchk.handler_ref) {
+    push_jitfn(L, "jit", "attach");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->snapchk.handler_ref);
+    if (lua_isfunction(L, -2)) lua_pcall(L, 1, 0, 0);  /* detach */
+    luaL_unref(L, LUA_REGISTRYINDEX, ctx->snapchk.handler_ref);
+    ctx->snapchk.handler_ref = 0;
+  }
+  ctx->snapchk.pending = 0;
   lua_settop(L, top);
 }
 

@@ -113,6 +113,10 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
 ** proven, the recorder's state located, LJPROF_TRACES not "events")? */
 int ljp_traces_from_memory(void);
 void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
+/* LJPROF_STACKS=check with snapshots decoded: attach (on) or detach the
+** "texit" handler whose exits the safe point checks (complete.c). The
+** program's own "texit" handler is replaced meanwhile (a test mode). */
+void ljp_traces_exitcheck(ljp_ctx *ctx, lua_State *L, int on);
 void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
 /* The handler's work: returns the event's argument count, for
 ** ljp_traces_chain, which then calls the handler ours replaced. */

@@ -96,7 +96,19 @@ typedef struct ljprof_options {
                              interpreted" reasons), through a jit.attach
                              handler called on every trace event; 0
                              (default): nothing is paid per trace event */
+  int inline_frames;      /* frames LuaJIT inlined into a trace:
+                             LJPROF_INLINE_SNAPSHOTS (0, default) from the
+                             trace's snapshots, compiled code unchanged;
+                             LJPROF_INLINE_EXACT: LuaJIT's profiling mode
+                             (as jit.p's), a snapshot at every function
+                             change, exact per function, compiled code
+                             changed; LJPROF_INLINE_OFF: the frame the
+                             trace runs in */
 } ljprof_options;
+
+#define LJPROF_INLINE_SNAPSHOTS 0
+#define LJPROF_INLINE_EXACT 1
+#define LJPROF_INLINE_OFF 2
 
 /* Default signal: SIGURG. Not SIGPROF, so that LuaJIT's own jit.profile
 ** can run in the same process; and a signal whose default action is to

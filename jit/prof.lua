@@ -52,6 +52,12 @@
 --                         handler on every trace event: luacheck compiles
 --                         and aborts ~230,000 traces a run; off by default,
 --                         when nothing is paid per trace event)
+--   /inline=snapshots|exact|off   frames LuaJIT inlined into a trace:
+--                         snapshots (default) from the trace's snapshots,
+--                         compiled code unchanged; exact: LuaJIT's
+--                         profiling mode (as -jp's), a snapshot at every
+--                         function change, exact per function but the
+--                         compiled code changes; off: the trace's frame
 --
 -- Outputs: every word after the options is one output file ("-" is
 -- stdout); none: $LUAJIT_PROFILEFILE, else stdout. With one output, its
@@ -143,7 +149,7 @@ local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 local CLOCKS = {"cpu", "wall", "itimer", "thread"}
 local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
   table.concat(options.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off|show /zones=root|off" ..
-  " /calls=on|off /aborts=on|off"
+  " /calls=on|off /aborts=on|off /inline=snapshots|exact|off"
 
 local function fail(msg) error("jit.prof: " .. msg, 0) end
 
@@ -227,6 +233,11 @@ local function parse_keys(s)
           fail("bad aborts '" .. val .. "' (accepted: on, off)")
         end
         kv.aborts = val
+      elseif k == "inline" then
+        if val ~= "snapshots" and val ~= "exact" and val ~= "off" then
+          fail("bad inline '" .. val .. "' (accepted: snapshots, exact, off)")
+        end
+        kv.inline = val
       else
         fail("unknown option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
       end
@@ -365,7 +376,8 @@ function M.start(opts, ...)
   start_paths = {package.path, package.cpath}
   local ropt = {fmt = options.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
                 duration = r.kv.duration, native = r.kv.native ~= "off",
-                calls = r.kv.calls == "on", aborts = r.kv.aborts == "on"}
+                calls = r.kv.calls == "on", aborts = r.kv.aborts == "on",
+                inline = r.kv.inline}
   if r.kv.rate then ropt.rate = r.kv.rate
   elseif r.view.interval then ropt.interval = r.view.interval end
   -- With /calls=on, every call from the start on is counted: the real
@@ -376,7 +388,10 @@ function M.start(opts, ...)
   -- before it at lua_close.
   local counting = ropt.calls
   ropt.calls = false
-  ljprof.record(ropt)
+  local rok, rerr = pcall(ljprof.record, ropt)
+  if not rok then  -- one line, without this file's position
+    error((tostring(rerr):gsub("^[^\n]-:%d+: ", "")), 0)
+  end
   ropt.calls = counting
   run = r
   -- The ljprof command's progress line: a thread writes the sample count

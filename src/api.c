@@ -715,8 +715,10 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->lua_captures = atomic_load(&ctx->n_lua_captures);
   ri->stack_checks = ctx->stack_checks;
   ri->stack_mismatches = ctx->stack_mismatches;
-  ri->inline_frames = !ljp_tsl.ok ? (ljp_tsl.why[0] ? ljp_tsl.why : "off")
-                      : ctx->tr.mem ? "snapshots" : "off";
+  ri->inline_frames =
+      ctx->opt.inline_frames == LJPROF_INLINE_OFF || !ctx->tr.mem ? "off"
+      : !ljp_tsl.ok ? (ljp_tsl.why[0] ? ljp_tsl.why : "off")
+      : ctx->jitmode_run ? "exact" : "snapshots";
   ri->inline_samples = ctx->inline_samples;
   ri->inline_undecoded = ctx->inline_undecoded;
   ri->inline_estimated = ctx->inline_estimated;

@@ -818,22 +818,28 @@ static void inline_frames(ljp_ctx *ctx, ljp_record *r)
   ljp_tsframe f[LJP_TS_MAX];
   uintptr_t basepc = 0, mpc = r->pc;
   int n, i, keep, est;
-  static _Atomic int off = -1, certain = -1;  /* LJPROF_INLINE */
+  /* LJPROF_INLINE=certain|split: other rules, for measurements */
+  static _Atomic int certain = -1, split = -1;
   if (!ljp_tsl.ok || !r->tobj || !r->nlua || r->lua[0].kind != 0 ||
-      r->lua[0].inl || ljp_env_is(&off, "LJPROF_INLINE", "off"))
+      r->lua[0].inl || ctx->opt.inline_frames == LJPROF_INLINE_OFF)
     return;
-  /* Root traces only: a side trace starts in its parent's frames, whose
-  ** base the capture does not always agree with (compiled recursion
-  ** showed one level more than existed). */
+  /* Root traces only: a side trace's snapshots describe frames above its
+  ** parent's base, and under compiled recursion the base the signal's
+  ** capture read (jit_base) was one level deeper than that in some side
+  ** traces (the exits themselves decode right: LJPROF_STACKS=check), which
+  ** showed a level that never existed. Until that is understood, side
+  ** traces keep the frame they run in. */
   if (*(const uint16_t *)(r->tobj + (uintptr_t)ljp_tml.t_root) != 0) return;
-  if (!ljp_tm_holds(r->tobj, mpc)) {
-    for (mpc = 0, i = 0; i < r->nnative && !mpc; i++)
-      if (ljp_tm_holds(r->tobj, r->native[i] - 1)) mpc = r->native[i] - 1;
-    if (!mpc) return;
+  if (!ljp_tm_holds(r->tobj, mpc)) {     /* C called from the trace */
+    if (!r->tret || !ljp_tm_holds(r->tobj, r->tret - 1)) return;
+    mpc = r->tret - 1;
   }
   n = ljp_ts_certain(r->tobj, mpc,
-                     ljp_env_is(&certain, "LJPROF_INLINE", "certain")
-                         ? LJP_TS_CERTAIN : LJP_TS_SPLIT,
+                     ctx->jitmode_on ? LJP_TS_EXACT
+                     : ljp_env_is(&certain, "LJPROF_INLINE", "certain")
+                         ? LJP_TS_CERTAIN
+                     : ljp_env_is(&split, "LJPROF_INLINE", "split")
+                         ? LJP_TS_SPLIT : LJP_TS_OWN,
                      f, LJP_TS_MAX, &basepc, &est);
   /* The frames join the captured base frame only where the snapshot's
   ** base PC lies in its function: a trace linked to itself under up

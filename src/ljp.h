@@ -150,6 +150,8 @@ struct ljp_ctx {
   int exact_on;             /* the handler captures Lua frames (luastack.c) */
   _Atomic uint64_t n_lua_captures; /* records with Lua frames (handler) */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
+  int jitmode_on;            /* LuaJIT's profiling mode set (jitmode.c) */
+  int jitmode_run;           /* ... for this run (kept after stop) */
   uint64_t inline_samples;   /* records given frames a trace inlined */
   uint64_t inline_undecoded; /* records whose snapshot was not decoded */
   uint64_t inline_estimated; /* records between two snapshots that differ */

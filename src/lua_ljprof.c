@@ -213,10 +213,18 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
       opt->calls = opt_bool(L, k);
     } else if (!strcmp(k, "aborts")) {
       opt->aborts = opt_bool(L, k);
+    } else if (!strcmp(k, "inline")) {
+      const char *v = opt_str(L, k, "snapshots, exact or off");
+      if (!strcmp(v, "snapshots")) opt->inline_frames = LJPROF_INLINE_SNAPSHOTS;
+      else if (!strcmp(v, "exact")) opt->inline_frames = LJPROF_INLINE_EXACT;
+      else if (!strcmp(v, "off")) opt->inline_frames = LJPROF_INLINE_OFF;
+      else
+        luaL_error(L, "ljprof: bad inline '%s' (accepted: snapshots, exact, "
+                   "off)", v);
     } else {
       luaL_error(L, "ljprof: unknown option '%s' (accepted: clock, interval, "
                  "rate, duration, signal, ring, fmt, depth, output, mode, "
-                 "native, calls, aborts)", k);
+                 "native, calls, aborts, inline)", k);
     }
     lua_pop(L, 1);
   }

@@ -80,6 +80,8 @@ typedef struct ljp_record {
   uint8_t nnative;       /* valid entries in native[] */
   uint8_t nflags;        /* LJP_NATIVE_* */
   uintptr_t native[LJP_NATIVE_MAX]; /* native return addresses, leaf first */
+  uintptr_t tret;        /* where the native walk reached generated code
+                            (a trace's return address), or 0 */
   uint8_t nlua;          /* Lua frames captured at signal time (0: none,
                             the safe point's stack is used) */
   uint8_t lflags;        /* LJP_LUA_* */

@@ -31,6 +31,7 @@
 #include "luastack.h"
 #include "objects.h"
 #include "ownstate.h"
+#include "jitmode.h"
 #include "tracesnap.h"
 #include "tracemem.h"
 
@@ -225,6 +226,24 @@ static int traces_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   return 0;
 }
 
+/* inline=exact: LuaJIT's profiling mode, after the trace readers (its
+** start flushes every trace). */
+static int jitmode_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  ctx->jitmode_on = ctx->jitmode_run = 0;
+  if (ctx->opt.inline_frames != LJPROF_INLINE_EXACT || ctx->opt.cb) return 0;
+  if (ljp_jitmode_start(L, ctx->opt.clock == LJPROF_CLOCK_ITIMER, err, n))
+    return -1;
+  ctx->jitmode_on = ctx->jitmode_run = 1;
+  return 0;
+}
+
+static void jitmode_down(ljp_ctx *ctx, lua_State *L)
+{
+  if (ctx->jitmode_on && L) ljp_jitmode_stop(L);
+  ctx->jitmode_on = 0;
+}
+
 static void traces_down(ljp_ctx *ctx, lua_State *L)
 {
   ljp_traces_exitcheck(ctx, L, 0);
@@ -311,6 +330,7 @@ static const ljp_step steps[] = {
   {vm_up, NULL},
   {native_up, NULL},
   {traces_up, traces_down},
+  {jitmode_up, jitmode_down},
   {calls_up, calls_down},
   {token_up, token_down},
   {hook_up, hook_down},

@@ -116,9 +116,11 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     rec->labels = like.labels;
     rec->nflags = 0;
     rec->nnative = 0;
+    rec->tret = 0;
     if (ctx->native_on)
       rec->nnative = (uint8_t)ljp_native_capture(ctx, ucv, pc, vm,
-                                                  rec->native, &rec->nflags);
+                                                  rec->native, &rec->nflags,
+                                                  &rec->tret);
     rec->nlua = 0;
     if (ctx->exact_on) {
       /* The Lua frames running now. A C function's stack is stable

@@ -184,7 +184,7 @@ int ljp_ts_certain(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
   *estimated = 0;
   if (sn < 0) return -1;
   na = ljp_ts_frames(T, sn, out, max, basepc);
-  if (na < 0) return na;
+  if (na < 0 || mode == LJP_TS_EXACT) return na;
   nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
   nb = ljp_ts_frames(T, sn + 1 < nsnap ? sn + 1 : 0, nx, LJP_TS_MAX, &npc);
   if (nb < 0) {                   /* the next one unknown: only the base */
@@ -194,6 +194,10 @@ int ljp_ts_certain(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
   for (k = 0; k < na && k < nb && out[na - 1 - k].fn == nx[nb - 1 - k].fn &&
               out[na - 1 - k].slot == nx[nb - 1 - k].slot; k++) {}
   if (k == na && k == nb) return na;   /* both agree: certain */
+  if (mode == LJP_TS_OWN) {
+    *estimated = 1;
+    return na;
+  }
   if (mode == LJP_TS_CERTAIN) {
     memmove(out, out + (na - k), (size_t)k * sizeof(out[0]));
     return k;

@@ -82,17 +82,24 @@ int ljp_ts_snapno(uintptr_t T, uintptr_t mpc);
 int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
                   uintptr_t *basepc);
 
-/* The frames for a sample at mpc in trace T. Its snapshot's, when the
-** next snapshot (for the last one, the first) shows the same frames: the
-** code between them runs in those frames. When they differ (code between
-** two snapshots may call and return without a snapshot of its own), the
-** code ran from the one set of frames to the other: in LJP_TS_CERTAIN
-** mode only the frames both show (outermost first, at the same slots);
-** in LJP_TS_SPLIT mode (the default) the first half of the code gets its
-** snapshot's frames, the second half the next one's (either stack
-** existed there), and *estimated is set. Same results as ljp_ts_frames. */
-#define LJP_TS_SPLIT 0
-#define LJP_TS_CERTAIN 1
+/* The frames for a sample at mpc in trace T: those of the snapshot whose
+** code holds it, which were live where that code began. When the next
+** snapshot (for the last one, the first) shows the same frames, the code
+** between them ran in those frames. When they differ (code between two
+** snapshots may call and return without a snapshot of its own), the code
+** ran from the one set of frames to the other: LJP_TS_OWN keeps the
+** snapshot's and sets *estimated; LJP_TS_CERTAIN keeps only the frames
+** both show (outermost first, at the same slots); LJP_TS_SPLIT gives the
+** first half of the code the snapshot's frames, the second half the next
+** one's (*estimated set). LJP_TS_EXACT: the snapshot's, never compared.
+** Same results as ljp_ts_frames. */
+#define LJP_TS_OWN 0      /* its snapshot's frames (the default), flagged
+                             estimated when the next one differs */
+#define LJP_TS_EXACT 1    /* its snapshot's frames, exact in LuaJIT's
+                             profiling mode (a snapshot at each function
+                             change) */
+#define LJP_TS_SPLIT 2
+#define LJP_TS_CERTAIN 3
 int ljp_ts_certain(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
                    int max, uintptr_t *basepc, int *estimated);
 

@@ -193,15 +193,18 @@ static int still_there(const ljp_objsnap *m, const ljp_span *e,
   return c;
 }
 
+#define QUIET_STEPS 8   /* frames a walk for *tret alone may pass */
+
 static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
-                   int vmstate, uintptr_t *out, uint8_t *flags)
+                   int vmstate, uintptr_t *out, uint8_t *flags,
+                   uintptr_t *tret)
 {
   const ljp_span *e;
   ljp_regs regs;
   ljp_stack st;
   walk_objs cur = {{0}, 0, 0};
   uintptr_t lookup = pc, sp;
-  int n = 0, vm, sig = 0;
+  int n = 0, vm, sig = 0, quiet = 0, steps = 0;
   if (!m) return 0;
   if (!(e = ljp_objects_find(m, pc))) {
     if (ljp_codemap_classify(&ctx->map, pc, &(int32_t){0}) == 'C') {
@@ -217,7 +220,10 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   ** helpers have only LuaJIT frames above the Lua code, which are not
   ** shown: no walk. In C (a C module calling lua_* functions) and in the
   ** GC (which such a call may start), the walk reaches the caller. */
-  if (is_vm(e) && vmstate != 'C' && vmstate != 'G') return 0;
+  if (is_vm(e) && vmstate != 'C' && vmstate != 'G') {
+    if (vmstate != 'N') return 0;
+    quiet = 1;  /* walked only to the trace that called it: *tret */
+  }
   if (ctx->native_inside || _r_debug.r_state != RT_CONSISTENT ||
       !still_there(m, e, pc, &cur)) {
     /* a walk already under way on this thread, the loader changing the
@@ -233,7 +239,7 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   atomic_signal_fence(memory_order_seq_cst);
   atomic_fetch_add_explicit(&ctx->n_native_unwinds, 1, memory_order_relaxed);
   vm = is_vm(e);
-  out[n++] = pc;
+  if (!quiet) out[n++] = pc;
   ljp_cfi_regs(&regs, ucv);
   /* The stack a walk may read: from the interrupted stack pointer (less
   ** the red zone) to the end of the thread's stack. An interrupted
@@ -247,7 +253,7 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   }
   for (;;) {
     uintptr_t ip;
-    if (n > 1 && !still_there(m, e, lookup, &cur)) {
+    if (++steps > 1 && !still_there(m, e, lookup, &cur)) {
       /* a caller's object gone since the snapshot: nothing of this walk */
       atomic_fetch_add_explicit(&ctx->n_native_skipped, 1,
                                 memory_order_relaxed);
@@ -255,7 +261,7 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
       n = vm = 0;
       break;
     }
-    if (n == LJP_NATIVE_MAX ||
+    if (n == LJP_NATIVE_MAX || (quiet && steps > QUIET_STEPS) ||
         ljp_cfi_step(ljp_objects_ehtab(m, e), &regs, lookup, &st, m->dlgen,
                      &sig) != LJP_CFI_OK) {
       *flags = LJP_NATIVE_TRUNCATED;
@@ -271,6 +277,8 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
       ** generated code) called this C code. */
       if (ljp_codemap_classify(&ctx->map, ip, &(int32_t){0}) == 'C')
         *flags = LJP_NATIVE_TRUNCATED;  /* an object we have not seen */
+      else
+        *tret = ip;
       break;
     }
     if (e->kind == LJP_SPAN_INTERP) {  /* called from the interpreter */
@@ -278,7 +286,11 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
       break;
     }
     vm |= is_vm(e);
-    out[n++] = ip;
+    if (!quiet) out[n++] = ip;
+  }
+  if (quiet) {                     /* no native frame shown, as before */
+    n = vm = 0;
+    *flags = 0;
   }
   if (vm) *flags |= LJP_NATIVE_VM;
   if (*flags & LJP_NATIVE_TRUNCATED)
@@ -292,10 +304,11 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
 }
 
 int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
-                       uintptr_t *out, uint8_t *flags)
+                       uintptr_t *out, uint8_t *flags, uintptr_t *tret)
 {
   int n, t;
   *flags = 0;
+  *tret = 0;
   /* One epoch section for the whole walk: the snapshot and the objects
   ** it points to stay allocated until it ends. */
   if ((t = ljp_epoch_enter()) < 0) {
@@ -304,7 +317,7 @@ int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
     *flags = LJP_NATIVE_SKIPPED;
     return 0;
   }
-  n = capture(ctx, ljp_objects_snap(), ucv, pc, vmstate, out, flags);
+  n = capture(ctx, ljp_objects_snap(), ucv, pc, vmstate, out, flags, tret);
   ljp_epoch_leave(t);
   return n;
 }

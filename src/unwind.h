@@ -21,8 +21,12 @@ int ljp_native_setup(ljp_ctx *ctx, lua_State *L, const char **why);
 /* Normal context: pick up libraries (un)loaded (once set up). */
 void ljp_native_refresh(void);
 /* Signal context: the native frames at pc, innermost first, into out
-** (at most LJP_NATIVE_MAX); LJP_NATIVE_* flags into *flags. */
+** (at most LJP_NATIVE_MAX); LJP_NATIVE_* flags into *flags; *tret: the
+** return address into generated code (a trace) where the walk ended, or
+** 0. A helper of LuaJIT's called from a trace (vmstate 'N') shows no
+** native frames, but is walked to find *tret (the trace's snapshot
+** there names the frames that called it). */
 int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
-                       uintptr_t *out, uint8_t *flags);
+                       uintptr_t *out, uint8_t *flags, uintptr_t *tret);
 
 #endif

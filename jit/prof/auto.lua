@@ -14,6 +14,7 @@
 --   clock=cpu|wall|itimer|thread      rate=HZ | interval=MS (default 99 Hz)
 --   native=on|off|show   calls=on|off   zones=root|off   view=LETTERS
 --   aborts=on|off                     why traces aborted (text reports)
+--   inline=snapshots|exact|off        frames LuaJIT inlined into traces
 --   format=FORMAT        output=TEMPLATE (repeatable; format from the name)
 --   every=SECONDS        periodic export of the profile since the last one
 --   keep=N  maxbytes=SIZE   rotation of the periodic files (with every=)
@@ -36,7 +37,7 @@
 local M = {}
 
 local CLOCKS = {cpu = true, wall = true, itimer = true, thread = true}
-local KEYS = "clock=, rate=, interval=, native=, calls=, aborts=, zones=, view=, " ..
+local KEYS = "clock=, rate=, interval=, native=, calls=, aborts=, inline=, zones=, view=, " ..
   "format=, output=, every=, keep=, maxbytes=, signal=, control=, start=; or off alone"
 local DEFAULT_OUTPUT = "ljprof-%p-%t.pb.gz"
 local CONTROL = {off = 0, snapshot = 1, toggle = 2}
@@ -161,6 +162,11 @@ function M.parse(s)
       elseif k == "zones" then
         if v ~= "root" and v ~= "off" then bad(k, v, "root, off") end
         kv.zones = v
+      elseif k == "inline" then
+        if v ~= "snapshots" and v ~= "exact" and v ~= "off" then
+          bad(k, v, "snapshots, exact, off")
+        end
+        kv.inline = v
       elseif k == "format" then
         local fmts = require("jit.prof.options").FORMATS
         local ok = false
@@ -233,7 +239,7 @@ function M.parse(s)
   if not cfg.signal then cfg.control = "off" end
   -- -jprof's options: letters, then /key=value items (jit.prof parses them)
   local parts = {cfg.view or "f"}
-  for _, k in ipairs({"clock", "native", "zones", "format", "calls", "aborts"}) do
+  for _, k in ipairs({"clock", "native", "zones", "format", "calls", "aborts", "inline"}) do
     if kv[k] then parts[#parts + 1] = "/" .. k .. "=" .. kv[k] end
   end
   local rate = cfg.rate or (cfg.interval and 1000 / cfg.interval) or 99

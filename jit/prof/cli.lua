@@ -83,6 +83,10 @@ options:
       --aborts     also record why traces were aborted, for the text
                    report's "Hot but interpreted" section (a handler on
                    every trace event)
+      --inline MODE  frames LuaJIT inlined into traces: snapshots
+                   (default, compiled code unchanged), exact (LuaJIT's
+                   profiling mode, as -jp's: exact per function, compiled
+                   code changed) or off
       --luajit PATH  the interpreter of the short form (default: luajit on
                    PATH); after --, the command names its own
   -q, --quiet      no progress line (samples so far and seconds, shown on
@@ -178,6 +182,11 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-N" or a == "--show-native" then o.show_native = true
     elseif a == "--calls" then o.calls = true
     elseif a == "--aborts" then o.aborts = true
+    elseif a == "--inline" then
+      o.inline = val()
+      if o.inline ~= "snapshots" and o.inline ~= "exact" and o.inline ~= "off" then
+        fail("bad --inline '" .. o.inline .. "' (accepted: snapshots, exact, off)")
+      end
     elseif a == "--diff" and anywhere then o.diff = true
     elseif a == "--luajit" then o.luajit = val()
     elseif a == "-q" or a == "--quiet" then o.quiet = true
@@ -382,6 +391,7 @@ local function run(argv, luajit, record)
   if o.native then opts = opts .. "/native=" .. o.native end
   if o.calls then opts = opts .. "/calls=on" end
   if o.aborts then opts = opts .. "/aborts=on" end
+  if o.inline then opts = opts .. "/inline=" .. o.inline end
   opts = opts .. "/format=raw"
   local child = {cmd[1], "-jprof=" .. opts .. ",/dev/fd/" .. raw_fd}
   for _, a in ipairs(cmd.args) do child[#child + 1] = a end

@@ -128,9 +128,26 @@ function M.text(p, meta, v)
   end
   local s = text.render(p, v)
   if p.total > 0 and not (v.letters.r or v.letters.G or v.ann) then
-    s = s .. M.hot_interpreted(p, v.min, meta)
+    s = s .. M.hot_interpreted(p, v.min, meta) .. M.inline_note(meta)
   end
   return s
+end
+
+-- One line on the frames of compiled code that LuaJIT had inlined: which
+-- mode gave them and how many were estimated (a sample between two
+-- snapshots that show different frames); "" when none was given.
+function M.inline_note(meta)
+  local n, est = tonumber(meta and meta.inline_samples) or 0,
+                 tonumber(meta and meta.inline_estimated) or 0
+  if meta and meta.inline == "exact" then
+    return string.format("\nInlined frames: exact, LuaJIT's profiling mode (/inline=exact: " ..
+      "the compiled code had a check at each function change); %d samples.\n", n)
+  elseif meta and meta.inline == "snapshots" and n > 0 then
+    return string.format("\nInlined frames: from trace snapshots for %d samples, %d of them " ..
+      "estimated (between two snapshots whose frames differ; /inline=exact is exact " ..
+      "per function).\n", n, est)
+  end
+  return ""
 end
 
 -- The content of one output of format fmt, or nil and one line. opts:
@@ -261,6 +278,9 @@ function M.write_run(r, name_of)
     thread_id = st.thread_id, state = st.state_id,
     -- no trace-event handler ran: why traces aborted is not known
     aborts = st.aborts_recorded == false and "off" or nil,
+    -- where compiled samples' inlined frames came from
+    inline = st.inline_frames, inline_samples = st.inline_samples,
+    inline_estimated = st.inline_estimated,
   }
   local opts = {view = r.view, zones = r.kv.zones == "root"}
   local errs = {}

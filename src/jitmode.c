@@ -1,0 +1,43 @@
+/*
+** Exact inlined frames (record option inline = "exact"): LuaJIT's own
+** profiling mode, the one jit.p's "f" uses. Every trace is compiled anew
+** with a snapshot at each change of function (lj_record.c), so that the
+** snapshot whose machine code holds a sample's PC names the function that
+** ran there, inlined or not (tracesnap.c reads it). This changes the
+** compiled code (a guard per function change; jit.p's cost): it is opt-in
+** and the run's statistics say so.
+**
+** The mode is set the only public way, luaJIT_profile_start with mode
+** "f": LuaJIT's built-in profiler is started with an interval so long
+** (2e9 ms, 23 days) that its timer never fires, and a callback that does
+** nothing. So jit.profile (jit.p) cannot run at the same time, and
+** clock=itimer, which needs the same process timer (ITIMER_PROF), is
+** refused. Normal context, on the profiled thread, at start and stop.
+*/
+#include <stdio.h>
+
+#include <luajit.h>
+
+#include "jitmode.h"
+
+static void never(void *data, lua_State *L, int samples, int vmstate)
+{
+  (void)data; (void)L; (void)samples; (void)vmstate;
+}
+
+int ljp_jitmode_start(lua_State *L, int itimer, char *err, size_t n)
+{
+  if (itimer) {
+    snprintf(err, n, "ljprof: inline=exact cannot run with clock=itimer "
+             "(both need the process timer ITIMER_PROF; accepted clocks: "
+             "cpu, wall, thread)");
+    return -1;
+  }
+  luaJIT_profile_start(L, "fi2000000000", never, NULL);
+  return 0;
+}
+
+void ljp_jitmode_stop(lua_State *L)
+{
+  luaJIT_profile_stop(L);  /* the mode off, its traces flushed */
+}

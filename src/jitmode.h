@@ -1,0 +1,17 @@
+/*
+** LuaJIT's profiling mode for exact inlined frames (jitmode.c). Normal
+** context, on the profiled thread.
+*/
+#ifndef LJP_JITMODE_H
+#define LJP_JITMODE_H
+
+#include <stddef.h>
+
+#include <lua.h>
+
+/* Turn the mode on: 0, or -1 with one line in err (clock=itimer). */
+int ljp_jitmode_start(lua_State *L, int itimer, char *err, size_t n);
+/* Turn it off: every trace compiled in it is flushed. */
+void ljp_jitmode_stop(lua_State *L);
+
+#endif

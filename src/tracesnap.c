@@ -174,6 +174,14 @@ int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
   return n;
 }
 
+static int is_ret(uint32_t op)
+{
+  int i;
+  for (i = 0; i < 4; i++)
+    if (op == ljp_tsl.op_ret[i]) return 1;
+  return 0;
+}
+
 int ljp_ts_certain(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
                    int max, uintptr_t *basepc, int *estimated)
 {
@@ -184,7 +192,14 @@ int ljp_ts_certain(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
   *estimated = 0;
   if (sn < 0) return -1;
   na = ljp_ts_frames(T, sn, out, max, basepc);
-  if (na < 0 || mode == LJP_TS_EXACT) return na;
+  if (na < 0) return na;
+  /* A snapshot at a return (LuaJIT's profiling mode takes one there, and
+  ** so may a guard): the code that follows runs in the caller. */
+  if (na > 0 && is_ret(ld32(out[0].pc - 4) & 0xff)) {
+    memmove(out, out + 1, (size_t)(na - 1) * sizeof(out[0]));
+    na--;
+  }
+  if (mode == LJP_TS_EXACT) return na;
   nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
   nb = ljp_ts_frames(T, sn + 1 < nsnap ? sn + 1 : 0, nx, LJP_TS_MAX, &npc);
   if (nb < 0) {                   /* the next one unknown: only the base */
@@ -286,6 +301,8 @@ static const char probe_chunk[] =
   "jit.off()\n"
   "collectgarbage('stop')\n"
   "local fns = {leaf, mid, va, run}\n"
+  "local rets = {function() end, function(x) return x end,\n"
+  "              function(a, b) return a, b end, function(...) return ... end}\n"
   "local nbc = {}\n"
   "for i, f in ipairs(fns) do nbc[i] = util.funcinfo(f).bytecodes end\n"
   "local out = {}\n"
@@ -316,7 +333,7 @@ static const char probe_chunk[] =
   "end\n"
   "jit.on()\n"
   "collectgarbage('restart')\n"
-  "return out, fns, nbc\n";
+  "return out, fns, nbc, rets\n";
 
 /* Exactly one offset (step bytes apart) in the trace object where cond
 ** holds for every record; -1 otherwise. */
@@ -387,11 +404,11 @@ int ljp_tracesnap_probe(lua_State *S)
   if (!(g = ljp_vm_global(S))) return fail("global state unknown");
   if (luaL_loadbuffer(S, probe_chunk, sizeof(probe_chunk) - 1,
                       "=ljprof-snapshot-probe") != 0 ||
-      lua_pcall(S, 0, 3, 0) != 0 || !lua_istable(S, -3)) {
+      lua_pcall(S, 0, 4, 0) != 0 || !lua_istable(S, -4)) {
     lua_settop(S, top);
     return fail("no JIT, or no jit.util.tracesnap");
   }
-  res = lua_gettop(S) - 2;
+  res = lua_gettop(S) - 3;
   fns = res + 1;
   /* A prototype's bytecode count: the one uint32 of its header that holds
   ** each probe function's. */
@@ -418,6 +435,30 @@ int ljp_tracesnap_probe(lua_State *S)
       return fail("no single bytecode count in a prototype");
     }
     ljp_tsl.pt_sizebc = found;
+    /* The return opcodes: the last instruction of each of four functions
+    ** (return nothing, one value, two, and the varargs). */
+    for (m = 1; m <= 4; m++) {
+      uintptr_t bc;
+      uint32_t nbc, ins;
+      lua_rawgeti(S, fns + 2, m);
+      bc = ljp_fn_bc((uintptr_t)lua_topointer(S, -1));
+      lua_pop(S, 1);
+      if (!bc || ljp_peek(&nbc, bc - (uintptr_t)ljp_tml.pt_size +
+                                    (uintptr_t)found, 4) ||
+          nbc < 2 || nbc > 64 || ljp_peek(&ins, bc + 4u * (nbc - 1), 4)) {
+        lua_settop(S, top);
+        return fail("no return instruction read");
+      }
+      ljp_tsl.op_ret[m - 1] = (uint8_t)(ins & 0xff);
+    }
+    for (m = 0; m < 4; m++) {
+      int k2;
+      for (k2 = m + 1; k2 < 4; k2++)
+        if (ljp_tsl.op_ret[m] == ljp_tsl.op_ret[k2]) {
+          lua_settop(S, top);
+          return fail("return opcodes not distinct");
+        }
+    }
   }
   for (i = 1; nrec < NTR; i++) {
     tsrec *r = &rec[nrec];

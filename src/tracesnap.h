@@ -39,6 +39,7 @@ typedef struct ljp_tslayout {
   uint8_t op_knum;        /* IR opcode of a number constant */
   uint8_t t_func;         /* IR type of a function */
   ptrdiff_t pt_sizebc;    /* GCproto: uint32 number of instructions */
+  uint8_t op_ret[4];      /* bytecode opcodes RET0, RET1, RET, RETM */
   int traces, snaps;      /* what the proof was made with */
   char why[96];           /* why it is off */
 } ljp_tslayout;

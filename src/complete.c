@@ -823,13 +823,6 @@ static void inline_frames(ljp_ctx *ctx, ljp_record *r)
   if (!ljp_tsl.ok || !r->tobj || !r->nlua || r->lua[0].kind != 0 ||
       r->lua[0].inl || ctx->opt.inline_frames == LJPROF_INLINE_OFF)
     return;
-  /* Root traces only: a side trace's snapshots describe frames above its
-  ** parent's base, and under compiled recursion the base the signal's
-  ** capture read (jit_base) was one level deeper than that in some side
-  ** traces (the exits themselves decode right: LJPROF_STACKS=check), which
-  ** showed a level that never existed. Until that is understood, side
-  ** traces keep the frame they run in. */
-  if (*(const uint16_t *)(r->tobj + (uintptr_t)ljp_tml.t_root) != 0) return;
   if (!ljp_tm_holds(r->tobj, mpc)) {     /* C called from the trace */
     if (!r->tret || !ljp_tm_holds(r->tobj, r->tret - 1)) return;
     mpc = r->tret - 1;

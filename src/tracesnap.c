@@ -48,6 +48,8 @@ ljp_tslayout ljp_tsl;
 #define SNAPSZ 12           /* sizeof(SnapShot): mapofs, ref, mcofs, nslots,
                                topslot, nent, count */
 #define TWIN 160            /* bytes of a trace object examined */
+#define TAIL 24             /* a linking trace's last bytes: add BASE, imm32;
+                               mov [jit_base], BASE; jmp (7 + 7 + 5) */
 
 /* -- Readers (normal context, the trace alive) ------------------------------ */
 
@@ -191,15 +193,28 @@ int ljp_ts_certain(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
   int sn = ljp_ts_snapno(T, mpc), nsnap, na, nb, k, second;
   *estimated = 0;
   if (sn < 0) return -1;
+  /* A trace that links to another with a higher base ends with BASE and
+  ** jit_base moved to the last snapshot's innermost frame, then the jump:
+  ** a sample there reads the new base, while the last snapshot's frames
+  ** are numbered from the old one (up-recursion showed frames that never
+  ** existed). The last TAIL bytes are not decoded. */
+  if (sn == ld16(T + (uintptr_t)ljp_tsl.t_nsnap) - 1 &&
+      mpc - ld64(T + (uintptr_t)ljp_tml.t_mcode) + TAIL >=
+          ld32(T + (uintptr_t)ljp_tml.t_szmcode))
+    return -1;
   na = ljp_ts_frames(T, sn, out, max, basepc);
   if (na < 0) return na;
-  /* A snapshot at a return (LuaJIT's profiling mode takes one there, and
-  ** so may a guard): the code that follows runs in the caller. */
-  if (na > 0 && is_ret(ld32(out[0].pc - 4) & 0xff)) {
-    memmove(out, out + 1, (size_t)(na - 1) * sizeof(out[0]));
-    na--;
+  if (mode == LJP_TS_EXACT) {
+    /* LuaJIT's profiling mode takes a snapshot at each return, before
+    ** it: the code that follows runs in the caller. (Without the mode, a
+    ** snapshot at a return is a guard's, and code of the callee may still
+    ** follow it: measured worse there.) */
+    if (na > 0 && is_ret(ld32(out[0].pc - 4) & 0xff)) {
+      memmove(out, out + 1, (size_t)(na - 1) * sizeof(out[0]));
+      na--;
+    }
+    return na;
   }
-  if (mode == LJP_TS_EXACT) return na;
   nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
   nb = ljp_ts_frames(T, sn + 1 < nsnap ? sn + 1 : 0, nx, LJP_TS_MAX, &npc);
   if (nb < 0) {                   /* the next one unknown: only the base */

@@ -11,6 +11,10 @@
 --          sample may show a path deeper than the program has, nor the
 --          leaf anywhere but under the 12th level;
 --   every path shown must be one the program has (the call edges).
+--   helpers: pure arithmetic helpers (no snapshot of their own) with
+--          inline = "exact" (LuaJIT's profiling mode): each helper shows;
+--   LJPROF_STACKS=check: every trace exit through a snapshot with inlined
+--          frames is compared with the frames LuaJIT restored: none differs.
 -- Statistical bounds are loose (shares, not exact values): the runs take
 -- thousands of samples.
 local t = require("t")
@@ -58,15 +62,30 @@ local s = 0
 for r = 1, 12000 do s = s + visit(t, 1) end
 ]]
 
+local HELPERS = [[
+local sin = math.sin
+local function ha(x) return sin(x) + sin(x + 1) + sin(x + 2) + sin(x + 3) + sin(x + 4) + sin(x + 5) end
+local function hb(x) return sin(x + 6) + sin(x + 7) + sin(x + 8) end
+local function update(n)
+  local s = 0
+  for i = 1, n do s = s + ha(i) + hb(i) + sin(i + 10) end
+  return s
+end
+local t = 0
+for r = 1, 300 do t = t + update(10000) end
+]]
+
 -- The child: records the workload, prints stats then "count<TAB>stack".
 local CHILD = [[
 local src = io.read("*a")
 local prof = require("ljprof")
-prof.record({clock = "wall", interval = 1, fmt = "fZ;", depth = -100})
+prof.record({clock = "wall", interval = 1, fmt = "fZ;", depth = -100,
+             inline = os.getenv("INLINE")})
 assert(loadstring(src, "=work"))()
 prof.stop()
 local s = prof.stats()
 print("stats", s.inline_frames, s.inline_samples, s.inline_undecoded)
+print("check", s.snap_checks, s.snap_mismatches)
 for _, e in ipairs(prof.summary()) do print(e.count, e.stack) end
 ]]
 
@@ -83,8 +102,11 @@ local function run(src, env)
   local r = {stacks = {}, total = 0}
   for line in out:gmatch("[^\n]+") do
     local a, b, c = line:match("^stats\t(.-)\t(%d+)\t(%d+)$")
+    local ch, mm = line:match("^check\t(%d+)\t(%d+)$")
     if a then
       r.mode, r.inline, r.undecoded = a, tonumber(b), tonumber(c)
+    elseif ch then
+      r.checks, r.mismatches = tonumber(ch), tonumber(mm)
     else
       local n, st = line:match("^(%d+)\t(.*)$")
       if n then
@@ -145,8 +167,8 @@ t.case("inlined methods show, and only on paths the program has", function()
   t.eq(wrong, 0, "samples on paths the program does not have")
 end)
 
-t.case("LJPROF_INLINE=off keeps the frame the trace runs in", function()
-  local r = run(OOP, "LJPROF_INLINE=off")
+t.case("inline=off keeps the frame the trace runs in", function()
+  local r = run(OOP, "INLINE=off")
   t.ok(r.total >= 1000, "samples: " .. r.total)
   t.eq(r.inline, 0, "samples given inlined frames")
   t.ok(self_share(r, OOP_NAMES, "addmul") < 0.05, "addmul without inlined frames")
@@ -154,7 +176,7 @@ end)
 
 t.case("compiled recursion: never deeper than the program", function()
   local names = {visit = true, leaf = true}
-  for _, mode in ipairs({"", "LJPROF_INLINE=certain"}) do
+  for _, mode in ipairs({"", "INLINE=exact"}) do
     for run_no = 1, 2 do
       local r = run(REC, mode)
       local bad, deep = 0, 0
@@ -171,11 +193,44 @@ t.case("compiled recursion: never deeper than the program", function()
         if visits >= 10 then deep = deep + e.n end
       end
       print(string.format("  rec %s #%d: %d samples, %d with inlined frames, %.1f%% at depth >= 10",
-        mode == "" and "split" or "certain", run_no, r.total, r.inline, 100 * deep / r.total))
+        mode == "" and "snapshots" or "exact", run_no, r.total, r.inline, 100 * deep / r.total))
       t.ok(r.total >= 300, "samples: " .. r.total)
       t.eq(bad, 0, "samples deeper than the program or with a misplaced leaf")
     end
   end
+end)
+
+t.case("inline=exact: pure helpers inlined with no snapshot of their own", function()
+  local names = {update = true, ha = true, hb = true}
+  local r = run(HELPERS, "INLINE=exact")
+  t.eq(r.mode, "exact", "inline frames source")
+  t.ok(r.total >= 1000, "samples: " .. r.total)
+  local ha, hb, up = self_share(r, names, "ha"), self_share(r, names, "hb"),
+                     self_share(r, names, "update")
+  print(string.format("  helpers exact: ha %.1f%%, hb %.1f%%, update %.1f%% (by sin calls 60/30/10)",
+    100 * ha, 100 * hb, 100 * up))
+  t.ok(ha >= 0.35 and ha <= 0.80, "ha's share: " .. ha)
+  t.ok(hb >= 0.12 and hb <= 0.45, "hb's share: " .. hb)
+  local d = run(HELPERS)
+  t.eq(d.mode, "snapshots", "the default")
+  t.ok(self_share(d, names, "ha") < 0.05, "no snapshot: the default keeps the loop's frame")
+end)
+
+t.case("inline=exact with clock=itimer: one line naming both", function()
+  local dir = t.tmpdir()
+  t.write(dir .. "/w.lua", "local p = require('ljprof') p.record({clock = 'itimer', inline = 'exact'})")
+  local f = io.popen(t.q(LUAJIT) .. " " .. t.q(dir .. "/w.lua") .. " 2>&1")
+  local out = f:read("*a")
+  f:close()
+  os.execute("rm -rf " .. t.q(dir))
+  t.ok(out:find("inline=exact cannot run with clock=itimer", 1, true), out)
+end)
+
+t.case("LJPROF_STACKS=check: trace exits match their decoded snapshots", function()
+  local r = run(REC, "LJPROF_STACKS=check")
+  print(string.format("  exits checked: %d, mismatches: %d", r.checks or -1, r.mismatches or -1))
+  t.ok((r.checks or 0) > 0, "exits through inlined frames were checked")
+  t.eq(r.mismatches, 0, "exits whose restored frames differ from the snapshot")
 end)
 
 t.done()

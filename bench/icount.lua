@@ -18,7 +18,8 @@
 -- the repository root; writes docs/instructions.md (or --out) and prints
 -- the table. Workloads and configurations are bench/run's (the ones that
 -- take no sample): plain, ljprof `-jprof=Gi60000`, jit.p `-jp=Gi60000`,
--- LuaJIT's profiling mode alone (bench/probe.lua's LJPROF_BENCH_VMPROF).
+-- LuaJIT's profiling mode alone (bench/probe.lua's LJPROF_BENCH_VMPROF),
+-- ljprof with inline=exact (the same mode, turned on by ljprof).
 package.path = "bench/?.lua;" .. package.path
 local proc = require("lib.proc")
 local stat = require("lib.stat")
@@ -56,6 +57,8 @@ local CONFIGS = {
   {"ljprof", "ljprof `-jprof=Gi60000`", "-jprof=Gi60000," .. TMP .. "/out-%s.txt", ""},
   {"jitp", "jit.p `-jp=Gi60000`", "-jp=Gi60000," .. TMP .. "/out-%s.txt", ""},
   {"mode", "LuaJIT's profiling mode alone", "", "LJPROF_BENCH_VMPROF=f"},
+  {"exact", "ljprof `-jprof=Gi60000/inline=exact`",
+   "-jprof=Gi60000/inline=exact," .. TMP .. "/out-%s.txt", ""},
 }
 
 -- One shell command per run, printing "name workload seed count".

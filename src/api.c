@@ -717,7 +717,7 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->stack_mismatches = ctx->stack_mismatches;
   ri->inline_frames =
       ctx->opt.inline_frames == LJPROF_INLINE_OFF || !ctx->tr.mem ? "off"
-      : !ljp_tsl.ok ? (ljp_tsl.why[0] ? ljp_tsl.why : "off")
+      : !ljp_tsl.ok && ljp_tsl.tried ? (ljp_tsl.why[0] ? ljp_tsl.why : "off")
       : ctx->jitmode_run ? "exact" : "snapshots";
   ri->inline_samples = ctx->inline_samples;
   ri->inline_undecoded = ctx->inline_undecoded;

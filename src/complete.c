@@ -820,9 +820,13 @@ static void inline_frames(ljp_ctx *ctx, ljp_record *r)
   int n, i, keep, est;
   /* LJPROF_INLINE=certain|split: other rules, for measurements */
   static _Atomic int certain = -1, split = -1;
-  if (!ljp_tsl.ok || !r->tobj || !r->nlua || r->lua[0].kind != 0 ||
-      r->lua[0].inl || ctx->opt.inline_frames == LJPROF_INLINE_OFF)
+  if (!r->tobj || !r->nlua || r->lua[0].kind != 0 || r->lua[0].inl ||
+      ctx->opt.inline_frames == LJPROF_INLINE_OFF)
     return;
+  if (!ljp_tsl.ok) {            /* learnt after this safe point, once */
+    if (!ljp_tsl.tried) ctx->snap_learn = 1;
+    return;
+  }
   if (!ljp_tm_holds(r->tobj, mpc)) {     /* C called from the trace */
     if (!r->tret || !ljp_tm_holds(r->tobj, r->tret - 1)) return;
     mpc = r->tret - 1;

@@ -152,6 +152,7 @@ struct ljp_ctx {
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   int jitmode_on;            /* LuaJIT's profiling mode set (jitmode.c) */
   int jitmode_run;           /* ... for this run (kept after stop) */
+  int snap_learn;            /* a sample wants the snapshot layouts */
   uint64_t inline_samples;   /* records given frames a trace inlined */
   uint64_t inline_undecoded; /* records whose snapshot was not decoded */
   uint64_t inline_estimated; /* records between two snapshots that differ */
@@ -211,6 +212,8 @@ void ljp_hook(lua_State *L, lua_Debug *ar);
 
 /* Completing samples at the safe point (complete.c). */
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
+/* run.c: learn the snapshot layouts now (once per process). */
+void ljp_run_learn_snapshots(void);
 /* LJPROF_STACKS=check: a trace exit taken (tr, snapshot ex) to compare at
 ** the next safe point (1: armed for it); the comparison (complete.c). */
 int ljp_snapcheck_note(ljp_ctx *ctx, int32_t tr, int32_t ex);

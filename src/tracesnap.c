@@ -310,19 +310,32 @@ static const char probe_chunk[] =
   "  end\n"
   "  return s\n"
   "end\n"
-  "run(300)\n"
+  "local function run2(n)\n"
+  "  local t, s = {}, 0\n"
+  "  for i = 1, n do s = s + leaf(t, i % 13) + (i > 150 and mid(t, i) or 0) end\n"
+  "  return s\n"
+  "end\n"
+  "local function run3(n)\n"
+  "  local t, s = {x = 1}, 0\n"
+  "  for i = 1, n do t.x = t.x + i; s = s + va(t, i) end\n"
+  "  return s\n"
+  "end\n"
+  "run(300) run2(300) run3(300)\n"
   "-- No trace is made, or freed with a prototype the GC takes, while they\n"
   "-- are read.\n"
   "jit.off()\n"
   "collectgarbage('stop')\n"
-  "local fns = {leaf, mid, va, run}\n"
+  "local fns = {leaf, mid, va, run, run2, run3}\n"
   "local rets = {function() end, function(x) return x end,\n"
   "              function(a, b) return a, b end, function(...) return ... end}\n"
   "local nbc = {}\n"
   "for i, f in ipairs(fns) do nbc[i] = util.funcinfo(f).bytecodes end\n"
   "local out = {}\n"
+  "local miss = 0\n"
   "for tr = 1, 4096 do\n"
   "  local info = util.traceinfo(tr)\n"
+  "  if not info then miss = miss + 1 if miss > 64 then break end else miss = 0 end\n"
+  "  if #out >= 24 then break end\n"
   "  if info and info.nexit and info.nexit > 0 then\n"
   "    local r = {tr = tr, nins = info.nins, nk = info.nk,\n"
   "               nexit = info.nexit, snaps = {}, ots = {}, ks = {}}\n"
@@ -372,7 +385,9 @@ static int snaps_match(const tsrec *r, uintptr_t p)
 {
   unsigned char buf[NSN * SNAPSZ];
   int i, prev = -1;
-  if (!p || ljp_peek(buf, p, (size_t)r->nsn * SNAPSZ)) return 0;
+  if (!p || (p & 3) || p >= ((uint64_t)1 << 47) ||
+      ljp_peek(buf, p, (size_t)r->nsn * SNAPSZ))
+    return 0;
   for (i = 0; i < r->nsn; i++) {
     const unsigned char *s = buf + i * SNAPSZ;
     int mc = rd16(s + 6);
@@ -390,15 +405,16 @@ static int snaps_match(const tsrec *r, uintptr_t p)
 ** snapshot array at sp the offsets)? */
 static int map_match(const tsrec *r, uintptr_t sp, uintptr_t p)
 {
+  unsigned char buf[NSN * SNAPSZ];
   int i;
   uint32_t k;
-  if (!p) return 0;
+  if (!p || (p & 3) || p >= ((uint64_t)1 << 47) ||
+      ljp_peek(buf, sp, (size_t)r->nsn * SNAPSZ))
+    return 0;
   for (i = 0; i < r->nsn; i++) {
-    uint32_t mapofs, e[NENT];
+    uint32_t mapofs = rd32(buf + i * SNAPSZ), e[NENT];
     uint32_t n = r->sn[i].nent < NENT ? r->sn[i].nent : NENT;
-    if (ljp_peek(&mapofs, sp + (uintptr_t)i * SNAPSZ, 4) ||
-        (n && ljp_peek(e, p + 4u * mapofs, 4u * n)))
-      return 0;
+    if (n && ljp_peek(e, p + 4u * mapofs, 4u * n)) return 0;
     for (k = 0; k < n; k++)
       if (e[k] != r->sn[i].e[k]) return 0;
   }
@@ -407,14 +423,13 @@ static int map_match(const tsrec *r, uintptr_t sp, uintptr_t p)
 
 int ljp_tracesnap_probe(lua_State *S)
 {
-  static int done;
   static tsrec rec[NTR];
   uintptr_t g;
   int top = lua_gettop(S), nrec = 0, i, j, res, fns, ok = 0, nsnaps = 0;
   ptrdiff_t o, sp_off = -1, map_off = -1, ir_off = -1;
   int kgc = -1, knum = -1, tfunc = -1;
-  if (done) return ljp_tsl.ok;
-  done = 1;
+  if (ljp_tsl.tried) return ljp_tsl.ok;
+  ljp_tsl.tried = 1;
   if (!ljp_tml.ok) return fail("trace layout unknown");
   if (!(g = ljp_vm_global(S))) return fail("global state unknown");
   if (luaL_loadbuffer(S, probe_chunk, sizeof(probe_chunk) - 1,
@@ -481,7 +496,9 @@ int ljp_tracesnap_probe(lua_State *S)
     lua_rawgeti(S, res, i);
     if (!lua_istable(S, -1)) { lua_pop(S, 1); break; }
     row = lua_gettop(S);
-    memset(r, 0, sizeof(*r));
+    /* (not cleared whole: 18 KB a record; every field used is set) */
+    r->nir = r->nks = 0;
+    r->size = 0;
     lua_getfield(S, row, "tr");    r->tr = (int32_t)lua_tointeger(S, -1);
     lua_getfield(S, row, "nins");  r->nins = (uint32_t)lua_tointeger(S, -1);
     lua_getfield(S, row, "nk");    r->nk = (uint32_t)lua_tointeger(S, -1);
@@ -582,16 +599,18 @@ int ljp_tracesnap_probe(lua_State *S)
     return fail("snapshot map size not found once");
   }
   for (o = 0; o + 8 <= TWIN && ir_off != -2; o += 8) {
+    if (o == sp_off || o == map_off) continue;
     for (i = 0; i < nrec; i++) {
+      static unsigned char irs[8 * NIR];     /* (the probe is serialised) */
       uintptr_t ir = rd64(rec[i].w + o);
       int ref;
-      if (!ir || rec[i].nir < 1) break;
-      for (ref = 1; ref <= rec[i].nir; ref++) {
-        uint16_t ot;
-        if (ljp_peek(&ot, ir + 8u * (REF_BIAS + (uint32_t)ref) + 4, 2) ||
-            ot != rec[i].ot[ref])
-          break;
-      }
+      /* a biased pointer: 8-aligned, its instructions in user space */
+      if (!ir || (ir & 7) || rec[i].nir < 1 ||
+          ir + 8u * (REF_BIAS + 1) >= ((uint64_t)1 << 47) ||
+          ljp_peek(irs, ir + 8u * (REF_BIAS + 1), 8u * (uint32_t)rec[i].nir))
+        break;
+      for (ref = 1; ref <= rec[i].nir && rd16(irs + 8 * (ref - 1) + 4) ==
+                                             rec[i].ot[ref]; ref++) {}
       if (ref <= rec[i].nir) break;
     }
     if (i == nrec) ir_off = ir_off >= 0 ? -2 : o;
@@ -657,7 +676,7 @@ int ljp_tracesnap_probe(lua_State *S)
         ** with no code of its own before it. */
         if (sn < j) { ok = -1; break; }
         for (k = 0; k < n; k++) {
-          for (m = 1; m <= 4; m++) {
+          for (m = 1; m <= 6; m++) {
             lua_rawgeti(S, fns, m);
             if ((uintptr_t)lua_topointer(S, -1) == f[k].fn) {
               lua_pop(S, 1);
@@ -665,7 +684,7 @@ int ljp_tracesnap_probe(lua_State *S)
             }
             lua_pop(S, 1);
           }
-          if (m > 4) { ok = -1; break; }
+          if (m > 6) { ok = -1; break; }
         }
         if (n > 0) inl++;
       }

@@ -29,6 +29,7 @@
 
 typedef struct ljp_tslayout {
   volatile int ok;        /* every offset below proven */
+  volatile int tried;     /* the probe ran (it runs once per process) */
   ptrdiff_t t_nsnap;      /* GCtrace: uint16 number of snapshots */
   ptrdiff_t t_snap;       /* GCtrace: the SnapShot array */
   ptrdiff_t t_snapmap;    /* GCtrace: the snapshot map (uint32 entries) */
@@ -48,7 +49,8 @@ extern ljp_tslayout ljp_tsl;
 
 /* Normal context, in a state of ljprof's own with the trace layouts of
 ** tracemem.h proven: learn and prove the snapshot layouts, once per
-** process. Returns ljp_tsl.ok. */
+** process (run.c calls it when the first sample in compiled code asks
+** for it: a run that takes none pays nothing). Returns ljp_tsl.ok. */
 int ljp_tracesnap_probe(lua_State *S);
 
 #define LJP_TS_MAX 16   /* inlined frames decoded per snapshot */

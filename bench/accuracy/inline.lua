@@ -166,9 +166,14 @@ if prof_kind ~= "jitp" and prof_kind ~= "none" then
 end
 local run = assert(loadstring(src, "=" .. wname))(math.sin, n)
 -- calibrate reps to ~secs/8 per call of run
-local reps, t0 = 1, os.clock()
-while os.clock() - t0 < 0.05 do run(reps) reps = reps * 2 end
-reps = math.max(1, math.floor(reps * secs / 8 / (os.clock() - t0)))
+local reps = 1
+while true do
+  local t0 = os.clock()
+  run(reps)
+  local d = os.clock() - t0
+  if d > 0.02 then reps = math.max(1, math.floor(reps * secs / 8 / d)) break end
+  reps = reps * 2
+end
 local counts, total = {}, 0
 local function add(stack, w)
   counts[stack] = (counts[stack] or 0) + w

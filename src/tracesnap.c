@@ -42,6 +42,9 @@
 #include "vmprobe.h"
 
 ljp_tslayout ljp_tsl;
+/* The probe's replay: the readers work on the layout being proven, on the
+** learning thread only, while ljp_tsl.ok stays 0 for every other one. */
+static __thread int proving;
 
 #define REF_BIAS 0x8000u
 #define SNAP_FRAME 0x010000u
@@ -62,7 +65,7 @@ int ljp_ts_snapno(uintptr_t T, uintptr_t mpc)
   uintptr_t mc, snap;
   uint32_t sz, ofs;
   int lo = 0, hi;
-  if (!ljp_tsl.ok || !T) return -1;
+  if (!(ljp_tsl.ok || proving) || !T) return -1;
   mc = ld64(T + (uintptr_t)ljp_tml.t_mcode);
   sz = ld32(T + (uintptr_t)ljp_tml.t_szmcode);
   if (mpc < mc || mpc - mc >= sz) return -1;
@@ -107,7 +110,7 @@ static int kvalue(uintptr_t ir, uint32_t nk, uint32_t ref, int op, int type,
 int ljp_ts_pc_in(uintptr_t bc, uintptr_t pc)
 {
   uint32_t n;
-  if (!ljp_tsl.ok || !bc || pc <= bc || (pc & 3)) return 0;
+  if (!(ljp_tsl.ok || proving) || !bc || pc <= bc || (pc & 3)) return 0;
   n = ld32(bc - (uintptr_t)ljp_tml.pt_size + (uintptr_t)ljp_tsl.pt_sizebc);
   return pc - bc <= 4u * (uintptr_t)n;
 }
@@ -119,7 +122,8 @@ int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
   uint32_t mapofs, nent, nk, b, skip = 0;
   uint64_t pcbase;
   int n = 0;
-  if (!ljp_tsl.ok || sn < 0 || sn >= ld16(T + (uintptr_t)ljp_tsl.t_nsnap))
+  if (!(ljp_tsl.ok || proving) || sn < 0 ||
+      sn >= ld16(T + (uintptr_t)ljp_tsl.t_nsnap))
     return -1;
   snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
   S = snap + (uintptr_t)sn * SNAPSZ;
@@ -660,7 +664,7 @@ int ljp_tracesnap_probe(lua_State *S)
   ljp_tsl.t_func = (uint8_t)tfunc;
   /* Replay: every snapshot decodes whole or not at all, the functions it
   ** names are the probe's, and at least one shows an inlined frame. */
-  ljp_tsl.ok = 1;
+  proving = 1;
   {
     int inl = 0;
     for (i = 0; i < nrec && ok >= 0; i++) {
@@ -689,8 +693,8 @@ int ljp_tracesnap_probe(lua_State *S)
         if (n > 0) inl++;
       }
     }
+    proving = 0;
     if (ok < 0 || !inl) {
-      ljp_tsl.ok = 0;
       lua_settop(S, top);
       return fail(ok < 0 ? "a snapshot decoded to another function"
                          : "no snapshot showed an inlined frame");
@@ -699,5 +703,6 @@ int ljp_tracesnap_probe(lua_State *S)
   ljp_tsl.traces = nrec;
   ljp_tsl.snaps = nsnaps;
   lua_settop(S, top);
+  __atomic_store_n(&ljp_tsl.ok, 1, __ATOMIC_RELEASE);  /* the offsets first */
   return 1;
 }

@@ -809,10 +809,10 @@ static uintptr_t running_cfunc(ljp_ctx *ctx, const ljp_record *r)
 
 /* The frames a trace had inlined where record r's time was spent (the
 ** snapshot whose code holds its PC, or for a C function called from trace
-** code the return address into it; only what the next snapshot agrees
-** on), put above the trace's base frame that the signal captured, which
-** gets its PC there (the snapshot's line, not the trace's start line).
-** Only while the trace is still the object the signal saw. */
+** code the return address into it: tracesnap.h's rules), put above the
+** trace's base frame that the signal captured, which gets its PC there
+** (the snapshot's line, not the trace's start line). Only while the trace
+** is still the object the signal saw (the caller checked tobj). */
 static void inline_frames(ljp_ctx *ctx, ljp_record *r)
 {
   ljp_tsframe f[LJP_TS_MAX];
@@ -831,7 +831,7 @@ static void inline_frames(ljp_ctx *ctx, ljp_record *r)
     if (!r->tret || !ljp_tm_holds(r->tobj, r->tret - 1)) return;
     mpc = r->tret - 1;
   }
-  n = ljp_ts_certain(r->tobj, mpc,
+  n = ljp_ts_sample_frames(r->tobj, mpc,
                      ctx->jitmode_on ? LJP_TS_EXACT
                      : ljp_env_is(&certain, "LJPROF_INLINE", "certain")
                          ? LJP_TS_CERTAIN
@@ -839,8 +839,8 @@ static void inline_frames(ljp_ctx *ctx, ljp_record *r)
                          ? LJP_TS_SPLIT : LJP_TS_OWN,
                      f, LJP_TS_MAX, &basepc, &est);
   /* The frames join the captured base frame only where the snapshot's
-  ** base PC lies in its function: a trace linked to itself under up
-  ** recursion may run above the base the capture started from. */
+  ** base PC lies in its function (a check: the capture's base is the
+  ** trace's, but for a linking trace's last bytes, tracesnap.c). */
   if (n < 0 || (basepc && !ljp_ts_pc_in(r->lua[0].bc, basepc))) {
     ctx->inline_undecoded++;
     return;

@@ -188,7 +188,7 @@ static int is_ret(uint32_t op)
   return 0;
 }
 
-int ljp_ts_certain(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
+int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
                    int max, uintptr_t *basepc, int *estimated)
 {
   ljp_tsframe nx[LJP_TS_MAX];

@@ -103,7 +103,7 @@ int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
                              change) */
 #define LJP_TS_SPLIT 2
 #define LJP_TS_CERTAIN 3
-int ljp_ts_certain(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
+int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
                    int max, uintptr_t *basepc, int *estimated);
 
 #endif

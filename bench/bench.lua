@@ -128,6 +128,12 @@ if parts.jit then R.jit = jitperturb.run(ctx) end
 if parts.cost then R.cost = cost.run(ctx) end
 if parts.throughput then R.agg = throughput.run(ctx) end
 if parts.memory then R.mem = memory.run(ctx) end
+-- Hot compiled code (bench/hot_traces.lua, its own markdown; ~1 min).
+if parts.memory then
+  local f = io.popen("luajit bench/hot_traces.lua" .. (opt.quick and " 2000 1 1 20" or "") .. " 2>&1")
+  R.hot = f:read("*a")
+  f:close()
+end
 local m1 = machine()
 local elapsed = proc.now() - t_start
 
@@ -609,6 +615,19 @@ if R.mem then
   p("## Memory of a long run")
   p()
   p(memory.tables(R.mem))
+end
+if R.hot and R.hot ~= "" then
+  p("## Memory of hot compiled code")
+  p()
+  p("`luajit bench/hot_traces.lua` (20,000 functions, each a loop LuaJIT compiles; with the " ..
+    "default maxtrace=1000 it flushes and recompiles them all the time; a full collection after " ..
+    "each round keeps the Lua heap the same in every run). VmRSS, VmHWM from /proc/self/status " ..
+    "and `ljprof.stats().bytes` at the end of the loop, one run each. With `every=`, the " ..
+    "export helper's state renders the interval's profile while the program runs: its heap " ..
+    "(model and pprof encoding, ~700 bytes per distinct stack, more with many distinct " ..
+    "functions) is part of the RSS read then.")
+  p()
+  p(R.hot)
 end
 
 p("## Crashes and output checks")

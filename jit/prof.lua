@@ -342,7 +342,7 @@ function M.write_after_signal(spec)
   local outputs = {}
   for k = 3, #parts do outputs[#outputs + 1] = parts[k] end
   local r = parse(parts[2], outputs)
-  r.program = parts[1]
+  r.program, r.apart = parts[1], true  -- (a state of ljprof's own)
   write_outputs(r)
 end
 

@@ -47,10 +47,15 @@ int ljp_codemap_classify(ljp_codemap *m, uintptr_t pc, int32_t *trace)
 
 /* -- Writers (normal context) -------------------------------------------- */
 
-/* Publish a new trace array (copy-on-write); the old one is retired. */
+/* Publish a new trace array (copy-on-write); the old one is retired and
+** freed as soon as no handler can be reading it: a program that compiles
+** thousands of traces replaces the array once per trace learnt, and
+** arrays left to a later collect piled up (2,000 hot functions at 10 kHz:
+** 132 MB of retired arrays, heaptrack). */
 static void publish(ljp_codemap *m, ljp_tracemap *tm)
 {
   ljp_epoch_retire(atomic_exchange(&m->traces, tm), NULL);
+  ljp_epoch_collect();
 }
 
 void ljp_codemap_trace_set(ljp_codemap *m, int32_t trace, uintptr_t lo,

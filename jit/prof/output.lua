@@ -246,7 +246,8 @@ local function own_work_apart(p)
 end
 
 -- The whole output of a recorded run r (jit/prof.lua's run description:
--- outputs, view, kv.zones, kv.calls, program), collected from the library
+-- outputs, view, kv.zones, kv.calls, program; apart: in a state of ljprof's
+-- own), collected from the library
 -- (ljprof's functions read the run: after stop, or in the exit helper's
 -- state, the same run) and written, each output's file named by
 -- name_of(path). Returns the failures, one line each (none: {}).
@@ -257,6 +258,14 @@ function M.write_run(r, name_of)
   -- without profile() gives the summary's keys.
   local p = ljprof.profile and model.from_profile(ljprof.profile()) or
             model.collect(ljprof.summary())
+  -- In ljprof's own state (r.apart: the exit write, exports, the exit
+  -- helper), a full collection after each step: building the model and
+  -- each rendering leave garbage as large as what they keep (the keys of
+  -- merging, every output's string), and a fresh state's heap only
+  -- grows until its first cycle; never in the program's state, whose
+  -- finalizers this would run (and at lua_close the write runs from one).
+  local function settle() if r.apart then collectgarbage() end end
+  settle()
   -- A C function without a Lua name prints as its address, another one
   -- every run (ASLR): name it by symbol, or object and offset
   -- ("luajit+0x86ca"), so that two runs can be compared.
@@ -300,6 +309,8 @@ function M.write_run(r, name_of)
     elseif not ok or not data then
       errs[#errs + 1] = (path == "-" and "" or (path .. ": ")) .. tostring(err):match("^[^\n]*")
     end
+    data = nil
+    settle()
   end
   return errs
 end

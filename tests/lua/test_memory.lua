@@ -1,0 +1,99 @@
+-- Memory that ljprof takes from a program (issue 28, item 5): a program of
+-- many hot compiled functions (LuaJIT compiles, flushes and recompiles
+-- their traces all the time) profiled at 10 kHz wall, with -jprof and with
+-- LJPROF every= (ljprof.auto). Its resident set at the end of the loop
+-- must stay within 16 MB of the same program unprofiled plus what
+-- ljprof says it holds (stats().bytes); and writing the profile at stop
+-- (the exit write, jit.prof's stop, in ljprof's own Lua state) must add
+-- little to the peak. Before the fix, the code map kept every replaced
+-- trace array until a later collect: 2,000 functions for 2 s, RSS 5 MB
+-- unprofiled, 227 MB profiled. The loop runs for CPU time, not wall time;
+-- nothing here depends on how fast the machine is.
+local t = require("t")
+
+local q = t.q
+local dir = t.tmpdir()
+local LJ = t.LUAJIT
+local N, CPU = 2000, 1.5
+
+local PROG = [[
+local N, S, mode = tonumber(arg[1]), tonumber(arg[2]), arg[3]
+local fs = {}
+for i = 1, N do
+  fs[i] = loadstring(("local k = %d return function(n) local s = 0 " ..
+    "for j = 1, n do s = s + (j * k) %% 7 end return s end"):format(i), "=f" .. i)()
+end
+local function status()
+  local f = io.open("/proc/self/status") local s = f:read("*a") f:close()
+  return tonumber(s:match("VmRSS:%s*(%d+)")), tonumber(s:match("VmHWM:%s*(%d+)"))
+end
+local t0, r = os.clock(), 0
+while os.clock() - t0 < S do
+  for i = 1, N do r = r + fs[i](100) end
+  collectgarbage()  -- the Lua heap the same, profiled or not
+end
+local rss, hwm = status()
+local lj = package.loaded.ljprof
+local st = lj and lj.stats() or {}
+print(("loop rss=%d hwm=%d bytes=%d samples=%d stacks=%d"):format(
+  rss, hwm, st.bytes or 0, st.samples or 0, st.stacks or 0))
+if mode == "stop" then  -- the exit write, done here to be measured
+  require("jit.prof").stop()
+  rss, hwm = status()
+  print(("stopped rss=%d hwm=%d"):format(rss, hwm))
+end
+]]
+t.write(dir .. "/prog.lua", PROG)
+
+local function run(prefix, args)
+  local out, code = t.sh_in(dir, prefix .. " " .. q(LJ) .. " " .. args ..
+    " prog.lua " .. N .. " " .. CPU .. " stop")
+  t.eq(code, 0, "status of " .. args .. ": " .. out)
+  local r = {}
+  r.rss, r.hwm, r.bytes, r.samples, r.stacks =
+    out:match("loop rss=(%d+) hwm=(%d+) bytes=(%d+) samples=(%d+) stacks=(%d+)")
+  for k, v in pairs(r) do r[k] = tonumber(v) end
+  local srss, shwm = out:match("stopped rss=(%d+) hwm=(%d+)")
+  r.stop_hwm = tonumber(shwm)
+  r.out = out
+  return r
+end
+
+local MB = 1024  -- KB
+
+local base = run("", "")
+t.case("unprofiled baseline measured", function()
+  t.ok(base.rss and base.rss > 0, "no RSS line: " .. base.out)
+end)
+
+local function bound(name, r)
+  t.case(name, function()
+    if not t.ok(r.rss, "no RSS line: " .. r.out) then return end
+    t.ok(r.samples > 1000, "samples taken: " .. r.samples)
+    local limit = base.rss + math.ceil(r.bytes / 1024) + 16 * MB
+    print(("  %s: RSS %d KB (unprofiled %d KB, stats().bytes %d, limit %d KB), samples %d"):format(
+      name, r.rss, base.rss, r.bytes, limit, r.samples))
+    t.ok(r.rss <= limit, ("RSS %d KB > unprofiled %d KB + stats().bytes %d + 16 MB"):format(
+      r.rss, base.rss, r.bytes))
+  end)
+end
+
+-- -jprof: the whole run kept, written at stop in ljprof's own state.
+local jp = run(t.CHILD_ENV, "-jprof=G/clock=wall/rate=10000,out.folded")
+bound("hot_traces_jprof_rss_bound", jp)
+t.case("hot_traces_jprof_stop_write_peak", function()
+  if not t.ok(jp.stop_hwm, "no stop line: " .. jp.out) then return end
+  local f = t.read(dir .. "/out.folded")
+  t.ok(f and #f > 0, "out.folded written")
+  print(("  stop: peak %d KB -> %d KB (%d stacks)"):format(jp.hwm, jp.stop_hwm, jp.stacks))
+  t.ok(jp.stop_hwm - jp.hwm <= 32 * MB, ("the write at stop added %d KB to the peak"):format(
+    jp.stop_hwm - jp.hwm))
+end)
+
+-- LJPROF every=: periodic exports by the library's export helper.
+local ev = run(t.CHILD_ENV .. "LJPROF=" .. q("clock=wall,rate=10000,every=0.3,output=" ..
+  dir .. "/e-%n.folded"), "-l ljprof.auto")
+bound("hot_traces_every_rss_bound", ev)
+
+os.execute("rm -rf " .. q(dir))
+t.done()

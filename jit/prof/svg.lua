@@ -113,28 +113,11 @@ OTHER.order = #M.STATES + 1
 ------------------------------------------------------------------------
 -- Text.
 
-local REPLACEMENT = "\239\191\189"   -- U+FFFD
-local UTF8 = {"[\32-\126]", "[\194-\223][\128-\191]", "\224[\160-\191][\128-\191]",
-  "[\225-\236\238\239][\128-\191][\128-\191]", "\237[\128-\159][\128-\191]",
-  "\240[\144-\191][\128-\191][\128-\191]", "[\241-\243][\128-\191][\128-\191][\128-\191]",
-  "\244[\128-\143][\128-\191][\128-\191]"}
-
 -- s as well-formed UTF-8 without control characters: anything else
--- (invalid bytes, C0 controls, DEL) becomes U+FFFD, byte by byte.
+-- (invalid bytes, C0 controls, DEL) becomes U+FFFD, byte by byte
+-- (model.utf8, shared with speedscope and pprof).
 function M.clean(s)
-  s = tostring(s)
-  if not s:find("[%z\1-\31\127-\255]") then return s end
-  local out, i, n = {}, 1, #s
-  while i <= n do
-    local e
-    for _, pat in ipairs(UTF8) do
-      e = select(2, s:find("^" .. pat, i))
-      if e then break end
-    end
-    out[#out + 1] = e and s:sub(i, e) or REPLACEMENT
-    i = (e or i) + 1
-  end
-  return concat(out)
+  return model.utf8(s, true)
 end
 
 local ENTITY = {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;",

@@ -79,6 +79,15 @@ t.case("no samples: nothing written, one line, a failing status", function()
   end
 end)
 
+t.case("ulimit -n 10: the launcher runs (dash failed: 0: 3: Invalid argument)", function()
+  local svg = dir .. "/ulimit.svg"
+  local code, out, err = sh(string.format("(ulimit -n 10 && exec %s -c wall -r 1000 -o %s %s say 0.2)",
+    LJPROF, svg, script))
+  t.eq(code, 0, "exit status under ulimit -n 10: " .. err)
+  t.ok(out:find("finished", 1, true) ~= nil, "the script ran: " .. out .. err)
+  t.ok((read(svg) or ""):find("<svg", 1, true) ~= nil, "the flame graph is written: " .. err)
+end)
+
 t.case("--key=value as well as --key value", function()
   local out = dir .. "/eq.folded"
   os.remove(out)

@@ -44,6 +44,9 @@ M.extension, M.format_for = options.extension, options.format_for
 local vmdef_ok, vmdef = pcall(require, "jit.vmdef")
 local ffnames = vmdef_ok and vmdef.ffnames or {}
 
+-- The frame of a sample without any (folded, SVG, speedscope, text).
+M.NO_STACK = "(no stack)"
+
 M.VMNAMES = {
   N = "Compiled", I = "Interpreted", C = "C code",
   G = "Garbage Collector", J = "JIT Compiler",
@@ -228,6 +231,15 @@ function M.utf8(s, controls)
   return table.concat(out)
 end
 
+-- A frame label for folded stacks (the folded format and -jp's G view):
+-- ";" (the frame separator) becomes ",", and every control character (C0,
+-- DEL: a CR or LF would end the line, a TAB is read as a separator by
+-- some tools) a space, so that every line splits unambiguously.
+local FOLD = {[";"] = ","}
+function M.folded_label(s)
+  return (s:gsub("[;%z\1-\31\127]", function(c) return FOLD[c] or " " end))
+end
+
 -- A chunk name as dumpstack prints it: up to the last / or \ removed,
 -- unless full paths are asked for.
 function M.chunk(file, fullpath)
@@ -395,6 +407,9 @@ function M.view(p, stack, scope, fullpath, depth, sep)
   if not key then
     local labels = {}
     for id, fr in ipairs(p.frames) do labels[id] = M.label(fr, scope, fullpath) end
+    if sep == ";" then   -- G: folded stacks
+      for id, l in ipairs(labels) do labels[id] = M.folded_label(l) end
+    end
     key = M.keyer(labels, sep)
     keyers[ck] = key
   end

@@ -39,7 +39,7 @@ local model = require("jit.prof.model")
 local M = {}
 
 M.SCHEMA = "https://www.speedscope.app/file-format-schema.json"
-M.NO_STACK = "(no stack)"
+M.NO_STACK = model.NO_STACK
 
 local byte, format = string.byte, string.format
 local concat = table.concat

@@ -90,7 +90,7 @@ M.MIN_SHARE = 0.001   -- frames below this share of all samples are not drawn
 M.TOP = 78            -- title, subtitle, legend
 M.BOTTOM = 30         -- details line
 M.ROOT = "all"
-M.NO_STACK = "(no stack)"
+M.NO_STACK = model.NO_STACK
 
 -- VM states in legend order: letter, name, two shades (hash picks between).
 M.STATES = {

@@ -13,12 +13,14 @@
 ** ITIMER_PROF (clock itimer) then killed it with SIGPROF ("Profiling timer
 ** expired", status 155). POSIX timers (clocks cpu and wall) and the timer
 ** thread (clock thread) end at exec. Before the real exec, when runs of
-** this process are live: ITIMER_PROF is disarmed when ljprof owns it, the
-** pending signals ljprof handles are discarded (set ignored for a moment,
-** then its handler again), and one line says that the profile of the
-** program being replaced is not written: it is rendered by Lua code, and
-** the exec caller's thread may be inside the very Lua state it would need.
-** If exec fails the itimer is armed again and the run goes on.
+** this process are live: the run that traps exit signals (jit.prof's, so
+** -jprof's and ljprof.auto's) is written by the same writer, in a state
+** of its own on this thread (exit_signals.c, ljp_exit_write_now); a run
+** that cannot be written (another thread's, the C API's) gets one line
+** saying so; ITIMER_PROF is disarmed when ljprof owns it, and the pending
+** signals ljprof handles are discarded (set ignored for a moment, then
+** its handler again). If exec fails the itimer is armed again and the
+** run goes on (its file is written again at its end).
 **
 ** Normal context only; the exec call itself is the C library's (dlsym
 ** RTLD_NEXT). A forked child inherits the live-run count but not the
@@ -37,6 +39,7 @@
 #include <unistd.h>
 
 #include "ljp.h"
+#include "exit_signals.h"
 #include "../include/ljprof.h"
 
 extern char **environ;
@@ -68,9 +71,12 @@ static int before_exec(const char *what, struct itimerval *it)
       sigaction(sig, &cur, NULL);
     }
   }
-  fprintf(stderr, "ljprof: exec %s: the profile of this program (pid %d) "
-          "is not written: stop the profiler before exec to keep it\n",
-          what ? what : "?", (int)getpid());
+  /* The outputs of the run that traps exit signals (jit.prof's: -jprof,
+  ** ljprof.auto), written by its writer; others cannot be. */
+  if (ljp_exit_write_now() != 1)
+    fprintf(stderr, "ljprof: exec %s: the profile of this program (pid %d) "
+            "is not written: stop the profiler before exec to keep it\n",
+            what ? what : "?", (int)getpid());
   return itimer;
 }
 

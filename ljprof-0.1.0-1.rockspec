@@ -42,6 +42,7 @@ build = {
   build_command = [[$(CC) $(CFLAGS) -std=gnu11 -fvisibility=hidden -pthread -D_FILE_OFFSET_BITS=64 -Iinclude -I"$(LUAJIT_INCDIR)/luajit-2.1" -I"$(LUAJIT_INCDIR)" src/*.c -o ljprof.so $(LIBFLAG) -pthread -ldl -lm -lrt]],
   -- jit/prof/ whole (a new writer needs no entry here); the launcher
   -- src/ljprof.in as it is (it finds the module in the LuaRocks tree
-  -- around it), with the version filled in.
-  install_command = [[mkdir -p "$(LIBDIR)" "$(LUADIR)/jit/prof" "$(LUADIR)/ljprof" "$(BINDIR)" && cp ljprof.so "$(LIBDIR)/" && cp jit/prof.lua "$(LUADIR)/jit/" && cp jit/prof/*.lua "$(LUADIR)/jit/prof/" && cp ljprof/auto.lua "$(LUADIR)/ljprof/" && sed "s/@VERSION@/0.1.0/" src/ljprof.in > "$(BINDIR)/ljprof" && chmod 755 "$(BINDIR)/ljprof"]],
+  -- around it), with the version filled in and bash as its interpreter
+  -- when there is one (src/ljprof.in says why).
+  install_command = [[mkdir -p "$(LIBDIR)" "$(LUADIR)/jit/prof" "$(LUADIR)/ljprof" "$(BINDIR)" && cp ljprof.so "$(LIBDIR)/" && cp jit/prof.lua "$(LUADIR)/jit/" && cp jit/prof/*.lua "$(LUADIR)/jit/prof/" && cp ljprof/auto.lua "$(LUADIR)/ljprof/" && sed -e "s/@VERSION@/0.1.0/" -e "1s|@SHELL@|`command -v bash || echo /bin/sh`|" src/ljprof.in > "$(BINDIR)/ljprof" && chmod 755 "$(BINDIR)/ljprof"]],
 }

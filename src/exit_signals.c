@@ -42,6 +42,10 @@
 ** at ljprof's entry points); a thread that runs on after the close holds
 ** libc's locks only briefly. The helper blocks every signal. After fork,
 ** a child has no helper: there the signal gets its default action.
+**
+** Before an exec (exec.c, under LD_PRELOAD) the same writer writes the
+** profile on the exec caller's thread, when that is the profiled one:
+** ljp_exit_write_now.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -518,6 +522,68 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
     lua_rawseti(L, -2, ++n);
   }
   return 1;
+}
+
+/* Before exec (exec.c), on the thread calling it: the trapped run's
+** outputs written now, by the same writer an exit signal uses, in a state
+** of its own on this thread (the program's state is suspended in the
+** call that execs). Pending samples get their offline leaf. 1: written;
+** 0: nothing here can write it (no trap, another thread, another
+** process, the run writing already, a signal came first); -1: the writer
+** failed (one line said why). Exit signals wait meanwhile. Normal
+** context, outside every ljprof region. */
+int ljp_exit_write_now(void)
+{
+  ljp_ctx *ctx;
+  lua_State *HL, *empty;
+  char err[512];
+  sigset_t old;
+  int rc = 0;
+  pthread_mutex_lock(&trap_mu);
+  ctx = atomic_load(&trap.ctx);
+  if (!ctx || !trap.helper_up || trap.pid != getpid() || trap.hold ||
+      ctx->exit.signal || ctx->exit.closed || ctx->state != LJP_RUNNING ||
+      ljp_gettid() != ctx->tid || ctx->exit.entered) {
+    pthread_mutex_unlock(&trap_mu);
+    return 0;
+  }
+  block_exit_signals(&old);
+  HL = ljp_own_writer(trap.path, trap.cpath, trap.module, trap.func, err,
+                      sizeof(err));
+  if (HL && ljp_own_view_set(lua_topointer(HL, LUA_REGISTRYINDEX), ctx)) {
+    lua_close(HL);
+    HL = NULL;
+    snprintf(err, sizeof(err), "too many writers at once");
+  }
+  if (!HL) {
+    say("ljprof: the profile was not written before exec: ", err);
+    rc = -1;
+  } else {
+    const void *reg = lua_topointer(HL, LUA_REGISTRYINDEX);
+    lua_pushlstring(HL, trap.arg, trap.arglen);
+    empty = lua_newthread(HL);
+    luaL_ref(HL, LUA_REGISTRYINDEX);
+    /* A region: the export helper (auto.c) is not lent the context
+    ** while the store changes (and one lent now gives it back first). */
+    ljp_gate_enter(&ctx->exit);
+    ljp_complete_offline(ctx, empty);
+    lua_pushvalue(HL, 1);         /* the writer */
+    lua_pushvalue(HL, 2);         /* its argument */
+    lua_pushstring(HL, "EXEC");
+    if (lua_pcall(HL, 2, 0, 0) != 0) {
+      const char *m = lua_tostring(HL, -1);
+      say("ljprof: writing the profile before exec failed: ", m ? m : "?");
+      rc = -1;
+    } else {
+      rc = 1;
+    }
+    ljp_gate_leave(&ctx->exit);
+    ljp_own_view_clear(reg);
+    lua_close(HL);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_mutex_unlock(&trap_mu);
+  return rc;
 }
 
 /* At a safe point after an exit signal (normal context, outside every

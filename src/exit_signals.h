@@ -57,6 +57,9 @@ void ljp_exit_signals_hold(ljp_ctx *ctx);
 void ljp_exit_signals_release(ljp_ctx *ctx);
 /* At a safe point after an exit signal: hand over, never return. */
 void ljp_exit_handover(ljp_ctx *ctx);
+/* Before exec, on the calling thread: the trapped run's outputs written
+** (1), nothing to do here (0), or the writer failed (-1, said). */
+int ljp_exit_write_now(void);
 
 /* L's package.path and package.cpath with their relative templates made
 ** absolute from the working directory now (malloc'ed; NULL when absent

@@ -206,6 +206,8 @@ int ljp_signal_is_ours(int signo);
 int ljp_signal_is_default(int signo);
 static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 extern _Atomic uint64_t ljp_stale_signals;
+extern _Atomic int ljp_live_runs;   /* run.c: live runs, for exec.c, */
+extern _Atomic int ljp_live_pid;    /* and the process they run in */
 
 extern const ljp_entries ljp_safepoint_entries;
 void ljp_hook(lua_State *L, lua_Debug *ar);

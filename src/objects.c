@@ -1464,3 +1464,21 @@ int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out)
   pthread_mutex_unlock(&reg_mu);
   return 1;
 }
+
+int ljp_objects_is_sigreturn(uintptr_t pc)
+{
+#if defined(__x86_64__)
+  /* mov $15,%rax (rt_sigreturn); syscall */
+  static const unsigned char code[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00,
+                                        0x00, 0x0f, 0x05};
+  unsigned char b[sizeof(code)];
+  struct iovec li = {b, sizeof(b)}, ri = {(void *)pc, sizeof(b)};
+  if (!pc || process_vm_readv(ljp_self_pid(), &li, 1, &ri, 1, 0) !=
+                 (ssize_t)sizeof(b))
+    return 0;
+  return !memcmp(b, code, sizeof(code));
+#else
+  (void)pc;
+  return 0;
+#endif
+}

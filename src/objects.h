@@ -115,6 +115,12 @@ int ljp_objects_set_interp(uintptr_t lo, uintptr_t hi);
 ** or 0: unknown. */
 int ljp_objects_proc(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
 
+/* Is pc the start of the kernel's way back from a signal handler, the
+** sigreturn trampoline (glibc's __restore_rt, which has no symbol in a
+** stripped libc: "mov $15,%rax; syscall" on x86-64)? Fault-safe read;
+** normal context. */
+int ljp_objects_is_sigreturn(uintptr_t pc);
+
 /* What holds address a, for naming (symbols loaded on first use). */
 typedef struct ljp_objinfo {
   int kind;                /* LJP_SPAN_* (the interpreter reads as VM) */

@@ -281,10 +281,17 @@ static void calls_down(ljp_ctx *ctx, lua_State *L)
   ljp_calls_stop(ctx, L);  /* counts kept */
 }
 
+/* Runs whose signals reach their rings, and the process that started
+** them (a forked child inherits the count, not the timers), for exec.c. */
+_Atomic int ljp_live_runs;
+_Atomic int ljp_live_pid;
+
 static int token_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)L; (void)err; (void)n;
   atomic_store(&ctx->token, ljp_slot_open(ctx->slot));
+  atomic_fetch_add(&ljp_live_runs, 1);
+  atomic_store(&ljp_live_pid, (int)getpid());
   return 0;
 }
 
@@ -293,6 +300,7 @@ static void token_down(ljp_ctx *ctx, lua_State *L)
   (void)L;
   ljp_slot_close(ctx->slot);  /* no handler inside; later signals inert */
   atomic_store(&ctx->token, 0);
+  atomic_fetch_sub(&ljp_live_runs, 1);
 }
 
 static int hook_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)

@@ -11,6 +11,16 @@
 ** itimer signals carry none and use the one itimer binding. A context's
 ** slot stays valid while the handler runs: closing a run bumps the token
 ** and then waits until no handler is inside the slot.
+**
+** Stack: the handler runs on the interrupted code's stack. When that is
+** a small alternate signal stack (the program's own handler, running on
+** its sigaltstack, interrupted by a tick), it uses only what is left
+** there: LJP_ALT_FULL bytes for a whole sample (the native walk is most
+** of it: 2.4 KB measured), LJP_ALT_LITE for a sample without native and
+** exact Lua frames (0.3 KB measured), and below that the tick is dropped
+** (counted) and the timer only re-armed. Measured by filling the
+** alternate stack below the handler's frame with a pattern and finding
+** the deepest byte written (tests/lua/test_altstack.lua checks the sum).
 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -63,8 +73,26 @@ static inline int jit_idle(ljp_ctx *ctx)
   return 0;
 }
 
-/* Record one sample of weight w. Signal context. */
-static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
+/* Room the handler has on an alternate signal stack (see the top):
+** below LJP_ALT_FULL no native walk nor Lua capture, below LJP_ALT_LITE
+** no sample. */
+#define LJP_ALT_FULL 4096
+#define LJP_ALT_LITE 1024
+
+/* Bytes of stack left below here when the handler runs on the thread's
+** alternate signal stack (the kernel saves its range in uc_stack), else
+** SIZE_MAX. No system call. */
+static inline size_t ljp_alt_room(void *ucv, const void *here)
+{
+  const ucontext_t *uc = ucv;
+  uintptr_t lo = (uintptr_t)uc->uc_stack.ss_sp, sp = (uintptr_t)here;
+  if (uc->uc_stack.ss_size && sp - lo < uc->uc_stack.ss_size) return sp - lo;
+  return SIZE_MAX;
+}
+
+/* Record one sample of weight w; lite: without the native walk and the
+** Lua capture (little stack left). Signal context. */
+static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w, int lite)
 {
   ljp_push_result res;
   ljp_record *rec;
@@ -117,12 +145,12 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     rec->nflags = 0;
     rec->nnative = 0;
     rec->tret = 0;
-    if (ctx->native_on)
+    if (ctx->native_on && !lite)
       rec->nnative = (uint8_t)ljp_native_capture(ctx, ucv, pc, vm,
                                                   rec->native, &rec->nflags,
                                                   &rec->tret);
     rec->nlua = 0;
-    if (ctx->exact_on) {
+    if (ctx->exact_on && !lite) {
       /* The Lua frames running now. A C function's stack is stable
       ** unless it is inside LuaJIT's own code (a lua_* call may resize
       ** it): when the native walk does not show that it is outside, the
@@ -147,7 +175,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
     /* The running C function, when neither the native walk (it reached
     ** the interpreter: the function is its outermost frame) nor the Lua
     ** capture has it: two fault-safe reads, system calls. */
-    if (ctx->native_on && vm == 'C' && !rec->cfunc &&
+    if (ctx->native_on && !lite && vm == 'C' && !rec->cfunc &&
         !(rec->nflags & LJP_NATIVE_FROM_INTERP))
       rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
     rec->stack = 0;
@@ -199,6 +227,7 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
   uint32_t token, w = 1;
   ljp_ctx *ctx;
   int from_kernel = 0, lend = 0;
+  size_t room = ljp_alt_room(ucv, &token);
 
   if (si->si_code == SI_TIMER) {        /* timer_create: cpu, wall */
     token = (uint32_t)si->si_value.sival_int;
@@ -234,7 +263,16 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
                                     memory_order_relaxed);
       /* Paused by the control signal (auto.c): the timer keeps its
       ** schedule, no sample is taken. */
-      if (!ctx->autos.paused) ljp_sample(ctx, ucv, w);
+      if (ctx->autos.paused) {
+        /* nothing */
+      } else if (room >= LJP_ALT_LITE) {
+        ljp_sample(ctx, ucv, w, room < LJP_ALT_FULL);
+      } else {
+        /* On an alternate stack with too little left: counted, dropped. */
+        atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
+      }
     }
   } else if ((si->si_code == SI_USER || si->si_code == SI_TKILL) &&
              si->si_pid != getpid()) {

@@ -19,7 +19,9 @@
 ** of the C function that Lua called, which the Lua side already names
 ** ("cjson.encode"), is not repeated. The frames of ljprof's own code
 ** (the safe point, call counting) are one frame, "[ljprof]": the
-** profiler's cost, shown as such.
+** profiler's cost, shown as such. The signal trampoline that a signal
+** handler returns through is "__restore_rt", as gdb and perf name it
+** (glibc's has no symbol in a stripped libc): found by its code.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,9 +178,19 @@ static natent *lookup(ljp_ctx *ctx, const ljp_record *r, int i)
   e = nat_slot(c, a);
   if (!e->addr) {
     /* Samples in a hot function land on many PCs: a function resolved
-    ** once names them all. */
-    natrange *rg = range_find(c, a);
-    if (rg) {
+    ** once names them all. The trampoline lies right after another
+    ** function (sigaction's padding): it is checked first, by the
+    ** return address itself. */
+    natrange *rg = NULL;
+    if (ljp_objects_is_sigreturn(r->native[i])) {
+      ljp_frame f;
+      memset(&f, 0, sizeof(f));
+      f.kind = LJP_FR_NATIVE;
+      f.source = ljp_store_intern(&ctx->store, "__restore_rt", 12);
+      e->id = f.source ? ljp_store_frame(&ctx->store, &f) : 0;
+      e->start = r->native[i];
+      e->self = 0;
+    } else if ((rg = range_find(c, a)) != NULL) {
       *e = rg->v;
     } else {
       uintptr_t lo, hi;

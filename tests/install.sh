@@ -79,8 +79,8 @@ check_copy() {
   [ "$got" = "libljprof.so.$major" ] && ok "$name: SONAME $got" || bad "$name: SONAME '$got'"
   got=$(readelf -dW "$lib" | grep NEEDED | grep -o 'libunwind[^]]*')
   [ -z "$got" ] && ok "$name: libljprof needs no libunwind" || bad "$name: libljprof needs $got"
-  got=$(nm -D --defined-only "$lib" | awk '$3 !~ /^(ljprof_|luaopen_ljprof$|luaL_openlibs$)/ {print $3}' | tr '\n' ' ')
-  [ -z "$got" ] && ok "$name: libljprof exports only ljprof_*, luaopen_ljprof and the LD_PRELOAD interposer luaL_openlibs (no _Unwind_*)" ||
+  got=$(nm -D --defined-only "$lib" | awk '$3 !~ /^(ljprof_|luaopen_ljprof$|luaL_openlibs$|f?exec(l|le|lp|v|ve|vp|vpe)$)/ {print $3}' | tr '\n' ' ')
+  [ -z "$got" ] && ok "$name: libljprof exports only ljprof_*, luaopen_ljprof and the LD_PRELOAD interposers luaL_openlibs and exec* (no _Unwind_*)" ||
     bad "$name: libljprof also exports $got"
   # Started from the environment: luajit -l ljprof.auto, and LD_PRELOAD
   # of the installed library into luajit (LJPROF names the output).

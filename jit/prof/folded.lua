@@ -13,7 +13,8 @@
 -- functions share is qualified with the end of its file's path and its
 -- first line ("run (check.lua:12)", model.names), so that the two stay
 -- apart; a name used once stays bare. A ";" inside a label becomes ","
--- and a line break a space, so every line splits unambiguously. A sample
+-- and a control character (CR, LF, TAB, ...) a space (model.folded_label,
+-- also -jp's G view), so every line splits unambiguously. A sample
 -- without any frame counts as "(no stack)".
 --
 -- render(p, meta): p from jit.prof.model.collect(), meta as for every
@@ -25,11 +26,7 @@ local model = require("jit.prof.model")
 
 local M = {}
 
-local REPLACE = {[";"] = ",", ["\n"] = " ", ["\r"] = " "}
-
-local function clean(s)
-  return (s:gsub("[;\r\n]", REPLACE))
-end
+local clean = model.folded_label
 
 function M.render(p, meta)
   meta = meta or {}
@@ -44,7 +41,7 @@ function M.render(p, meta)
   local key = model.keyer(labels, ";")
   for _, s in ipairs(p.samples) do
     local stack = s.stack
-    local k = #stack > 0 and key(stack, 1, #stack, 1) or "(no stack)"
+    local k = #stack > 0 and key(stack, 1, #stack, 1) or model.NO_STACK
     counts[k] = (counts[k] or 0) + s.count
   end
   local keys = {}

@@ -44,6 +44,9 @@ M.extension, M.format_for = options.extension, options.format_for
 local vmdef_ok, vmdef = pcall(require, "jit.vmdef")
 local ffnames = vmdef_ok and vmdef.ffnames or {}
 
+-- The frame of a sample without any (folded, SVG, speedscope, text).
+M.NO_STACK = "(no stack)"
+
 M.VMNAMES = {
   N = "Compiled", I = "Interpreted", C = "C code",
   G = "Garbage Collector", J = "JIT Compiler",
@@ -179,6 +182,62 @@ function M.lua_stack(p, stack)
   local t = {}
   for i = 1, n do t[i] = stack[i] end
   return t
+end
+
+-- Text for the writers whose formats require UTF-8 (SVG, speedscope,
+-- pprof: XML, JSON and proto3 strings): each byte of s that is not part of
+-- a well-formed UTF-8 sequence (RFC 3629: no overlongs, surrogates or code
+-- points above U+10FFFF) becomes U+FFFD; with controls, C0 control bytes
+-- and DEL too (XML 1.0 allows none of them). One pass, linear in #s.
+local REPLACEMENT = "\239\191\189"   -- U+FFFD
+M.REPLACEMENT = REPLACEMENT
+
+function M.utf8(s, controls)
+  s = tostring(s)
+  if not s:find(controls and "[%z\1-\31\127-\255]" or "[\128-\255]") then return s end
+  local byte, sub = string.byte, string.sub
+  local out, start, i, n = {}, 1, 1, #s
+  while i <= n do
+    local c = byte(s, i)
+    local len, lo, hi = 0, 0x80, 0xBF    -- bounds of the second byte
+    if c < 0x80 then len = (controls and (c < 32 or c == 127)) and 0 or 1
+    elseif c >= 0xC2 and c <= 0xDF then len = 2
+    elseif c >= 0xE0 and c <= 0xEF then
+      len = 3
+      if c == 0xE0 then lo = 0xA0 elseif c == 0xED then hi = 0x9F end
+    elseif c >= 0xF0 and c <= 0xF4 then
+      len = 4
+      if c == 0xF0 then lo = 0x90 elseif c == 0xF4 then hi = 0x8F end
+    end
+    local ok = len > 0 and i + len - 1 <= n
+    if ok and len > 1 then
+      local c2 = byte(s, i + 1)
+      ok = c2 >= lo and c2 <= hi
+      for k = i + 2, i + len - 1 do
+        local ck = byte(s, k)
+        if ck < 0x80 or ck > 0xBF then ok = false end
+      end
+    end
+    if ok then
+      i = i + len
+    else
+      if start < i then out[#out + 1] = sub(s, start, i - 1) end
+      out[#out + 1] = REPLACEMENT
+      i = i + 1
+      start = i
+    end
+  end
+  if start <= n then out[#out + 1] = sub(s, start, n) end
+  return table.concat(out)
+end
+
+-- A frame label for folded stacks (the folded format and -jp's G view):
+-- ";" (the frame separator) becomes ",", and every control character (C0,
+-- DEL: a CR or LF would end the line, a TAB is read as a separator by
+-- some tools) a space, so that every line splits unambiguously.
+local FOLD = {[";"] = ","}
+function M.folded_label(s)
+  return (s:gsub("[;%z\1-\31\127]", function(c) return FOLD[c] or " " end))
 end
 
 -- A chunk name as dumpstack prints it: up to the last / or \ removed,
@@ -348,6 +407,9 @@ function M.view(p, stack, scope, fullpath, depth, sep)
   if not key then
     local labels = {}
     for id, fr in ipairs(p.frames) do labels[id] = M.label(fr, scope, fullpath) end
+    if sep == ";" then   -- G: folded stacks
+      for id, l in ipairs(labels) do labels[id] = M.folded_label(l) end
+    end
     key = M.keyer(labels, sep)
     keyers[ck] = key
   end

@@ -10,7 +10,9 @@
 --
 -- Format rules (profile.proto):
 --   string_table[0] is "" (pprof rejects a profile otherwise); every
---     string field is an index into string_table.
+--     string field is an index into string_table. Strings are UTF-8
+--     (proto3's rule): bytes of names that are not become U+FFFD
+--     (model.utf8, as in SVG and speedscope).
 --   sample_type = [samples/count, cpu/nanoseconds] for clocks cpu and
 --     itimer, [samples/count, wall/nanoseconds] for wall and thread;
 --     period_type is the second type, period = interval_us * 1000 (ns);
@@ -265,8 +267,10 @@ function M.encode(p, meta)
   local ttype = TIME_TYPE[clock] or "cpu"
 
   local strings, sindex = {""}, {[""] = 0}
+  -- proto3 strings must be UTF-8 (protoc and other strict readers reject
+  -- the message otherwise): chunk names are bytes, cleaned here.
   local function str(s)
-    s = tostring(s or "")
+    s = model.utf8(s or "")
     local i = sindex[s]
     if not i then
       i = #strings

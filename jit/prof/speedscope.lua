@@ -39,47 +39,10 @@ local model = require("jit.prof.model")
 local M = {}
 
 M.SCHEMA = "https://www.speedscope.app/file-format-schema.json"
-M.NO_STACK = "(no stack)"
+M.NO_STACK = model.NO_STACK
 
 local byte, format = string.byte, string.format
 local concat = table.concat
-
--- Bytes of s that are not well-formed UTF-8 replaced by U+FFFD, so that
--- the file is valid UTF-8 whatever chunk names contain.
-local function utf8_valid(s)
-  if not s:find("[\128-\255]") then return s end
-  local out, i, n = {}, 1, #s
-  while i <= n do
-    local c = byte(s, i)
-    local len, lo, hi = 0, 0x80, 0xBF    -- bounds of the second byte
-    if c < 0x80 then len = 1
-    elseif c >= 0xC2 and c <= 0xDF then len = 2
-    elseif c >= 0xE0 and c <= 0xEF then
-      len = 3
-      if c == 0xE0 then lo = 0xA0 elseif c == 0xED then hi = 0x9F end
-    elseif c >= 0xF0 and c <= 0xF4 then
-      len = 4
-      if c == 0xF0 then lo = 0x90 elseif c == 0xF4 then hi = 0x8F end
-    end
-    local ok = len > 0 and i + len - 1 <= n
-    if ok and len > 1 then
-      local c2 = byte(s, i + 1)
-      ok = c2 >= lo and c2 <= hi
-      for k = i + 2, i + len - 1 do
-        local ck = byte(s, k)
-        if ck < 0x80 or ck > 0xBF then ok = false end
-      end
-    end
-    if ok then
-      out[#out + 1] = s:sub(i, i + len - 1)
-      i = i + len
-    else
-      out[#out + 1] = "\239\191\189"
-      i = i + 1
-    end
-  end
-  return concat(out)
-end
 
 local ESC = {['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f',
              ['\n'] = '\\n', ['\r'] = '\\r', ['\t'] = '\\t'}
@@ -87,7 +50,7 @@ local ESC = {['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f',
 -- A JSON string literal: quotes, backslashes and control characters
 -- escaped; everything else (UTF-8 included) as is.
 function M.string(s)
-  s = utf8_valid(tostring(s))
+  s = model.utf8(s)     -- valid UTF-8 whatever chunk names contain
   return '"' .. s:gsub('[%z\1-\31"\\]', function(c)
     return ESC[c] or format("\\u%04x", byte(c))
   end) .. '"'

@@ -31,10 +31,20 @@
 --   function name, then is cut to at least two characters and "..", then
 --   left out (labels are monospace, so this needs no font metrics; the
 --   script fits them again with the font's measured width).
--- - The tooltip (<title>) has the full label, the file (full path) and
+-- - The tooltip (<title>) has the label, the file (full path) and
 --   line (the first line of unnamed functions; the lines sampled for
 --   named ones), samples, percent of all and time, own (self) samples,
---   and the share of each VM state.
+--   and the share of each VM state. Labels, names and files are shown up
+--   to LABEL_MAX characters, then cut with "..." (frames still merge by
+--   their whole label).
+--
+-- Cost: linear in the profile. Each distinct frame's label is cleaned,
+-- cut, hashed (its shade) and ranked (the children's order) once; the
+-- tree walk then only looks these up, and every node writes at most
+-- LABEL_MAX characters of text. (Before, every frame of every sample
+-- cleaned, hashed and measured its whole label and every drawn frame
+-- wrote it whole: 50 stacks of depth 200 over 10 KB names, a 1 MB file,
+-- took 12.6 s and 422 MB for a 100 MB SVG.)
 --
 -- Colours: a frame's hue is the VM state most of its samples were taken
 -- in, its own and its callees' (so a leaf has the colour of the state it
@@ -87,10 +97,11 @@ M.PAD = 10            -- left and right margin
 M.FRAME_H = 16        -- row height
 M.CHAR_W = 7.45       -- advance width assumed for labels (12px monospace: 7.2, and a margin)
 M.MIN_SHARE = 0.001   -- frames below this share of all samples are not drawn
+M.LABEL_MAX = 300     -- characters of a label, name or file shown (two image widths)
 M.TOP = 78            -- title, subtitle, legend
 M.BOTTOM = 30         -- details line
 M.ROOT = "all"
-M.NO_STACK = "(no stack)"
+M.NO_STACK = model.NO_STACK
 
 -- VM states in legend order: letter, name, two shades (hash picks between).
 M.STATES = {
@@ -113,28 +124,11 @@ OTHER.order = #M.STATES + 1
 ------------------------------------------------------------------------
 -- Text.
 
-local REPLACEMENT = "\239\191\189"   -- U+FFFD
-local UTF8 = {"[\32-\126]", "[\194-\223][\128-\191]", "\224[\160-\191][\128-\191]",
-  "[\225-\236\238\239][\128-\191][\128-\191]", "\237[\128-\159][\128-\191]",
-  "\240[\144-\191][\128-\191][\128-\191]", "[\241-\243][\128-\191][\128-\191][\128-\191]",
-  "\244[\128-\143][\128-\191][\128-\191]"}
-
 -- s as well-formed UTF-8 without control characters: anything else
--- (invalid bytes, C0 controls, DEL) becomes U+FFFD, byte by byte.
+-- (invalid bytes, C0 controls, DEL) becomes U+FFFD, byte by byte
+-- (model.utf8, shared with speedscope and pprof).
 function M.clean(s)
-  s = tostring(s)
-  if not s:find("[%z\1-\31\127-\255]") then return s end
-  local out, i, n = {}, 1, #s
-  while i <= n do
-    local e
-    for _, pat in ipairs(UTF8) do
-      e = select(2, s:find("^" .. pat, i))
-      if e then break end
-    end
-    out[#out + 1] = e and s:sub(i, e) or REPLACEMENT
-    i = (e or i) + 1
-  end
-  return concat(out)
+  return model.utf8(s, true)
 end
 
 local ENTITY = {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;",
@@ -208,20 +202,34 @@ end
 
 local function add_state(t, st, c) t[st] = (t[st] or 0) + c end
 
--- The node of model frame fr under parent, created on first use; name:
--- its label (model.names).
-local function child(parent, fr, name)
-  local label, short
-  if fr then
-    label = M.clean(name or model.label(fr, "F", false))
-    if fr.lua and fr.name then short = M.clean(fr.name) end
-  else
-    label = M.NO_STACK
+-- The shade of a label within its hue: 0..1 from a hash of the label.
+local function shade(label)
+  local h = 0
+  for i = 1, #label do h = (h * 31 + byte(label, i)) % 16777213 end
+  return (h % 1000) / 999
+end
+
+-- What is shown of a text: cleaned, cut to LABEL_MAX characters (one
+-- call per distinct text: memo).
+local function shown_text(memo, s)
+  local r = memo[s]
+  if not r then
+    r = M.clean(s)
+    if nchars(r) > M.LABEL_MAX then r = first_chars(r, M.LABEL_MAX - 3) .. "..." end
+    memo[s] = r
   end
-  local node = parent.children[label]
+  return r
+end
+
+-- The node of frame info fi (frame_infos) under parent, created on first
+-- use; nil fi: the empty stack. Nodes merge by the whole label.
+local function child(parent, fi, fr)
+  local key = fi.key
+  local node = parent.children[key]
   if not node then
-    node = new_node(label, short, parent)
-    parent.children[label] = node
+    node = new_node(fi.label, fi.short, parent)
+    node.rank, node.shade = fi.rank, fi.shade
+    parent.children[key] = node
   end
   if fr and fr.lua then
     node.files[fr.file] = true
@@ -235,9 +243,39 @@ local function child(parent, fr, name)
   return node
 end
 
-local function build(p)
-  local root = new_node(M.ROOT, nil, nil)
+-- Each frame's label once: key (the whole label, cleaned: frames merge by
+-- it), label and short as shown, shade, and rank (the byte order of keys:
+-- children are sorted by it). [0] is the empty stack's pseudo-frame.
+local function frame_infos(p, memo)
   local names = model.names(p, "F", false)
+  local infos, by_key, keys = {}, {}, {}
+  local function info(key, label, short)
+    local fi = by_key[key]
+    if not fi then
+      fi = {key = key, label = label, short = short}
+      by_key[key] = fi
+      keys[#keys + 1] = key
+    end
+    return fi
+  end
+  infos[0] = info(M.NO_STACK, M.NO_STACK)
+  for id, fr in ipairs(p.frames) do
+    local key = M.clean(names[id] or model.label(fr, "F", false))
+    infos[id] = info(key, shown_text(memo, key),
+                     fr.lua and fr.name and shown_text(memo, fr.name) or nil)
+  end
+  local unknown = info("?", "?")
+  table.sort(keys)
+  for r, k in ipairs(keys) do
+    local fi = by_key[k]
+    fi.rank, fi.shade = r, shade(fi.label)
+  end
+  return infos, unknown
+end
+
+local function build(p, memo)
+  local root = new_node(M.ROOT, nil, nil)
+  local infos, unknown = frame_infos(p, memo)
   for _, s in ipairs(p.samples) do
     local c = tonumber(s.count) or 0
     local b = p.diff and tonumber(s.before) or 0
@@ -249,13 +287,13 @@ local function build(p)
       add_state(node.states, st, c)
       local stack = s.stack or {}
       if #stack == 0 then
-        node = child(node, nil)
+        node = child(node, infos[0])
         node.count = node.count + c
         node.before = node.before + b
         add_state(node.states, st, c)
       end
       for _, id in ipairs(stack) do
-        node = child(node, p.frames[id] or {lua = false, name = "?"}, names[id])
+        node = child(node, infos[id] or unknown, p.frames[id])
         node.count = node.count + c
         node.before = node.before + b
         add_state(node.states, st, c)
@@ -290,13 +328,6 @@ local function dominant(t)
     if t[k] > bn then best, bn = k, t[k] end
   end
   return STATE[best] or OTHER
-end
-
--- The shade of a label within its hue: 0..1 from a hash of the label.
-local function shade(label)
-  local h = 0
-  for i = 1, #label do h = (h * 31 + byte(label, i)) % 16777213 end
-  return (h % 1000) / 999
 end
 
 -- The colour at shade v (0..1) of the state's hue, as {r, g, b}.
@@ -343,13 +374,13 @@ local function state_shares(t, n)
 end
 
 -- The tooltip of a node: its lines, each escaped, joined by newlines.
-local function tooltip(node, total, us, clock_time, diff)
+local function tooltip(node, total, us, clock_time, diff, memo)
   local t = {node.label}
   local files = {}
   for f in pairs(node.files) do files[#files + 1] = f end
   table.sort(files)
   if #files > 0 then
-    local where = M.clean(files[1])
+    local where = shown_text(memo, files[1])
     if node.lo then
       if node.defined == "main" then where = where .. " (main chunk)"
       elseif node.defined then where = where .. ":" .. node.lo .. " (first line)"
@@ -375,11 +406,12 @@ local function tooltip(node, total, us, clock_time, diff)
   return concat(t, "\n")
 end
 
--- Children of node in label (byte) order.
+-- Children of node in label (byte) order: by rank (frame_infos).
+local function by_rank(a, b) return a.rank < b.rank end
 local function sorted_children(node)
   local list = {}
   for _, c in pairs(node.children) do list[#list + 1] = c end
-  table.sort(list, function(a, b) return a.label < b.label end)
+  table.sort(list, by_rank)
   return list
 end
 
@@ -562,7 +594,8 @@ text { font-family: "DejaVu Sans", Verdana, Arial, sans-serif; fill: #222; }
 function M.render(p, meta)
   meta = meta or {}
   local W, PAD, FH = M.WIDTH - 2 * M.PAD, M.PAD, M.FRAME_H
-  local root = build(p)
+  local memo = {}
+  local root = build(p, memo)
   local total = root.count
   local us = tonumber(meta.interval_us)
   if us and us <= 0 then us = nil end
@@ -697,7 +730,7 @@ function M.render(p, meta)
       elseif diff then
         node.rgb = diff_rgb(node.count - node.before, maxd)
       else
-        local st, v = dominant(node.states), shade(node.label)
+        local st, v = dominant(node.states), node.shade
         local c = rgb_at(st, v)
         if prev and prev.start + prev.count == node.start and
            M.contrast(c, prev.rgb) < M.MIN_CONTRAST then
@@ -722,7 +755,7 @@ function M.render(p, meta)
     local short = node.short ~= node.label and node.short or nil
     w(format('<g class="f" data-s="%.0f" data-n="%.0f" data-d="%d"%s>', node.start, node.count,
       node.depth, short and (' data-short="' .. esc(short) .. '"') or ""))
-    w('<title>', tooltip(node, total, us, clock_time, diff), '</title>')
+    w('<title>', tooltip(node, total, us, clock_time, diff, memo), '</title>')
     w(format('<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s"/>', fx, y, fw, FH - 1, colour))
     w(format('<text x="%.2f" y="%.1f">%s</text></g>\n', fx + 3, y + FH - 4.5,
       esc(M.fit(node.label, short, fw))))

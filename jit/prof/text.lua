@@ -28,6 +28,9 @@
 --   sample with native frames only is named by its VM state in brackets
 --   ("[JIT Compiler]"). G keeps them, as the stack formats do; v.native
 --   = true (/native=show, ljprof --show-native) keeps them everywhere.
+-- - A sample without any frame (possible in a raw profile) is "(no
+--   stack)", as in the stack formats (folded, SVG, speedscope), not an
+--   empty key (G printed " 123").
 ----------------------------------------------------------------------------
 
 local model = require("jit.prof.model")
@@ -47,6 +50,7 @@ end
 
 -- The innermost Lua frame's "file:line" (full path), for annotation.
 local function ann_key(p, stack, s)
+  if #s.stack == 0 then return model.NO_STACK, false end
   for i = #stack, 1, -1 do
     local fr = p.frames[stack[i]]
     if fr.lua then return model.label(fr, "l", true), true end
@@ -64,6 +68,7 @@ local function aggregate(p, v)
     local key_stack, key_stack2, key_state
     local stack = keep and s.stack or model.lua_stack(p, s.stack)
     local all_native = #stack == 0 and #s.stack > 0
+    local empty = #s.stack == 0
     if v.states == "v" then
       key_state = model.VMNAMES[s.vmstate] or s.vmstate
     elseif v.states == "z" then
@@ -73,6 +78,9 @@ local function aggregate(p, v)
       local lua
       key_stack, lua = ann_key(p, stack, s)
       if not lua then nonfile[key_stack] = true end
+    elseif empty and v.fmt then
+      key_stack = model.NO_STACK
+      if v.split == 3 then key_stack2 = model.NO_STACK end
     elseif v.fmt == "G" then
       key_stack = model.view(p, s.stack, v.label, v.fullpath, v.depth, ";")
     elseif v.fmt then

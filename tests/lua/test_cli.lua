@@ -79,6 +79,29 @@ t.case("no samples: nothing written, one line, a failing status", function()
   end
 end)
 
+t.case("ulimit -n 10: the launcher runs (dash failed: 0: 3: Invalid argument)", function()
+  local svg = dir .. "/ulimit.svg"
+  local code, out, err = sh(string.format("(ulimit -n 10 && exec %s -c wall -r 1000 -o %s %s say 0.2)",
+    LJPROF, svg, script))
+  t.eq(code, 0, "exit status under ulimit -n 10: " .. err)
+  t.ok(out:find("finished", 1, true) ~= nil, "the script ran: " .. out .. err)
+  t.ok((read(svg) or ""):find("<svg", 1, true) ~= nil, "the flame graph is written: " .. err)
+end)
+
+t.case("raw profile: an empty stack is (no stack), control characters in names cleaned", function()
+  local rawf = dir .. "/odd.ljprof"
+  write(rawf, "LJPROF-RAW 1\nmeta\tinterval_us\t1000\nframe\t1\tC\tx\\ry;z\\nw\1q\tnative\n" ..
+    "frame\t2\tL\t/s/a\\rb.lua\t3\t1\tf\\rg\nsample\t123\tI\t\t\nsample\t5\tC\t\t2,1\nend\t2\t2\n")
+  local code, out, err = sh(LJPROF .. " report -v G " .. rawf)
+  t.eq(code, 0, "report -v G: " .. err)
+  t.eq(out, "(no stack) 123\nf g;x y,z w q 5\n", "report -v G: no empty key, one line per stack")
+  code, out, err = sh(LJPROF .. " report -f folded " .. rawf)
+  t.eq(code, 0, "report -f folded: " .. err)
+  t.eq(out, "(no stack) 123\nf g;x y,z w q 5\n", "report -f folded: the same lines")
+  code, out, err = sh(LJPROF .. " report -v f " .. rawf)
+  t.ok(out:find("\n?96%%  %(no stack%)\n") ~= nil, "report -v f: (no stack) named:\n" .. out)
+end)
+
 t.case("--key=value as well as --key value", function()
   local out = dir .. "/eq.folded"
   os.remove(out)

@@ -65,5 +65,53 @@ for _, clock in ipairs({"cpu", "wall", "itimer", "thread"}) do
 end
 
 print(string.format("  %d runs, %d hangs", counts.runs, counts.hangs))
+-- exec: a program that execvp's itself once (through the FFI). Under
+-- LD_PRELOAD=libljprof.so the exec is interposed (src/exec.c): on clock
+-- itimer the new program was killed by the inherited ITIMER_PROF
+-- ("Profiling timer expired", status 155); on every clock the profile
+-- was lost without a word. Now the old program's profile is written
+-- before the exec, the new program runs and is profiled in turn (LJPROF
+-- is in its environment): two files (%t: exec keeps the pid).
+local EXEC = [[
+local ffi = require("ffi")
+ffi.cdef("int execvp(const char *file, char *const argv[]);")
+local function work(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
+jit.off(work)
+local t0 = os.clock()
+while os.clock() - t0 < 0.3 do work(10000) end
+if arg[1] ~= "again" then
+  local args = {]] .. string.format("%q", LUAJIT) .. [[, arg[0], "again"}
+  local argv, keep = ffi.new("char *[4]"), {}
+  for i, s in ipairs(args) do keep[i] = ffi.new("char[?]", #s + 1, s); argv[i - 1] = keep[i] end
+  io.stdout:write("exec\n")
+  io.stdout:flush()
+  ffi.C.execvp(args[1], argv)
+  error("exec failed")
+end
+t0 = os.clock()
+while os.clock() - t0 < 0.3 do work(10000) end
+print("new program done")
+]]
+t.write(dir .. "/exec.lua", EXEC)
+
+for _, clock in ipairs({"itimer", "cpu", "wall", "thread"}) do
+  t.case("exec of itself under LD_PRELOAD: " .. clock .. " clock: profile written, the new program runs", function()
+    local out = dir .. "/exec-" .. clock .. "-%t.txt"
+    local res, code = t.sh_in(dir, string.format("rm -f exec-%s-*.txt; LJPROF=%s LD_PRELOAD=%s " ..
+      "timeout 60 env %s %s exec.lua", clock, q("clock=" .. clock .. ",output=" .. out),
+      q(t.BUILD .. "/libljprof.so"), ENV, LUAJIT))
+    t.eq(code, 0, "exit status (155: killed by SIGPROF)\n" .. res)
+    t.ok(res:find("new program done", 1, true) ~= nil, "the new program ran to its end:\n" .. res)
+    t.ok(not res:find("ljprof:", 1, true), "no complaint:\n" .. res)
+    local p = io.popen("ls " .. q(dir) .. " | grep '^exec-" .. clock .. "-'")
+    local files = {}
+    for f in p:lines() do files[#files + 1] = f end
+    p:close()
+    t.eq(#files, 2, "two profiles: the old program's, written before exec, and the new one's")
+    for _, f in ipairs(files) do
+      t.ok((t.read(dir .. "/" .. f) or ""):find("work", 1, true) ~= nil, f .. " has samples in work")
+    end
+  end)
+end
 os.execute("rm -rf " .. q(dir))
 t.done()

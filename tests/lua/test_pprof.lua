@@ -621,6 +621,56 @@ t.case("fleet fields: protoc --decode against the pprof schema", function()
        "/b's samples carry both of its labels")
 end)
 
+-- Chunk names are bytes: proto3 strings must be UTF-8, and protoc rejects
+-- a string_table holding "caf\233.lua" (go tool pprof happens not to).
+local CAFE = [[
+local f = loadstring("local function work(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end\n" ..
+  "return function() local r = 0 for _ = 1, 40 do r = r + work(200000) end return r end", "@caf\233.lua")()
+jit.off()
+local r = 0
+for _ = 1, 5 do r = r + f() end
+print(r)
+]]
+
+t.case("non-UTF-8 chunk name: protoc --decode accepts the pprof file", function()
+  if not protoc then
+    t.ok(false, "`protoc` is not installed: it is this test's oracle (apt-get install -y protobuf-compiler)")
+    return
+  end
+  write(tmpdir .. "/cafe.lua", CAFE)
+  local pb = tmpdir .. "/cafe.pb.gz"
+  local out, ok = sh(string.format("cd '%s' && %s %s -jprof=/clock=cpu/rate=1000,%s cafe.lua",
+    tmpdir, T.CHILD_ENV, T.LUAJIT, pb))
+  if not t.ok(ok, "the workload ran under -jprof:\n" .. out) then return end
+  local proto_dir = (os.getenv("LJPROF_SRC") or ".") .. "/tests"
+  local text, dok = sh(string.format("gzip -dc '%s' | '%s' --decode=perftools.profiles.Profile " ..
+    "--proto_path='%s' '%s/profile.proto'", pb, protoc, proto_dir, proto_dir))
+  if not t.ok(dok, "protoc --decode succeeds:\n" .. text) then return end
+  local P = parse_text(text)
+  local files = {}
+  for _, str in ipairs(P.string_table or {}) do
+    if str:find("caf", 1, true) then files[#files + 1] = str end
+  end
+  local found = false
+  for _, f in ipairs(P["function"] or {}) do
+    local fname = f.filename and P.string_table[f.filename[1] + 1]
+    if fname == "caf\239\191\189.lua" then found = true end
+  end
+  t.ok(found, "a function's filename is caf<U+FFFD>.lua; strings with caf: " .. table.concat(files, " | "))
+  -- The encoder itself, on a synthetic name with every kind of bad byte.
+  local p = {frames = {{id = 1, lua = true, file = "/x/b\255d\192\175.lua", line = 3, linedefined = 1,
+                        name = "f\237\160\128"}},
+             samples = {{stack = {1}, vmstate = "I", zone = "z\226\130", count = 2}}, total = 2}
+  local f = tmpdir .. "/bad.pb"
+  write(f, pprof.encode(p, {clock = "cpu", interval_us = 1000, program = "p\255"}))
+  local btext, bok = sh(string.format("'%s' --decode=perftools.profiles.Profile --proto_path='%s' " ..
+    "'%s/profile.proto' < '%s'", protoc, proto_dir, proto_dir, f))
+  t.ok(bok, "protoc --decode of a synthetic profile with invalid UTF-8 everywhere:\n" .. btext)
+  local Q = decode(read(f))
+  t.eq(Q.functions[1] and Q.functions[1].filename, "/x/b\239\191\189d\239\191\189\239\191\189.lua",
+       "filename: each bad byte one U+FFFD")
+end)
+
 t.case("go tool pprof -tags and -tagfocus slice the profile by endpoint", function()
   if not need_go() then return end
   local tags, ok = go_pprof("-tags", fleet.pb)

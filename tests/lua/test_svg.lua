@@ -279,6 +279,72 @@ t.case("deterministic: same bytes, whatever the sample order", function()
   t.ok(svg.render(synthetic(true), SYN_META) == a, "samples in reverse order")
 end)
 
+-- A raw profile of nsamples stacks of depth 200 over 100 C frames named
+-- with namelen bytes (the names of frames of one letter share all but
+-- their last 4 bytes); the same stacks whatever namelen.
+local function deep_raw(nsamples, namelen)
+  local out = {"LJPROF-RAW 1", "meta\tinterval_us\t1000"}
+  for i = 1, 100 do
+    out[#out + 1] = string.format("frame\t%d\tC\t%s%04d", i, string.char(97 + i % 26):rep(namelen - 4), i)
+  end
+  local x = 12345
+  for s = 1, nsamples do
+    local ids = {}
+    for k = 1, 200 do x = (x * 1103515245 + 12345) % 2147483648; ids[k] = 1 + x % 100 end
+    out[#out + 1] = string.format("sample\t%d\tI\t\t%s", s, table.concat(ids, ","))
+  end
+  out[#out + 1] = string.format("end\t100\t%d", nsamples)
+  return table.concat(out, "\n") .. "\n"
+end
+
+t.case("deep stacks with long names: linear (labels cleaned once, shown cut)", function()
+  local raw = require("jit.prof.raw")
+  local clean, cleaned = svg.clean, 0
+  svg.clean = function(s) cleaned = cleaned + #tostring(s); return clean(s) end
+  local ok, err = pcall(function()
+    local data = deep_raw(50, 10000)          -- the issue's 1 MB file
+    local p, meta = raw.parse(data, "deep")
+    assert(p, err)
+    cleaned = 0
+    local big = svg.render(p, meta)
+    local work = cleaned
+    -- What is shown of a label is at most LABEL_MAX characters: the same
+    -- graph for names of 2,500 and 10,000 bytes (four times the text
+    -- before), and no longer than a few KB per frame drawn.
+    local data2 = deep_raw(50, 2500)
+    local p2, meta2 = raw.parse(data2, "deep2")
+    cleaned = 0
+    t.ok(svg.render(p2, meta2) == big, "the same SVG for 2.5 KB and 10 KB names")
+    -- Each label is cleaned a bounded number of times, not once per frame
+    -- of every stack (50 * 200 * 10 KB = 100 MB before): names four times
+    -- longer add only a few times the longer frame table's bytes.
+    t.ok(work - cleaned <= 4 * (#data - #data2), string.format("bytes cleaned %d for a " ..
+      "%d-byte profile, %d for %d bytes", work, #data, cleaned, #data2))
+    t.ok(work <= 10 * #data, string.format("bytes cleaned %d for a %d-byte profile", work, #data))
+    local _, drawn = big:gsub('<g class="f"', "")
+    t.ok(#big <= drawn * 2000 + 20000, string.format("%d bytes for %d frames", #big, drawn))
+    -- The frames drawn: the root and every distinct stack prefix of at
+    -- least 0.1% of the samples (here: every prefix of a sample counted
+    -- twice or more; the stacks share no prefix but their frame 1).
+    local counts = {}
+    for _, s in ipairs(p.samples) do
+      local k = ""
+      for _, id in ipairs(s.stack) do
+        k = k .. "," .. id
+        counts[k] = (counts[k] or 0) + s.count
+      end
+    end
+    local want = 1
+    for _, c in pairs(counts) do if c >= p.total * 0.001 then want = want + 1 end end
+    t.eq(drawn, want, "frames drawn: the root and each prefix of 0.1% or more")
+    local first = p.frames[p.samples[1].stack[1]].name
+    local label = first:sub(1, svg.LABEL_MAX - 3) .. "..."
+    t.ok(big:find("<title>" .. label .. "\n", 1, true) ~= nil, "a title: the label cut with ...")
+  end)
+  svg.clean = clean
+  t.ok(ok, tostring(err))
+end)
+
 t.case("empty profile", function()
   local text = svg.render(model.collect({}), {clock = "wall", interval_us = 1000, program = "x"})
   local path = t.tmpname(".svg")

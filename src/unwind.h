@@ -21,8 +21,13 @@ int ljp_native_setup(ljp_ctx *ctx, lua_State *L, const char **why);
 /* Normal context: pick up libraries (un)loaded (once set up). */
 void ljp_native_refresh(void);
 /* Signal context: the native frames at pc, innermost first, into out
-** (at most LJP_NATIVE_MAX); LJP_NATIVE_* flags into *flags. */
+** (at most LJP_NATIVE_MAX); LJP_NATIVE_* flags into *flags; a hash of
+** the functions the frames lie in (the start of each one's unwind entry,
+** its address where none is found) into *funcs, 0 for no frame; the
+** innermost and the outermost frame's functions (so found) into leaf[0]
+** and leaf[1]. */
 int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
-                       uintptr_t *out, uint8_t *flags);
+                       uintptr_t *out, uint8_t *flags, uint64_t *funcs,
+                       uintptr_t *leaf);
 
 #endif

@@ -52,6 +52,8 @@
 --                         handler on every trace event: luacheck compiles
 --                         and aborts ~230,000 traces a run; off by default,
 --                         when nothing is paid per trace event)
+--   /private=on|off       output files 0600 (owner only) instead of 0644;
+--                         either way the umask does not change the mode
 --
 -- Outputs: every word after the options is one output file ("-" is
 -- stdout); none: $LUAJIT_PROFILEFILE, else stdout. With one output, its
@@ -143,7 +145,7 @@ local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 local CLOCKS = {"cpu", "wall", "itimer", "thread"}
 local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
   table.concat(options.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off|show /zones=root|off" ..
-  " /calls=on|off /aborts=on|off"
+  " /calls=on|off /aborts=on|off /private=on|off"
 
 local function fail(msg) error("jit.prof: " .. msg, 0) end
 
@@ -227,6 +229,11 @@ local function parse_keys(s)
           fail("bad aborts '" .. val .. "' (accepted: on, off)")
         end
         kv.aborts = val
+      elseif k == "private" then
+        if val ~= "on" and val ~= "off" then
+          fail("bad private '" .. val .. "' (accepted: on, off)")
+        end
+        kv.private = val
       else
         fail("unknown option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
       end
@@ -363,6 +370,7 @@ function M.start(opts, ...)
   jit_resume(was)
   if not ok then error(r, 0) end
   start_paths = {package.path, package.cpath}
+  if r.kv.private then ljprof.output_private(r.kv.private == "on") end
   local ropt = {fmt = options.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
                 duration = r.kv.duration, native = r.kv.native ~= "off",
                 calls = r.kv.calls == "on", aborts = r.kv.aborts == "on"}

@@ -83,6 +83,7 @@ options:
       --aborts     also record why traces were aborted, for the text
                    report's "Hot but interpreted" section (a handler on
                    every trace event)
+      --private    output files 0600 (owner only) instead of 0644
       --luajit PATH  the interpreter of the short form (default: luajit on
                    PATH); after --, the command names its own
   -q, --quiet      no progress line (samples so far and seconds, shown on
@@ -123,6 +124,7 @@ options:
   -z, --zones      zones as root frames ("[zone AI]") in the stack formats
   -N, --show-native  text reports show the C frames above the Lua caller
       --diff       compare two raw profiles (text or svg outputs only)
+      --private    output files 0600 (owner only) instead of 0644
   -h, --help       this text
 Long options take their value as "--format pprof" or "--format=pprof".
 ]]
@@ -178,6 +180,7 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-N" or a == "--show-native" then o.show_native = true
     elseif a == "--calls" then o.calls = true
     elseif a == "--aborts" then o.aborts = true
+    elseif a == "--private" then o.private = true
     elseif a == "--diff" and anywhere then o.diff = true
     elseif a == "--luajit" then o.luajit = val()
     elseif a == "-q" or a == "--quiet" then o.quiet = true
@@ -269,6 +272,7 @@ end
 
 local function report(argv)
   local o = parse_args(argv, 2, true)
+  if o.private then require("ljprof").output_private(true) end
   if o.diff then return report_diff(o) end
   local src = o.rest[1]
   if not src then
@@ -338,6 +342,7 @@ end
 local function run(argv, luajit, record)
   local o = parse_args(argv, record and 2 or 1)
   local ljprof = require("ljprof")
+  if o.private then ljprof.output_private(true) end
   local cmd, app = {}, nil
   if o.dashdash then
     -- ljprof [record] [options] -- command args...

@@ -357,9 +357,11 @@ local function run(argv, luajit, record)
     elseif is_luajit(prog) then
       cmd[1], app = prog, script_of(args) or "luajit"
     else
+      -- The library is the Lua module ljprof: where this command found it.
+      local lib = package.searchpath("ljprof", package.cpath) or "libljprof.so"
       fail("'" .. prog .. "' is not luajit: ljprof runs luajit commands only (it adds -jprof after " ..
-           "the interpreter's name); for a host that embeds LuaJIT, or a script that starts luajit, " ..
-           "call require(\"ljprof\") in the host for now (docs/usage.md)")
+           "the interpreter's name); for a program that embeds LuaJIT, run it as LJPROF=output=" ..
+           "prof-%p.pb.gz LD_PRELOAD=" .. lib .. " " .. prog .. " ... (docs/operators.md)")
     end
     cmd.args = args
   else

@@ -77,7 +77,9 @@
 --
 -- The profile is written by stop(), at normal exit (lua_close), on
 -- os.exit(), after an uncaught error (the exit status stays that of the
--- error), on Ctrl-C (luajit turns SIGINT into an "interrupted!" error) and,
+-- error), on Ctrl-C (luajit turns SIGINT into an "interrupted!" error; where
+-- the interpreter does not raise it within 100 ms, as in a compiled loop,
+-- the library ends the program as on SIGTERM: src/exit_signals.c) and,
 -- when the ljprof library can trap signals (ljprof.on_signal), on SIGTERM,
 -- SIGHUP (and SIGINT where luajit does not handle it): the library's
 -- helper thread calls write_after_signal below in a Lua state of its own,

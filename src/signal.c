@@ -245,6 +245,7 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
       /* Paused by the control signal (auto.c): the timer keeps its
       ** schedule, no sample is taken. */
       if (!ctx->autos.paused) ljp_sample(ctx, ucv, w);
+      ljp_exit_int_watch();  /* luajit's SIGINT handler (exit_signals.c) */
     }
   } else if ((si->si_code == SI_USER || si->si_code == SI_TKILL) &&
              si->si_pid != getpid()) {

@@ -54,6 +54,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <link.h>
+#include <sys/auxv.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -251,39 +252,43 @@ void ljp_exit_int_watch(void)
 }
 
 /* The luajit executable's code, [*lo, *hi), when the program is luajit
-** (its name starts so): 0, else -1. Normal context. */
-static int exe_cb(struct dl_phdr_info *info, size_t size, void *data)
+** (its name starts so): 0, else -1. Normal context. From the program's
+** own headers (the auxiliary vector): dl_iterate_phdr is objects.c's. */
+static int exe_code(uintptr_t *lo, uintptr_t *hi)
 {
-  uintptr_t *r = data;
-  int i;
-  (void)size;
-  for (i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+  const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+  unsigned long i, n = getauxval(AT_PHNUM);
+  uintptr_t bias = 0;
+  int have = 0;
+  if (!ph || !n) return -1;
+  for (i = 0; i < n; i++)
+    if (ph[i].p_type == PT_PHDR) {
+      bias = (uintptr_t)ph - ph[i].p_vaddr;
+      have = 1;
+    }
+  if (!have) return -1;
+  *lo = *hi = 0;
+  for (i = 0; i < n; i++) {
     uintptr_t a;
-    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
-    a = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
-    if (!r[0] || a < r[0]) r[0] = a;
-    if (a + ph->p_memsz > r[1]) r[1] = a + ph->p_memsz;
+    if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X)) continue;
+    a = bias + ph[i].p_vaddr;
+    if (!*lo || a < *lo) *lo = a;
+    if (a + ph[i].p_memsz > *hi) *hi = a + ph[i].p_memsz;
   }
-  return 1;  /* the first object is the executable */
+  return *lo && *hi > *lo ? 0 : -1;
 }
 
 static int luajit_exe(uintptr_t *lo, uintptr_t *hi)
 {
   char exe[4096];
   const char *base;
-  uintptr_t r[2] = {0, 0};
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n <= 0) return -1;
   exe[n] = '\0';
   base = strrchr(exe, '/');
   base = base ? base + 1 : exe;
   if (strncmp(base, "luajit", 6) != 0) return -1;
-  dl_iterate_phdr(exe_cb, r);
-  if (!r[0] || r[1] <= r[0]) return -1;
-  *lo = r[0];
-  *hi = r[1];
-  return 0;
+  return exe_code(lo, hi);
 }
 
 /* The helper, woken by luajit's handler: INT_GRACE_MS for the interpreter

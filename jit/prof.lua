@@ -58,6 +58,8 @@
 --                         profiling mode (as -jp's), a snapshot at every
 --                         function change, exact per function but the
 --                         compiled code changes; off: the trace's frame
+--   /private=on|off       output files 0600 (owner only) instead of 0644;
+--                         either way the umask does not change the mode
 --
 -- Outputs: every word after the options is one output file ("-" is
 -- stdout); none: $LUAJIT_PROFILEFILE, else stdout. With one output, its
@@ -81,7 +83,9 @@
 --
 -- The profile is written by stop(), at normal exit (lua_close), on
 -- os.exit(), after an uncaught error (the exit status stays that of the
--- error), on Ctrl-C (luajit turns SIGINT into an "interrupted!" error) and,
+-- error), on Ctrl-C (luajit turns SIGINT into an "interrupted!" error; where
+-- the interpreter does not raise it within 100 ms, as in a compiled loop,
+-- the library ends the program as on SIGTERM: src/exit_signals.c) and,
 -- when the ljprof library can trap signals (ljprof.on_signal), on SIGTERM,
 -- SIGHUP (and SIGINT where luajit does not handle it): the library's
 -- helper thread calls write_after_signal below in a Lua state of its own,
@@ -149,7 +153,7 @@ local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 local CLOCKS = {"cpu", "wall", "itimer", "thread"}
 local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
   table.concat(options.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off|show /zones=root|off" ..
-  " /calls=on|off /aborts=on|off /inline=snapshots|exact|off"
+  " /calls=on|off /aborts=on|off /inline=snapshots|exact|off /private=on|off"
 
 local function fail(msg) error("jit.prof: " .. msg, 0) end
 
@@ -238,6 +242,11 @@ local function parse_keys(s)
           fail("bad inline '" .. val .. "' (accepted: snapshots, exact, off)")
         end
         kv.inline = val
+      elseif k == "private" then
+        if val ~= "on" and val ~= "off" then
+          fail("bad private '" .. val .. "' (accepted: on, off)")
+        end
+        kv.private = val
       else
         fail("unknown option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
       end
@@ -374,6 +383,7 @@ function M.start(opts, ...)
   jit_resume(was)
   if not ok then error(r, 0) end
   start_paths = {package.path, package.cpath}
+  if r.kv.private then ljprof.output_private(r.kv.private == "on") end
   local ropt = {fmt = options.KEY_FMT, depth = r.record_depth, clock = r.kv.clock,
                 duration = r.kv.duration, native = r.kv.native ~= "off",
                 calls = r.kv.calls == "on", aborts = r.kv.aborts == "on",

@@ -571,7 +571,7 @@ static int stack_read(const ljp_stack *st, uintptr_t a, uintptr_t *out)
 ** the race is one the compiler and the thread sanitizer know of. */
 typedef struct memo {
   uint32_t seq;         /* odd while being written */
-  uint64_t gen, hdr, pc, sig;
+  uint64_t gen, hdr, pc, sig, lo;
   uint64_t row[ROW_WORDS];
 } memo;
 
@@ -587,26 +587,28 @@ static memo *memo_slot(uintptr_t hdr, uintptr_t pc)
 #define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
 static int memo_get(uint64_t gen, uintptr_t hdr, uintptr_t pc, row *out,
-                    int *sig)
+                    int *sig, uintptr_t *lo)
 {
   memo *m = memo_slot(hdr, pc);
-  uint64_t w[ROW_WORDS], sg;
+  uint64_t w[ROW_WORDS], sg, fl;
   uint32_t s0 = __atomic_load_n(&m->seq, __ATOMIC_ACQUIRE), s1;
   size_t i;
   if ((s0 & 1) || LD(m->gen) != gen || LD(m->hdr) != hdr || LD(m->pc) != pc)
     return 0;
   sg = LD(m->sig);
+  fl = LD(m->lo);
   for (i = 0; i < ROW_WORDS; i++) w[i] = LD(m->row[i]);
   /* an update, not a load: the copy above cannot move below it */
   s1 = __atomic_fetch_add(&m->seq, 0, __ATOMIC_RELEASE);
   if (s0 != s1) return 0;
   __builtin_memcpy(out, w, sizeof(row));
   *sig = (int)sg;
+  *lo = (uintptr_t)fl;
   return 1;
 }
 
 static void memo_put(uint64_t gen, uintptr_t hdr, uintptr_t pc,
-                     const row *r, int sig)
+                     const row *r, int sig, uintptr_t lo)
 {
   memo *m = memo_slot(hdr, pc);
   uint64_t w[ROW_WORDS];
@@ -622,20 +624,22 @@ static void memo_put(uint64_t gen, uintptr_t hdr, uintptr_t pc,
   ST(m->hdr, (uint64_t)hdr);
   ST(m->pc, (uint64_t)pc);
   ST(m->sig, (uint64_t)sig);
+  ST(m->lo, (uint64_t)lo);
   for (i = 0; i < ROW_WORDS; i++) ST(m->row[i], w[i]);
   __atomic_store_n(&m->seq, s + 2, __ATOMIC_RELEASE);
 }
 
-/* The row in effect at lookup: 0, or -1. */
+/* The row in effect at lookup and the start of its entry: 0, or -1. */
 static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
-                    row *cur, int *sig)
+                    row *cur, int *sig, uintptr_t *lo)
 {
   fde fd;
   cie ci;
   row init;
   int ops = 0;
-  if (gen && t && memo_get(gen, t->hdr, lookup, cur, sig)) return 0;
+  if (gen && t && memo_get(gen, t->hdr, lookup, cur, sig, lo)) return 0;
   if (find_fde(t, lookup, &fd, &ci) != 0) return -1;
+  *lo = fd.lo;
   __builtin_memset(&init, 0, sizeof(init));
   init.cfa_reg = LJP_CFI_RSP;
   if (run_cfi(t, &ci, ci.ins, ci.end, fd.lo, lookup, &init, NULL, &ops) != 0)
@@ -644,21 +648,23 @@ static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
   if (run_cfi(t, &ci, fd.ins, fd.end, fd.lo, lookup, cur, &init, &ops) != 0)
     return -1;
   *sig = ci.sig;
-  if (gen) memo_put(gen, t->hdr, lookup, cur, ci.sig);
+  if (gen) memo_put(gen, t->hdr, lookup, cur, ci.sig, fd.lo);
   return 0;
 }
 
 /* -- One step ------------------------------------------------------------------ */
 
 int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
-                 const ljp_stack *st, uint64_t gen, int *sigframe)
+                 const ljp_stack *st, uint64_t gen, int *sigframe,
+                 uintptr_t *fn)
 {
   row cur;
   ljp_regs nr;
-  uintptr_t cfa;
+  uintptr_t cfa, lo = 0;
   int i, sig = 0;
   *sigframe = 0;
-  if (find_row(t, lookup, gen, &cur, &sig) != 0) return LJP_CFI_FAIL;
+  if (find_row(t, lookup, gen, &cur, &sig, &lo) != 0) return LJP_CFI_FAIL;
+  if (fn) *fn = lo;
   *sigframe = sig;
   if (cur.r[LJP_CFI_RA].how == R_UNDEF) return LJP_CFI_END;
   if (cur.cfa_expr == 1 || !(r->valid & (1u << cur.cfa_reg))) return LJP_CFI_FAIL;

@@ -64,9 +64,12 @@ enum {
 ** caller). *sigframe is set when the entry is a signal frame ('S'): then
 ** the caller's PC is exact (look it up as is). gen: nonzero, a generation
 ** of the list of loaded objects (one value never names two lists), lets
-** the rule found for lookup be remembered and reused; 0 finds it anew. */
+** the rule found for lookup be remembered and reused; 0 finds it anew.
+** fn (or NULL): the start of the entry found, the function the frame
+** lies in, set when the entry is found (even if the step then fails). */
 int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
-                 const ljp_stack *st, uint64_t gen, int *sigframe);
+                 const ljp_stack *st, uint64_t gen, int *sigframe,
+                 uintptr_t *fn);
 
 /* The registers of a ucontext_t (a signal's, or getcontext's). */
 void ljp_cfi_regs(ljp_regs *r, const void *ucontext);

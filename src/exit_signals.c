@@ -5,9 +5,17 @@
 ** (ljprof.on_signal, used by jit/prof.lua).
 **
 ** Only signals whose disposition is the default are trapped: a program's
-** own handler, or an ignored signal, is left alone (luajit installs its
-** own SIGINT handler while -j options and the script run, and turns ^C
-** into an "interrupted!" error, which already ends in lua_close).
+** own handler, or an ignored signal, is left alone, with one exception.
+** luajit installs its own SIGINT handler while -j options and the script
+** run: it sets a hook that raises "interrupted!" at the interpreter's next
+** instruction, which compiled code never reaches (a compiled loop ran to
+** its end). When on_signal is asked for INT and SIGINT's handler lies in
+** the luajit executable, the sampling handler (ljp_exit_int_watch, signal
+** context: one sigaction) wraps it while it is installed: the wrapper
+** calls luajit's handler, then gives the interpreter INT_GRACE_MS to
+** raise "interrupted!" (the run then writes its outputs itself, "hold");
+** if it has not, SIGINT ends the program as TERM does (below), profile
+** written, killed by SIGINT.
 **
 ** The profile is written by a helper thread, started with the trap, in a
 ** Lua state of its own, made when a signal comes (~2 ms of CPU that a run
@@ -49,6 +57,8 @@
 */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <link.h>
+#include <sys/auxv.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -66,6 +76,7 @@
 #include "ownstate.h"
 
 #define GRACE_MS 20       /* for the safe point, before forcing */
+#define INT_GRACE_MS 100  /* for luajit's "interrupted!", before TERM's way */
 #define FORCE_TRIES 20    /* forced closes tried, FORCE_MS apart */
 #define FORCE_MS 250
 
@@ -90,6 +101,12 @@ static struct {
   char *module, *func, *arg, *path, *cpath; /* what the helper loads */
   size_t arglen;
   lua_State *empty;            /* a thread of HL with no frames */
+  /* SIGINT under luajit (the wrapper of its handler, above) */
+  volatile sig_atomic_t int_want;  /* INT asked for, luajit's to wrap */
+  volatile sig_atomic_t int_came;  /* 1: luajit's handler ran, 2: seen */
+  volatile sig_atomic_t int_force; /* its grace is over: TERM's way */
+  uintptr_t exe_lo, exe_hi;    /* the luajit executable's mapped code */
+  struct sigaction int_prev;   /* luajit's handler, while wrapped */
 } trap;
 /* Taken by on, off and hold (normal context, any thread); never by the
 ** handler or the helper. */
@@ -187,6 +204,111 @@ static void exit_signal_handler(int sig, siginfo_t *si, void *uc)
   errno = saved;
 }
 
+/* SIGINT while luajit's handler is wrapped. First: luajit's handler (it
+** resets SIGINT to the default and sets its hook), then this wrapper is
+** put back and the helper gives the interpreter its grace. A second
+** SIGINT, or the helper's once the grace is over, ends the program as
+** TERM does; so does one while the run writes its outputs (it dies
+** after them). */
+static void int_wrapper(int sig, siginfo_t *si, void *uc)
+{
+  int saved = errno;
+  ljp_ctx *ctx = atomic_load(&trap.ctx);
+  if (ctx && trap.helper_up && getpid() == trap.pid && !trap.int_force &&
+      !trap.hold && !trap.int_came && !ctx->exit.signal) {
+    struct sigaction self, prev = trap.int_prev;
+    sigaction(sig, NULL, &self);
+    if (prev.sa_flags & SA_SIGINFO) prev.sa_sigaction(sig, si, uc);
+    else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN)
+      prev.sa_handler(sig);
+    sigaction(sig, &self, NULL);  /* (luajit's handler reset it) */
+    trap.int_came = 1;
+    sem_post(&trap.wake);
+  } else if (ctx && trap.helper_up && getpid() == trap.pid) {
+    exit_signal_handler(sig, si, uc);
+  } else {
+    die_of(sig);
+  }
+  errno = saved;
+}
+
+/* Signal context (the sampling handler, each tick while a run traps
+** exit signals): wrap luajit's SIGINT handler whenever it is installed
+** (luajit installs it anew around each chunk it runs). One sigaction
+** when nothing is to do. */
+void ljp_exit_int_watch(void)
+{
+  struct sigaction cur, sa;
+  uintptr_t h;
+  if (!trap.int_want || trap.int_came || trap.hold) return;
+  if (sigaction(SIGINT, NULL, &cur) != 0) return;
+  if (cur.sa_flags & SA_SIGINFO) return;  /* ours, or not luajit's */
+  h = (uintptr_t)cur.sa_handler;
+  if (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN ||
+      h < trap.exe_lo || h >= trap.exe_hi)
+    return;
+  trap.int_prev = cur;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = int_wrapper;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigfillset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+}
+
+/* The luajit executable's code, [*lo, *hi), when the program is luajit
+** (its name starts so): 0, else -1. Normal context. From the program's
+** own headers (the auxiliary vector): dl_iterate_phdr is objects.c's. */
+static int exe_code(uintptr_t *lo, uintptr_t *hi)
+{
+  const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+  unsigned long i, n = getauxval(AT_PHNUM);
+  uintptr_t bias = 0;
+  int have = 0;
+  if (!ph || !n) return -1;
+  for (i = 0; i < n; i++)
+    if (ph[i].p_type == PT_PHDR) {
+      bias = (uintptr_t)ph - ph[i].p_vaddr;
+      have = 1;
+    }
+  if (!have) return -1;
+  *lo = *hi = 0;
+  for (i = 0; i < n; i++) {
+    uintptr_t a;
+    if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X)) continue;
+    a = bias + ph[i].p_vaddr;
+    if (!*lo || a < *lo) *lo = a;
+    if (a + ph[i].p_memsz > *hi) *hi = a + ph[i].p_memsz;
+  }
+  return *lo && *hi > *lo ? 0 : -1;
+}
+
+static int luajit_exe(uintptr_t *lo, uintptr_t *hi)
+{
+  char exe[4096];
+  const char *base;
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return -1;
+  exe[n] = '\0';
+  base = strrchr(exe, '/');
+  base = base ? base + 1 : exe;
+  if (strncmp(base, "luajit", 6) != 0) return -1;
+  return exe_code(lo, hi);
+}
+
+/* The helper, woken by luajit's handler: INT_GRACE_MS for the interpreter
+** to raise "interrupted!" (the run then writes its outputs: hold) or for
+** the trap to go. 1 when neither came: TERM's way. */
+static int int_grace(ljp_ctx *ctx)
+{
+  int i;
+  for (i = 0; i < INT_GRACE_MS / 5; i++) {
+    struct timespec ts = {0, 5000000};
+    if (trap.quit || trap.hold || ctx->exit.signal) return 0;
+    nanosleep(&ts, NULL);
+  }
+  return !(trap.quit || trap.hold || ctx->exit.signal);
+}
+
 /* -- The helper thread ------------------------------------------------------- */
 
 static int wait_closed(int ms)
@@ -210,12 +332,25 @@ static void *helper_main(void *arg)
   lua_State *HL;
   int sig, closed, i;
   (void)arg;
-  while (sem_wait(&trap.wake) != 0) {}
-  if (trap.quit) return NULL;
-  ctx = atomic_load(&trap.ctx);
+  for (;;) {
+    while (sem_wait(&trap.wake) != 0) {}
+    if (trap.quit) return NULL;
+    ctx = atomic_load(&trap.ctx);
+    if (ctx->exit.signal) break;
+    if (trap.int_came == 1) {     /* luajit's SIGINT handler ran */
+      trap.int_came = 2;
+      /* the writer's state meanwhile (unused if the run writes itself) */
+      if (!trap.HL) trap.HL = helper_state(ctx);
+      if (int_grace(ctx)) {       /* no "interrupted!": TERM's way */
+        trap.int_force = 1;
+        syscall(SYS_tgkill, ctx->pid, ctx->tid, SIGINT);
+      }
+    }
+  }
   sig = ctx->exit.signal;
   /* The writer's state, while the safe point may come. */
-  trap.HL = HL = helper_state(ctx);
+  if (!trap.HL) trap.HL = helper_state(ctx);
+  HL = trap.HL;
   if (!HL) die_of(sig);           /* no writer: as without ljprof */
   closed = wait_closed(GRACE_MS);
   for (i = 0; !closed && i < FORCE_TRIES; i++) {
@@ -377,6 +512,13 @@ static void untrap(void)
         (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == exit_signal_handler)
       sigaction(exit_sigs[i].signo, &trap.old[i], NULL);
   }
+  if (trap.int_want) {
+    struct sigaction cur;
+    trap.int_want = 0;
+    if (sigaction(SIGINT, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+        cur.sa_sigaction == int_wrapper)
+      sigaction(SIGINT, &trap.int_prev, NULL);
+  }
   if (trap.helper_up) {
     trap.quit = 1;
     sem_post(&trap.wake);
@@ -483,6 +625,7 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
   }
   memset(&ctx->exit, 0, sizeof(ctx->exit));
   trap.quit = trap.hold = 0;
+  trap.int_came = trap.int_force = 0;
   trap.pid = getpid();
   atomic_store(&trap.ctx, ctx);
   sem_init(&trap.wake, 0, 0);
@@ -500,6 +643,13 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
   for (i = 0; !err && i < NSIGS; i++) {
     struct sigaction sa, prev;
     if (!want[i]) continue;
+    if (exit_sigs[i].signo == SIGINT &&
+        luajit_exe(&trap.exe_lo, &trap.exe_hi) == 0) {
+      /* luajit's handler comes and goes: wrapped while installed
+      ** (ljp_exit_int_watch); with the default action now, trapped too */
+      trap.int_want = 1;
+      got[i] = 1;
+    }
     if (sigaction(exit_sigs[i].signo, NULL, &prev) != 0 ||
         (prev.sa_flags & SA_SIGINFO) || prev.sa_handler != SIG_DFL)
       continue;  /* the program's, or ignored: not ours to take */

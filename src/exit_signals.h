@@ -55,6 +55,9 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
 void ljp_exit_signals_off(ljp_ctx *ctx);
 void ljp_exit_signals_hold(ljp_ctx *ctx);
 void ljp_exit_signals_release(ljp_ctx *ctx);
+/* Signal context, each sampling tick: wrap luajit's SIGINT handler while
+** it is installed (exit_signals.c). */
+void ljp_exit_int_watch(void);
 /* At a safe point after an exit signal: hand over, never return. */
 void ljp_exit_handover(ljp_ctx *ctx);
 /* Before exec, on the calling thread: the trapped run's outputs written

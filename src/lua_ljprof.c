@@ -1082,6 +1082,17 @@ static int l_write_file(lua_State *L)
   return 1;
 }
 
+/* ljprof.output_private(on): every file written from now on in this
+** process 0600 (true) or 0644 (false), whatever the umask; returns the
+** setting before. No argument: the setting. */
+static int l_output_private(lua_State *L)
+{
+  int was = ljp_outfile_is_private();
+  if (!lua_isnoneornil(L, 1)) ljp_outfile_private(lua_toboolean(L, 1));
+  lua_pushboolean(L, was);
+  return 1;
+}
+
 /* ljprof.check_output(path): could it be written? Leaves nothing. */
 static int l_check_output(lua_State *L)
 {
@@ -1185,6 +1196,7 @@ static const luaL_Reg ljprof_funcs[] = {
   {"auto_notice", l_auto_notice},
   {"write_file", l_write_file},
   {"check_output", l_check_output},
+  {"output_private", l_output_private},
   {"remove_output", l_remove_output},
   {"start", l_start},
   {"stop", l_stop},

@@ -9,7 +9,11 @@
 **            with O_TRUNC would destroy what the program printed)
 **   nothing, or a regular file
 **            a temporary file next to it, renamed over it (readers never
-**            see half a profile); a replaced file keeps its permissions
+**            see half a profile); a new file is 0644 whatever the umask
+**            (nginx runs its workers with umask 0: a profile came out
+**            -rw-rw-rw-), 0600 when private output is asked for
+**            (ljp_outfile_private); a replaced file keeps its
+**            permissions, less the group's and others' when private
 **   a character or block device, a FIFO
 **            written in place, never replaced (as root, a rename would
 **            turn /dev/null into a regular file); a FIFO without a
@@ -130,6 +134,26 @@ static void clean_stale(const char *path)
   closedir(d);
 }
 
+static _Atomic int out_private;
+
+void ljp_outfile_private(int on)
+{
+  atomic_store(&out_private, on != 0);
+}
+
+int ljp_outfile_is_private(void)
+{
+  return atomic_load(&out_private);
+}
+
+/* The mode of a file written at path: old its stat when it is replaced. */
+static mode_t file_mode(const struct stat *old)
+{
+  int priv = atomic_load(&out_private);
+  if (old) return old->st_mode & (priv ? 07700 : 07777);
+  return priv ? 0600 : 0644;
+}
+
 /* Atomic replace of a regular file (or a new one) at path. */
 static int write_atomic(const char *shown, const char *path, const char *data,
                         size_t len, const struct stat *old, char *err,
@@ -142,9 +166,16 @@ static int write_atomic(const char *shown, const char *path, const char *data,
   if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(),
                atomic_fetch_add(&seq, 1)) >= (int)sizeof(tmp))
     return fail(err, n, shown, "path too long");
-  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+  /* Created private (nobody else can open it meanwhile), then given its
+  ** mode, which the umask does not narrow or widen. */
+  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return fail(err, n, shown, strerror(errno));
-  if (old) fchmod(fd, old->st_mode & 07777);
+  if (fchmod(fd, file_mode(old)) != 0) {
+    saved = errno;
+    close(fd);
+    unlink(tmp);
+    return fail(err, n, shown, strerror(saved));
+  }
   if (write_all(fd, data, len) != 0) {
     saved = errno;
     close(fd);

@@ -14,6 +14,10 @@ int ljp_outfile_write(const char *path, const char *data, size_t len,
 /* Could path be written now? Leaves nothing behind. 0, or -1 and one
 ** line in err. */
 int ljp_outfile_check(const char *path, char *err, size_t errlen);
+/* New files 0600 instead of 0644 (on), and replaced ones without the
+** group's and others' permissions; process-wide, for every later write. */
+void ljp_outfile_private(int on);
+int ljp_outfile_is_private(void);
 /* Remove path and the temporaries of writers of it that no longer run
 ** (a kill -9 during a write). The result of unlink(path). */
 int ljp_outfile_remove(const char *path);

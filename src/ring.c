@@ -1,6 +1,6 @@
 /*
 ** Lock-free single-producer ring of sample records (see ring.h).
-** Only ljp_ring_reserve/ljp_ring_publish run in signal context; this file
+** Only the inline functions of ring.h run in signal context; this file
 ** holds the normal-context side: allocation and claiming.
 */
 #include <stdlib.h>

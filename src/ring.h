@@ -13,11 +13,12 @@
 **     [tail, done)  completed (stack assigned), waiting for aggregation
 **     [done, head)  pending (written by the handler, no stack yet)
 **
-** When the ring is full the handler adds the tick to a pending record
-** instead of dropping it: the newest one with the same VM state, trace, C
-** function, zone and label set, else the newest (its own time, PC and
-** stack are lost, the tick is not); only when no record is pending is the
-** tick dropped.
+** When the ring is full the handler adds the tick to a pending record of
+** the same VM state, trace, C function, zone, label set and captured Lua
+** frames: one with the same native frames (by function) if there is one,
+** else the same innermost and outermost native functions, else the same
+** outermost one (ljp_record_like, ljp_record_like_native); a tick like no
+** pending record is dropped (counted), never charged to another function.
 */
 #ifndef LJP_RING_H
 #define LJP_RING_H
@@ -63,7 +64,6 @@ typedef struct ljp_record {
   uintptr_t pc;          /* interrupted program counter */
   _Atomic uint32_t weight; /* timer ticks (1 + overruns + merged) */
   uintptr_t cfunc;       /* C function running when vmstate == 'C', or 0 */
-  uintptr_t like_cfunc;  /* cfunc as it was at reserve time (merging) */
   int32_t trace;         /* trace number when vmstate == 'N', else 0 */
   uintptr_t tobj;        /* 'N', traces read from memory: the trace
                             object running at the signal (0: unknown),
@@ -82,6 +82,11 @@ typedef struct ljp_record {
   uintptr_t native[LJP_NATIVE_MAX]; /* native return addresses, leaf first */
   uintptr_t tret;        /* where the native walk reached generated code
                             (a trace's return address), or 0 */
+  uint64_t nfuncs;       /* a hash of the functions native[] lie in
+                            (their unwind entries' starts; an address
+                            where none is known), 0: none */
+  uintptr_t nleaf[2];    /* the functions native[0] and the outermost
+                            frame lie in (or their addresses), 0: none */
   uint8_t nlua;          /* Lua frames captured at signal time (0: none,
                             the safe point's stack is used) */
   uint8_t lflags;        /* LJP_LUA_* */
@@ -97,60 +102,117 @@ typedef struct ljp_ring {
   _Atomic uint64_t tail;  /* first record not yet aggregated */
 } ljp_ring;
 
-typedef enum { LJP_PUSHED, LJP_MERGED, LJP_DROPPED } ljp_push_result;
+typedef enum {
+  LJP_PUSHED,
+  LJP_MERGED,       /* into a record with the tick's stack */
+  LJP_MERGED_LEAF,  /* into one with its function and leaf, not its stack */
+  LJP_MERGED_FUNC,  /* into one with its C function and Lua stack */
+  LJP_DROPPED
+} ljp_push_result;
 
 int ljp_ring_init(ljp_ring *r, uint32_t cap); /* cap rounded up to 2^n */
 void ljp_ring_free(ljp_ring *r);
 
-/* What a full ring merges by: a tick joins the newest pending record with
-** the same VM state, trace, C function, zone and label set (so per-state,
-** per-trace, per-zone and per-label totals stay right while no safe point
-** comes, e.g. in a program running entirely in compiled code), else the
-** newest with the same VM state, zone and label set, else the newest one.
-** The C function compared
-** is the one known when the record was reserved (like_cfunc): the
-** handler may name it better afterwards. */
-typedef struct ljp_like {
-  uintptr_t cfunc;
-  int32_t trace;
-  uint16_t zone;
-  uint16_t labels;
-  uint8_t vmstate;
-} ljp_like;
-
 #define LJP_MERGE_SCAN 64  /* pending records examined for a like one */
 
-/* Signal context. Returns the slot to fill, or NULL when the ring is full
-** (then *res says whether the weight was merged or dropped). The record is
-** published by ljp_ring_publish. */
-static inline ljp_record *ljp_ring_reserve(ljp_ring *r, uint32_t weight,
-                                           const ljp_like *like,
-                                           ljp_push_result *res)
+/* Signal context (and the unit test): would pending record c and the tick
+** t get the same stack and the same totals? Same VM state, trace (and
+** trace object), C function, zone, label set, native frames (by the
+** functions they lie in, as a stack shows them: their number and the hash
+** of their functions) and Lua frames captured at the signal. A record
+** whose trace or VM state is resolved later by its PC ('U', or 'N' with
+** no trace number) needs the same PC. */
+static inline int ljp_record_like_lua(const ljp_record *c,
+                                      const ljp_record *t)
+{
+  int i;
+  if (c->vmstate != t->vmstate || c->trace != t->trace ||
+      c->tobj != t->tobj || c->cfunc != t->cfunc || c->zone != t->zone ||
+      c->labels != t->labels || c->nlua != t->nlua ||
+      c->lflags != t->lflags)
+    return 0;
+  if ((t->vmstate == 'U' || (t->vmstate == 'N' && !t->trace)) &&
+      c->pc != t->pc)
+    return 0;
+  for (i = 0; i < t->nlua; i++) {
+    const ljp_lframe *a = &c->lua[i], *b = &t->lua[i];
+    if (a->fn != b->fn || a->cf != b->cf || a->pc != b->pc ||
+        a->kind != b->kind)
+      return 0;
+  }
+  return 1;
+}
+
+static inline int ljp_record_like(const ljp_record *c, const ljp_record *t)
+{
+  return c->nnative == t->nnative && c->nflags == t->nflags &&
+         (!t->nnative || c->nfuncs == t->nfuncs) && ljp_record_like_lua(c, t);
+}
+
+/* Signal context (and the unit test): the next choices of a full ring
+** for a tick with native frames, a record like it (ljp_record_like) but
+** in some native frames. leaf: the innermost and the outermost native
+** frame lie in the same functions (nleaf), the frames in between may
+** differ. Else (leaf 0) the outermost only: the C function Lua called (or
+** compiled code called) and its Lua callers are the tick's own, the native
+** frames above it another tick's of the same function. */
+static inline int ljp_record_like_native(const ljp_record *c,
+                                         const ljp_record *t, int leaf)
+{
+  return t->nnative && c->nnative && t->nleaf[1] &&
+         c->nleaf[1] == t->nleaf[1] &&
+         (!leaf || c->nleaf[0] == t->nleaf[0]) &&
+         (c->nflags & LJP_NATIVE_FROM_INTERP) ==
+             (t->nflags & LJP_NATIVE_FROM_INTERP) &&
+         ljp_record_like_lua(c, t);
+}
+
+/* Signal context: the slot to fill, or NULL when the ring is full. The
+** record is published by ljp_ring_publish. */
+static inline ljp_record *ljp_ring_slot(ljp_ring *r)
 {
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+  return h - t < r->cap ? &r->rec[h & r->mask] : NULL;
+}
+
+/* Signal context, the ring full: add weight to the newest pending record
+** (among the last LJP_MERGE_SCAN) like tick (ljp_record_like; NULL: any,
+** for the ring's own unit tests). LJP_MERGED, or LJP_DROPPED when none is
+** (the caller counts it). */
+static inline ljp_push_result ljp_ring_merge(ljp_ring *r, uint32_t weight,
+                                             const ljp_record *tick)
+{
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
   uint64_t d = atomic_load_explicit(&r->done, memory_order_acquire), p;
-  if (h - t < r->cap) { *res = LJP_PUSHED; return &r->rec[h & r->mask]; }
-  if (h > d) {
-    ljp_record *into = &r->rec[(h - 1) & r->mask], *state = NULL;
-    for (p = h; p > d && h - p < LJP_MERGE_SCAN; p--) {
-      ljp_record *c = &r->rec[(p - 1) & r->mask];
-      if (like && c->vmstate == like->vmstate && c->zone == like->zone &&
-          c->labels == like->labels) {
-        if (c->trace == like->trace && c->like_cfunc == like->cfunc) {
-          into = c;
-          state = NULL;
-          break;
-        }
-        if (!state) state = c;  /* at least the same state, zone, labels */
-      }
+  ljp_record *leaf = NULL, *func = NULL;
+  for (p = h; p > d && h - p < LJP_MERGE_SCAN; p--) {
+    ljp_record *c = &r->rec[(p - 1) & r->mask];
+    if (!tick || ljp_record_like(c, tick)) {
+      atomic_fetch_add_explicit(&c->weight, weight, memory_order_relaxed);
+      return LJP_MERGED;
     }
-    if (state) into = state;
-    atomic_fetch_add_explicit(&into->weight, weight, memory_order_relaxed);
-    *res = LJP_MERGED;
-  } else {
-    *res = LJP_DROPPED;
+    if (!func && ljp_record_like_native(c, tick, 0)) func = c;
+    if (!leaf && ljp_record_like_native(c, tick, 1)) leaf = c;
   }
+  if (leaf || func) {
+    atomic_fetch_add_explicit(&(leaf ? leaf : func)->weight, weight,
+                              memory_order_relaxed);
+    return leaf ? LJP_MERGED_LEAF : LJP_MERGED_FUNC;
+  }
+  return LJP_DROPPED;
+}
+
+/* Signal context: the slot to fill, or NULL when the ring is full (then
+** *res says whether the weight was merged into a record like tick, or
+** dropped). */
+static inline ljp_record *ljp_ring_reserve(ljp_ring *r, uint32_t weight,
+                                           const ljp_record *tick,
+                                           ljp_push_result *res)
+{
+  ljp_record *slot = ljp_ring_slot(r);
+  if (slot) { *res = LJP_PUSHED; return slot; }
+  *res = ljp_ring_merge(r, weight, tick);
   return NULL;
 }
 

@@ -91,22 +91,25 @@ static inline size_t ljp_alt_room(void *ucv, const void *here)
 }
 
 /* Record one sample of weight w; lite: without the native walk and the
-** Lua capture (little stack left). Signal context. */
+** Lua capture (little stack left). Signal context. A full ring with
+** records pending gets the tick filled in on the stack, as a record would
+** be, and merged into a pending record that would have had the same stack
+** (ring.h); like none, it is dropped. */
 static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w, int lite)
 {
+  ljp_record *rec, scratch;
   ljp_push_result res;
-  ljp_record *rec;
-  ljp_like like;
-  uintptr_t pc = ucontext_pc(ucv), tobj = 0;
+  uintptr_t pc = ucontext_pc(ucv), tobj = 0, cfunc;
   uint64_t t0 = ljp_now_ns();  /* CLOCK_MONOTONIC, vDSO: signal-safe */
+  int32_t trace;
   int vm;
   atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
   /* With native stacks the running C function is usually the outermost
   ** native frame (found at the safe point): no peeks for it here. */
-  vm = ljp_vm_read(ctx->vm_g, &like.trace, &like.cfunc, !ctx->native_on);
+  vm = ljp_vm_read(ctx->vm_g, &trace, &cfunc, !ctx->native_on);
   if (!vm) {
-    vm = ljp_codemap_classify(&ctx->map, pc, &like.trace);
+    vm = ljp_codemap_classify(&ctx->map, pc, &trace);
   } else if (vm == 'N') {
     /* g->vmstate names the trace entered last; a trace linked to may run
     ** on without changing it. The PC names the trace whose machine code
@@ -116,76 +119,85 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w, int lite)
     int32_t tr = 0;
     if (ctx->tr.mem) {
       uintptr_t T2;
-      tobj = ljp_tm_trace(ctx->vm_g, like.trace);
+      tobj = ljp_tm_trace(ctx->vm_g, trace);
       if (!(tobj && ljp_tm_holds(tobj, pc)) &&
           ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0 &&
           (T2 = ljp_tm_trace(ctx->vm_g, tr)) && ljp_tm_holds(T2, pc)) {
-        like.trace = tr;
+        trace = tr;
         tobj = T2;
       }
     } else if (ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0) {
-      like.trace = tr;
+      trace = tr;
     }
   }
-  like.vmstate = (uint8_t)vm;
-  like.zone = ctx->zones.cur;      /* the zone active at the tick */
-  like.labels = ctx->labels.cur;   /* and the label set (labels.c) */
-  rec = ljp_ring_reserve(&ctx->ring, w, &like, &res);
-  if (rec) {
+  if (!(rec = ljp_ring_slot(&ctx->ring))) {
+    if (!ljp_ring_pending(&ctx->ring)) {  /* nothing to merge into */
+      atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
+      goto arm;
+    }
+    rec = &scratch;
+  }
+  if (rec != &scratch)
     rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
-    rec->time_ns = t0;
-    rec->pc = pc;
-    rec->trace = like.trace;
-    rec->tobj = tobj;
-    rec->cfunc = like.cfunc;
-    rec->like_cfunc = like.cfunc;
-    rec->vmstate = like.vmstate;
-    rec->zone = like.zone;
-    rec->labels = like.labels;
-    rec->nflags = 0;
-    rec->nnative = 0;
-    rec->tret = 0;
-    if (ctx->native_on && !lite)
-      rec->nnative = (uint8_t)ljp_native_capture(ctx, ucv, pc, vm,
-                                                  rec->native, &rec->nflags,
-                                                  &rec->tret);
-    rec->nlua = 0;
-    if (ctx->exact_on && !lite) {
-      /* The Lua frames running now. A C function's stack is stable
-      ** unless it is inside LuaJIT's own code (a lua_* call may resize
-      ** it): when the native walk does not show that it is outside, the
-      ** capture checks the stack's block first. */
-      int c_mode = vm != 'C' && vm != 'G' ? 0
-                   : vm == 'C' && ctx->native_on &&
-                     (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
-                     !(rec->nflags & LJP_NATIVE_VM) ? 1 : 2;
-      /* The interpreter while a trace is recorded: no arming (below), so
-      ** the frames now. */
-      if (vm == 'I' && !ljp_vm_jit_idle(ctx->vm_g))
-        c_mode = LJP_CAPTURE_RECORDING;
-      if (ljp_luastack_capture(ctx->vm_g, c_mode, rec) > 0) {
+  rec->time_ns = t0;
+  rec->pc = pc;
+  rec->trace = trace;
+  rec->tobj = tobj;
+  rec->cfunc = cfunc;
+  rec->vmstate = (uint8_t)vm;
+  rec->zone = ctx->zones.cur;      /* the zone active at the tick */
+  rec->labels = ctx->labels.cur;   /* and the label set (labels.c) */
+  rec->nflags = 0;
+  rec->nnative = 0;
+  rec->nfuncs = 0;
+  rec->nleaf[0] = rec->nleaf[1] = 0;
+  rec->tret = 0;
+  if (ctx->native_on && !lite)
+    rec->nnative = (uint8_t)ljp_native_capture(ctx, ucv, pc, vm, rec->native,
+                                                &rec->nflags, &rec->tret,
+                                                &rec->nfuncs,
+                                                rec->nleaf);
+  rec->nlua = 0;
+  rec->lflags = 0;
+  if (ctx->exact_on && !lite) {
+    /* The Lua frames running now. A C function's stack is stable
+    ** unless it is inside LuaJIT's own code (a lua_* call may resize
+    ** it): when the native walk does not show that it is outside, the
+    ** capture checks the stack's block first. */
+    int c_mode = vm != 'C' && vm != 'G' ? 0
+                 : vm == 'C' && ctx->native_on &&
+                   (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
+                   !(rec->nflags & LJP_NATIVE_VM) ? 1 : 2;
+    /* The interpreter while a trace is recorded: no arming (below), so
+    ** the frames now. */
+    if (vm == 'I' && !ljp_vm_jit_idle(ctx->vm_g))
+      c_mode = LJP_CAPTURE_RECORDING;
+    if (ljp_luastack_capture(ctx->vm_g, c_mode, rec) > 0) {
+      if (rec != &scratch)
         atomic_fetch_add_explicit(&ctx->n_lua_captures, 1,
                                   memory_order_relaxed);
-        /* In state C the frame at L->base is the C function's (the
-        ** capture checks it): what ljp_vm_cfunc would read, read. */
-        if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1)
-          rec->cfunc = rec->lua[0].cf;
-      }
+      /* In state C the frame at L->base is the C function's (the
+      ** capture checks it): what ljp_vm_cfunc would read, read. */
+      if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1)
+        rec->cfunc = rec->lua[0].cf;
     }
-    /* The running C function, when neither the native walk (it reached
-    ** the interpreter: the function is its outermost frame) nor the Lua
-    ** capture has it: two fault-safe reads, system calls. */
-    if (ctx->native_on && !lite && vm == 'C' && !rec->cfunc &&
-        !(rec->nflags & LJP_NATIVE_FROM_INTERP))
-      rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
-    rec->stack = 0;
+  }
+  /* The running C function, when neither the native walk (it reached
+  ** the interpreter: the function is its outermost frame) nor the Lua
+  ** capture has it: two fault-safe reads, system calls. */
+  if (ctx->native_on && !lite && vm == 'C' && !rec->cfunc &&
+      !(rec->nflags & LJP_NATIVE_FROM_INTERP))
+    rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
+  rec->stack = 0;
+  if (rec != &scratch) {
     atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
     ljp_ring_publish(&ctx->ring);
-  } else if (res == LJP_MERGED) {
+  } else if ((res = ljp_ring_merge(&ctx->ring, w, rec)) != LJP_DROPPED) {
     atomic_fetch_add_explicit(&ctx->n_merged, 1, memory_order_relaxed);
   } else {
     atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
   }
+arm:
   /* Never arm while the trace compiler may be busy: changing the hook
   ** aborts a trace being started or recorded. The recorder's events set
   ** ctx->hook.recording; 'J' and the compiler's own state (once learnt) also
@@ -273,6 +285,7 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
         atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
         atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
       }
+      ljp_exit_int_watch();  /* luajit's SIGINT handler (exit_signals.c) */
     }
   } else if ((si->si_code == SI_USER || si->si_code == SI_TKILL) &&
              si->si_pid != getpid()) {

@@ -193,18 +193,26 @@ static int still_there(const ljp_objsnap *m, const ljp_span *e,
   return c;
 }
 
+/* One more function into a stack's hash (order matters). */
+static inline uint64_t fhash(uint64_t h, uintptr_t fn)
+{
+  h ^= (uint64_t)fn + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
 #define QUIET_STEPS 8   /* frames a walk for *tret alone may pass */
 
 static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
                    int vmstate, uintptr_t *out, uint8_t *flags,
-                   uintptr_t *tret)
+                   uintptr_t *tret, uint64_t *funcs, uintptr_t *leaf)
 {
   const ljp_span *e;
   ljp_regs regs;
   ljp_stack st;
   walk_objs cur = {{0}, 0, 0};
   uintptr_t lookup = pc, sp;
-  int n = 0, vm, sig = 0, quiet = 0, steps = 0;
+  uint64_t fsum = 0x9e3779b97f4a7c15ull;
+  int n = 0, vm, sig = 0, quiet = 0;
   if (!m) return 0;
   if (!(e = ljp_objects_find(m, pc))) {
     if (ljp_codemap_classify(&ctx->map, pc, &(int32_t){0}) == 'C') {
@@ -239,7 +247,7 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   atomic_signal_fence(memory_order_seq_cst);
   atomic_fetch_add_explicit(&ctx->n_native_unwinds, 1, memory_order_relaxed);
   vm = is_vm(e);
-  if (!quiet) out[n++] = pc;
+  out[n++] = pc;
   ljp_cfi_regs(&regs, ucv);
   /* The stack a walk may read: from the interrupted stack pointer (less
   ** the red zone) to the end of the thread's stack. An interrupted
@@ -252,8 +260,8 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
     st.hi = ctx->native_stk_hi;
   }
   for (;;) {
-    uintptr_t ip;
-    if (++steps > 1 && !still_there(m, e, lookup, &cur)) {
+    uintptr_t ip, fn = 0;
+    if (n > 1 && !still_there(m, e, lookup, &cur)) {
       /* a caller's object gone since the snapshot: nothing of this walk */
       atomic_fetch_add_explicit(&ctx->n_native_skipped, 1,
                                 memory_order_relaxed);
@@ -261,12 +269,26 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
       n = vm = 0;
       break;
     }
-    if (n == LJP_NATIVE_MAX || (quiet && steps > QUIET_STEPS) ||
-        ljp_cfi_step(ljp_objects_ehtab(m, e), &regs, lookup, &st, m->dlgen,
-                     &sig) != LJP_CFI_OK) {
+    if (quiet && n > QUIET_STEPS) break;
+    if (n == LJP_NATIVE_MAX) {  /* (LJP_NATIVE_MAX > 1: the leaf is set) */
       *flags = LJP_NATIVE_TRUNCATED;
+      fsum = fhash(fsum, out[n - 1]);
+      leaf[1] = out[n - 1];
       break;
     }
+    /* (the step finds the function frame n - 1 lies in: what a full ring
+    ** merges ticks by, ring.h) */
+    if (ljp_cfi_step(ljp_objects_ehtab(m, e), &regs, lookup, &st, m->dlgen,
+                     &sig, &fn) != LJP_CFI_OK) {
+      *flags = LJP_NATIVE_TRUNCATED;
+      fsum = fhash(fsum, fn ? fn : out[n - 1]);
+      if (n == 1) leaf[0] = fn ? fn : pc;
+      leaf[1] = fn ? fn : out[n - 1];
+      break;
+    }
+    fsum = fhash(fsum, fn ? fn : out[n - 1]);
+    if (n == 1) leaf[0] = fn ? fn : pc;
+    leaf[1] = fn ? fn : out[n - 1];
     ip = regs.r[LJP_CFI_RA];
     /* A return address: the call is the instruction before it (but a
     ** signal frame's caller was interrupted at ip itself). */
@@ -286,13 +308,15 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
       break;
     }
     vm |= is_vm(e);
-    if (!quiet) out[n++] = ip;
+    out[n++] = ip;
   }
   if (quiet) {                     /* no native frame shown, as before */
     n = vm = 0;
     *flags = 0;
+    leaf[0] = leaf[1] = 0;
   }
   if (vm) *flags |= LJP_NATIVE_VM;
+  *funcs = n ? fsum : 0;
   if (*flags & LJP_NATIVE_TRUNCATED)
     atomic_fetch_add_explicit(&ctx->n_native_truncated, 1,
                               memory_order_relaxed);
@@ -304,11 +328,14 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
 }
 
 int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
-                       uintptr_t *out, uint8_t *flags, uintptr_t *tret)
+                       uintptr_t *out, uint8_t *flags, uintptr_t *tret,
+                       uint64_t *funcs, uintptr_t *leaf)
 {
   int n, t;
   *flags = 0;
   *tret = 0;
+  *funcs = 0;
+  leaf[0] = leaf[1] = 0;
   /* One epoch section for the whole walk: the snapshot and the objects
   ** it points to stay allocated until it ends. */
   if ((t = ljp_epoch_enter()) < 0) {
@@ -317,7 +344,8 @@ int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
     *flags = LJP_NATIVE_SKIPPED;
     return 0;
   }
-  n = capture(ctx, ljp_objects_snap(), ucv, pc, vmstate, out, flags, tret);
+  n = capture(ctx, ljp_objects_snap(), ucv, pc, vmstate, out, flags, tret,
+              funcs, leaf);
   ljp_epoch_leave(t);
   return n;
 }

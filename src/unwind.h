@@ -23,10 +23,14 @@ void ljp_native_refresh(void);
 /* Signal context: the native frames at pc, innermost first, into out
 ** (at most LJP_NATIVE_MAX); LJP_NATIVE_* flags into *flags; *tret: the
 ** return address into generated code (a trace) where the walk ended, or
-** 0. A helper of LuaJIT's called from a trace (vmstate 'N') shows no
-** native frames, but is walked to find *tret (the trace's snapshot
-** there names the frames that called it). */
+** 0 (a helper of LuaJIT's called from a trace, vmstate 'N', shows no
+** native frames but is walked to find it: the trace's snapshot there
+** names the frames that called it); a hash of the functions the frames
+** lie in (the start of each one's unwind entry, its address where none is
+** found) into *funcs, 0 for no frame; the innermost and the outermost
+** frame's functions (so found) into leaf[0] and leaf[1]. */
 int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
-                       uintptr_t *out, uint8_t *flags, uintptr_t *tret);
+                       uintptr_t *out, uint8_t *flags, uintptr_t *tret,
+                       uint64_t *funcs, uintptr_t *leaf);
 
 #endif

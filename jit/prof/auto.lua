@@ -15,6 +15,7 @@
 --   native=on|off|show   calls=on|off   zones=root|off   view=LETTERS
 --   aborts=on|off                     why traces aborted (text reports)
 --   inline=snapshots|exact|off        frames LuaJIT inlined into traces
+--   private=on|off                    files 0600 instead of 0644
 --   format=FORMAT        output=TEMPLATE (repeatable; format from the name)
 --   every=SECONDS        periodic export of the profile since the last one
 --   keep=N  maxbytes=SIZE   rotation of the periodic files (with every=)
@@ -37,7 +38,7 @@
 local M = {}
 
 local CLOCKS = {cpu = true, wall = true, itimer = true, thread = true}
-local KEYS = "clock=, rate=, interval=, native=, calls=, aborts=, inline=, zones=, view=, " ..
+local KEYS = "clock=, rate=, interval=, native=, calls=, aborts=, inline=, private=, zones=, view=, " ..
   "format=, output=, every=, keep=, maxbytes=, signal=, control=, start=; or off alone"
 local DEFAULT_OUTPUT = "ljprof-%p-%t.pb.gz"
 local CONTROL = {off = 0, snapshot = 1, toggle = 2}
@@ -156,7 +157,7 @@ function M.parse(s)
       elseif k == "native" then
         if v ~= "on" and v ~= "off" and v ~= "show" then bad(k, v, "on, off, show") end
         kv.native = v
-      elseif k == "calls" or k == "aborts" then
+      elseif k == "calls" or k == "aborts" or k == "private" then
         if v ~= "on" and v ~= "off" then bad(k, v, "on, off") end
         kv[k] = v
       elseif k == "zones" then
@@ -239,7 +240,7 @@ function M.parse(s)
   if not cfg.signal then cfg.control = "off" end
   -- -jprof's options: letters, then /key=value items (jit.prof parses them)
   local parts = {cfg.view or "f"}
-  for _, k in ipairs({"clock", "native", "zones", "format", "calls", "aborts", "inline"}) do
+  for _, k in ipairs({"clock", "native", "zones", "format", "calls", "aborts", "inline", "private"}) do
     if kv[k] then parts[#parts + 1] = "/" .. k .. "=" .. kv[k] end
   end
   local rate = cfg.rate or (cfg.interval and 1000 / cfg.interval) or 99

@@ -87,6 +87,7 @@ options:
                    (default, compiled code unchanged), exact (LuaJIT's
                    profiling mode, as -jp's: exact per function, compiled
                    code changed) or off
+      --private    output files 0600 (owner only) instead of 0644
       --luajit PATH  the interpreter of the short form (default: luajit on
                    PATH); after --, the command names its own
   -q, --quiet      no progress line (samples so far and seconds, shown on
@@ -127,6 +128,7 @@ options:
   -z, --zones      zones as root frames ("[zone AI]") in the stack formats
   -N, --show-native  text reports show the C frames above the Lua caller
       --diff       compare two raw profiles (text or svg outputs only)
+      --private    output files 0600 (owner only) instead of 0644
   -h, --help       this text
 Long options take their value as "--format pprof" or "--format=pprof".
 ]]
@@ -187,6 +189,7 @@ local function parse_args(argv, first, anywhere)
       if o.inline ~= "snapshots" and o.inline ~= "exact" and o.inline ~= "off" then
         fail("bad --inline '" .. o.inline .. "' (accepted: snapshots, exact, off)")
       end
+    elseif a == "--private" then o.private = true
     elseif a == "--diff" and anywhere then o.diff = true
     elseif a == "--luajit" then o.luajit = val()
     elseif a == "-q" or a == "--quiet" then o.quiet = true
@@ -278,6 +281,7 @@ end
 
 local function report(argv)
   local o = parse_args(argv, 2, true)
+  if o.private then require("ljprof").output_private(true) end
   if o.diff then return report_diff(o) end
   local src = o.rest[1]
   if not src then
@@ -347,6 +351,7 @@ end
 local function run(argv, luajit, record)
   local o = parse_args(argv, record and 2 or 1)
   local ljprof = require("ljprof")
+  if o.private then ljprof.output_private(true) end
   local cmd, app = {}, nil
   if o.dashdash then
     -- ljprof [record] [options] -- command args...
@@ -361,9 +366,11 @@ local function run(argv, luajit, record)
     elseif is_luajit(prog) then
       cmd[1], app = prog, script_of(args) or "luajit"
     else
+      -- The library is the Lua module ljprof: where this command found it.
+      local lib = package.searchpath("ljprof", package.cpath) or "libljprof.so"
       fail("'" .. prog .. "' is not luajit: ljprof runs luajit commands only (it adds -jprof after " ..
-           "the interpreter's name); for a host that embeds LuaJIT, or a script that starts luajit, " ..
-           "call require(\"ljprof\") in the host for now (docs/usage.md)")
+           "the interpreter's name); for a program that embeds LuaJIT, run it as LJPROF=output=" ..
+           "prof-%p.pb.gz LD_PRELOAD=" .. lib .. " " .. prog .. " ... (docs/operators.md)")
     end
     cmd.args = args
   else

@@ -393,6 +393,20 @@ function M.read(path)
   if not f then return nil, "cannot read raw profile: " .. tostring(err) end
   local data = f:read("*a")
   f:close()
+  -- Another of ljprof's outputs given where a raw profile is read: say
+  -- what it is and what is read (one line).
+  local what
+  if data:sub(1, 2) == "\31\139" then
+    what = "a gzip file (pprof's .pb.gz, for go tool pprof)"
+  elseif data:find("^%s*<") then
+    what = "an SVG or other XML file (a flame graph)"
+  elseif data:find("^%s*{") then
+    what = "a JSON file (speedscope's .speedscope.json)"
+  end
+  if what then
+    return nil, string.format("%s: %s, not a raw profile: report reads ljprof's raw " ..
+      "profiles (.ljprof, written by -o app.ljprof or /format=raw)", path, what)
+  end
   return M.parse(data, path)
 end
 

@@ -116,7 +116,7 @@ static int walk_gen(const void *uc, const ljp_stack *bounds, uintptr_t *out,
   out[n++] = lookup;
   *end = 0;
   while (n < MAXF) {
-    rc = ljp_cfi_step(find_obj(lookup), &r, lookup, &st, gen, &sig);
+    rc = ljp_cfi_step(find_obj(lookup), &r, lookup, &st, gen, &sig, NULL);
     if (rc == LJP_CFI_END) *end = 1;
     if (rc != LJP_CFI_OK) break;
     out[n++] = r.r[LJP_CFI_RA];

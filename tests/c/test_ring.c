@@ -22,7 +22,6 @@ static int push(ljp_ring *r, uint32_t w, ljp_push_result *res)
   rec->trace = 0;
   rec->zone = 0;
   rec->cfunc = 0;
-  rec->like_cfunc = 0;
   atomic_store(&rec->weight, w);
   ljp_ring_publish(r);
   return 1;
@@ -163,46 +162,158 @@ static void test_interleaved(void)
   ljp_ring_free(&sr);
 }
 
-/* A full ring merges a tick into the newest pending record that is like
-** it (same state, trace, C function as reserved, zone), else into the
-** newest of the same state and zone, else into the newest. */
+/* Fill ring r (16 slots) with copies of the templates t[i % n]. */
+static void fill(ljp_ring *r, const ljp_record *t, int n)
+{
+  ljp_push_result res;
+  int i;
+  for (i = 0; i < 16; i++) {
+    ljp_record *rec = ljp_ring_reserve(r, 1, NULL, &res);
+    CHECK(rec != NULL);
+    memcpy(rec, &t[i % n], sizeof(*rec));
+    atomic_store(&rec->weight, 1);
+    ljp_ring_publish(r);
+  }
+}
+
+static uint32_t weight_at(ljp_ring *r, int i)
+{
+  return atomic_load(&r->rec[i].weight);
+}
+
+/* A full ring merges a tick into the newest pending record like it (same
+** state, trace, zone); a tick like none is dropped, not charged to
+** another trace or state. */
 static void test_merge_like(void)
 {
+  static ljp_record t[16], a, c, d;
   ljp_ring r;
   ljp_push_result res;
-  ljp_like a = {.trace = 1, .vmstate = 'N'},
-           b = {.trace = 2, .zone = 7, .vmstate = 'N'},
-           c = {.trace = 3, .vmstate = 'N'}, d = {.vmstate = 'C'};
-  uint32_t i;
+  int i;
   CHECK_EQ(ljp_ring_init(&r, 16), 0);
-  for (i = 0; i < 16; i++) {          /* fill: trace 1 then 15 x trace 2 */
-    ljp_record *rec = ljp_ring_reserve(&r, 1, i ? &b : &a, &res);
-    CHECK(rec != NULL);
-    rec->vmstate = 'N';
-    rec->trace = i ? 2 : 1;
-    rec->zone = i ? 7 : 0;
-    rec->labels = 0;
-    rec->cfunc = 0;
-    rec->like_cfunc = 0;
-    atomic_store(&rec->weight, 1);
-    ljp_ring_publish(&r);
+  t[0].vmstate = 'N';                  /* trace 1 then 15 x trace 2 */
+  t[0].trace = 1;
+  for (i = 1; i < 16; i++) {
+    t[i].vmstate = 'N';
+    t[i].trace = 2;
+    t[i].zone = 7;
   }
+  fill(&r, t, 16);
+  a = t[0];
   /* trace 1 is 15 records back: found within the scan window */
   CHECK(ljp_ring_reserve(&r, 5, &a, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
-  CHECK_EQ(atomic_load(&r.rec[0].weight), 6);
-  CHECK_EQ(atomic_load(&r.rec[15].weight), 1);
-  /* nothing like trace 3: the newest record of its state and zone */
+  CHECK_EQ(weight_at(&r, 0), 6);
+  CHECK_EQ(weight_at(&r, 15), 1);
+  /* nothing like trace 3: dropped, no record charged */
+  c = t[0];
+  c.trace = 3;
   CHECK(ljp_ring_reserve(&r, 2, &c, &res) == NULL);
-  CHECK_EQ(atomic_load(&r.rec[0].weight), 8);
-  CHECK_EQ(atomic_load(&r.rec[15].weight), 1);
-  /* a C tick where all is compiled: the newest record */
+  CHECK_EQ(res, LJP_DROPPED);
+  for (i = 0; i < 16; i++) CHECK_EQ(weight_at(&r, i), i ? 1 : 6);
+  /* a C tick where all is compiled: dropped */
+  d.vmstate = 'C';
+  d.cfunc = 0x1234;
   CHECK(ljp_ring_reserve(&r, 3, &d, &res) == NULL);
-  CHECK_EQ(atomic_load(&r.rec[15].weight), 4);
-  /* a C function named after the reserve still matches its tick */
-  r.rec[15].cfunc = 0x1234;
-  CHECK(ljp_ring_reserve(&r, 1, &b, &res) == NULL);
-  CHECK_EQ(atomic_load(&r.rec[15].weight), 5);
+  CHECK_EQ(res, LJP_DROPPED);
+  CHECK_EQ(weight_at(&r, 15), 1);
+  ljp_ring_free(&r);
+}
+
+/* C ticks with native stacks (issue 27): a compiled loop calls two C
+** functions through stitched traces and the ring is full. A tick merges
+** into a record of its own C function and Lua frames only: first one with
+** its own stack (the same native functions, the leaf at another PC inside
+** its function), then one with its leaf function, then one of its C
+** function; else it is dropped. Before, any C tick joined the newest C
+** record, whatever its function. */
+static void test_merge_cfunc(void)
+{
+  static ljp_record t[2], k;
+  ljp_ring r;
+  ljp_push_result res;
+  int i;
+  CHECK_EQ(ljp_ring_init(&r, 16), 0);
+  for (i = 0; i < 2; i++) {           /* A at even slots, B at odd ones */
+    t[i].vmstate = 'C';
+    t[i].cfunc = i ? 0xb000 : 0xa000;
+    t[i].nnative = 3;
+    t[i].native[0] = i ? 0xb810 : 0xa810;  /* the PC, in a helper */
+    t[i].native[1] = i ? 0xb550 : 0xa550;
+    t[i].native[2] = i ? 0xb060 : 0xa060;  /* in the C function */
+    t[i].nfuncs = i ? 0xb0b0 : 0xa0a0;     /* its functions' hash */
+    t[i].nleaf[0] = i ? 0xb800 : 0xa800;   /* the helper */
+    t[i].nleaf[1] = t[i].cfunc;
+    t[i].nlua = 2;
+    t[i].lua[0].fn = i ? 0x7b : 0x7a;
+    t[i].lua[0].cf = t[i].cfunc;
+    t[i].lua[0].kind = 1;
+    t[i].lua[1].fn = 0x9000;
+    t[i].lua[1].bc = 0x9100;
+    t[i].lua[1].pc = 0x9140;
+  }
+  fill(&r, t, 2);
+  /* A at another PC in the same function: A's newest record (14), not
+  ** the newest record (15, B) */
+  k = t[0];
+  k.native[0] = 0xa844;
+  k.pc = 0xa844;
+  CHECK(ljp_ring_reserve(&r, 2, &k, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED);
+  CHECK_EQ(weight_at(&r, 14), 3);
+  CHECK_EQ(weight_at(&r, 15), 1);
+  /* B's tick: B's record */
+  k = t[1];
+  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED);
+  CHECK_EQ(weight_at(&r, 15), 2);
+  /* A's leaf function reached another way (other frames in between): a
+  ** record with A's function and leaf */
+  k = t[0];
+  k.nnative = 4;
+  k.nfuncs = 0xa1a1;
+  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED_LEAF);
+  CHECK_EQ(weight_at(&r, 14), 4);
+  /* A in another leaf function: a record of A's C function */
+  k = t[0];
+  k.nfuncs = 0xa2a2;
+  k.nleaf[0] = 0xa900;
+  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED_FUNC);
+  CHECK_EQ(weight_at(&r, 14), 5);
+  /* B's leaf function under A's C function: still A's (the function
+  ** decides, not the leaf) */
+  k = t[0];
+  k.nfuncs = 0xa3a3;
+  k.nleaf[0] = t[1].nleaf[0];
+  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED_FUNC);
+  CHECK_EQ(weight_at(&r, 14), 6);
+  CHECK_EQ(weight_at(&r, 15), 2);
+  /* a C function no record has (same Lua frames, same leaf as A):
+  ** dropped, charged to neither */
+  k = t[0];
+  k.cfunc = 0xc000;
+  k.lua[0].cf = 0xc000;
+  k.nleaf[1] = 0xc000;
+  k.nfuncs = 0xc0c0;
+  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK_EQ(res, LJP_DROPPED);
+  /* A called from another Lua line: dropped */
+  k = t[0];
+  k.lua[1].pc = 0x9150;
+  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK_EQ(res, LJP_DROPPED);
+  /* A named, but its outermost native frame in another function */
+  k = t[0];
+  k.nleaf[1] = 0xd000;
+  k.nfuncs = 0xd0d0;
+  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK_EQ(res, LJP_DROPPED);
+  for (i = 0; i < 14; i++) CHECK_EQ(weight_at(&r, i), 1);
+  CHECK_EQ(weight_at(&r, 14), 6);
+  CHECK_EQ(weight_at(&r, 15), 2);
   ljp_ring_free(&r);
 }
 
@@ -210,39 +321,38 @@ static void test_merge_like(void)
 ** with the same labels, even an older one, before a newer one without. */
 static void test_merge_labels(void)
 {
+  static ljp_record t[16], api, none, other;
   ljp_ring r;
   ljp_push_result res;
-  ljp_like api = {.trace = 1, .labels = 3, .vmstate = 'N'},
-           none = {.trace = 1, .vmstate = 'N'},
-           other = {.trace = 9, .labels = 3, .vmstate = 'N'};
-  uint32_t i;
+  int i;
   CHECK_EQ(ljp_ring_init(&r, 16), 0);
   for (i = 0; i < 16; i++) {          /* one record with labels 3, first */
-    ljp_record *rec = ljp_ring_reserve(&r, 1, i ? &none : &api, &res);
-    CHECK(rec != NULL);
-    rec->vmstate = 'N';
-    rec->trace = 1;
-    rec->zone = 0;
-    rec->labels = i ? 0 : 3;
-    rec->cfunc = rec->like_cfunc = 0;
-    atomic_store(&rec->weight, 1);
-    ljp_ring_publish(&r);
+    t[i].vmstate = 'N';
+    t[i].trace = 1;
+    t[i].labels = i ? 0 : 3;
   }
+  fill(&r, t, 16);
+  api = t[0];
+  none = t[1];
+  other = t[0];
+  other.trace = 9;
   CHECK(ljp_ring_reserve(&r, 4, &api, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
-  CHECK_EQ(atomic_load(&r.rec[0].weight), 5);   /* its own set */
-  CHECK_EQ(atomic_load(&r.rec[15].weight), 1);
-  /* another trace under the same labels: the newest of state and labels */
+  CHECK_EQ(weight_at(&r, 0), 5);   /* its own set */
+  CHECK_EQ(weight_at(&r, 15), 1);
+  /* another trace under the same labels: like no record, dropped */
   CHECK(ljp_ring_reserve(&r, 2, &other, &res) == NULL);
-  CHECK_EQ(atomic_load(&r.rec[0].weight), 7);
+  CHECK_EQ(res, LJP_DROPPED);
+  CHECK_EQ(weight_at(&r, 0), 5);
   CHECK(ljp_ring_reserve(&r, 1, &none, &res) == NULL);
-  CHECK_EQ(atomic_load(&r.rec[15].weight), 2);
+  CHECK_EQ(weight_at(&r, 15), 2);
   ljp_ring_free(&r);
 }
 
 int main(void)
 {
   test_merge_like();
+  test_merge_cfunc();
   test_merge_labels();
   test_basic();
   test_wrap();

@@ -145,6 +145,15 @@ t.case("report re-renders a raw profile; bad files give one line", function()
   local c3, _, e3 = sh(string.format("%s report %s", LJPROF, script))
   t.eq(c3, 2, "foreign: exit 2")
   t.ok(e3:find("not an ljprof raw profile", 1, true) ~= nil, "foreign: " .. e3)
+  -- another of ljprof's outputs given to report (issue 27): what it is,
+  -- and what report reads, in one line
+  local pb = dir .. "/r.pb.gz"
+  t.eq(sh(string.format("%s report %s -o %s", LJPROF, raw, pb)), 0, "a pprof file made")
+  local c4, _, e4 = sh(string.format("%s report %s", LJPROF, pb))
+  t.eq(c4, 2, "pprof given to report: exit 2")
+  t.eq(e4, "ljprof: " .. pb .. ": a gzip file (pprof's .pb.gz, for go tool pprof), not a raw profile: " ..
+       "report reads ljprof's raw profiles (.ljprof, written by -o app.ljprof or /format=raw)\n",
+       "pprof given to report: one line")
 end)
 
 -- The section's heading at the start of a line.
@@ -275,6 +284,10 @@ t.case("record -- luajit with its own flags; --luajit; what is not luajit", func
   t.eq(code, 2, "sh: status")
   t.eq(o, "", "sh: nothing ran")
   t.ok(err:find("^ljprof: 'sh' is not luajit: ") and select(2, err:gsub("\n", "")) == 1, "sh: " .. err)
+  -- it says how such a program is profiled: LJPROF and LD_PRELOAD of
+  -- this library (issue 27), not "require ljprof in the host"
+  t.ok(err:find("LJPROF=output=prof-%p.pb.gz LD_PRELOAD=", 1, true) and err:find("libljprof.so sh ", 1, true) and
+       not err:find("for now", 1, true), "sh: points at LJPROF and LD_PRELOAD: " .. err)
   code, _, err = sh(LJPROF .. " record -- luajit-nonexistent x.lua")
   t.ok(code == 2 and err == "ljprof: cannot run luajit-nonexistent: No such file or directory\n",
        "a missing interpreter: " .. code .. " " .. err)

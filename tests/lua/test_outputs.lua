@@ -275,5 +275,58 @@ t.case("two processes writing one output: one whole file, never a mix", function
   t.eq(#leftovers("race.txt"), 0, "no temporary file left")
 end)
 
+local function mode_of(path)
+  local p = io.popen("stat -c %a " .. q(path) .. " 2>/dev/null")
+  local m = p:read("*l")
+  p:close()
+  return m
+end
+
+-- nginx runs its workers with umask 0: every profile came out
+-- -rw-rw-rw- (issue 27). New files are 0644 whatever the umask, 0600 when
+-- private output is asked for (each face's own option, and LJPROF's).
+t.case("umask 0: new profiles are 0644, 0600 with the private option (every face)", function()
+  local U = "umask 0; " .. RUN
+  local function face(name, path, priv)
+    if name == "jprof" then
+      return sh(U .. LUAJIT .. " -jprof=f/clock=wall/rate=1000" .. (priv and "/private=on" or "") .. "," ..
+                q(path) .. " " .. q(SCRIPT))
+    elseif name == "command" then
+      return sh(U .. CLI .. (priv and " --private" or "") .. " -c wall -r 1000 -f folded -o " .. q(path) ..
+                " " .. q(SCRIPT))
+    elseif name == "report" then
+      return sh(U .. CLI .. " report" .. (priv and " --private" or "") .. " " .. q(RAW) .. " -f folded -o " ..
+                q(path))
+    elseif name == "record" then
+      local code = string.format([[local p = require('ljprof') %s p.record{clock = 'wall', output = %q}
+        local s = 0 for i = 1, 2e7 do s = s + i %% 3 end print('prog', s) p.stop()]],
+        priv and "p.output_private(true)" or "", path)
+      return sh(U .. LUAJIT .. " -e " .. q(code))
+    else  -- LJPROF
+      return sh(U .. "LJPROF=" .. q("output=" .. path .. (priv and ",private=on" or "")) .. " " .. LUAJIT ..
+                " -l ljprof.auto " .. q(SCRIPT))
+    end
+  end
+  for _, name in ipairs({"jprof", "command", "report", "record", "auto"}) do
+    for _, priv in ipairs({false, true}) do
+      local path = dir .. "/mode-" .. name .. (priv and "-private" or "") .. ".txt"
+      local rc, out = face(name, path, priv)
+      t.eq(rc, 0, name .. " runs: " .. out)
+      t.eq(mode_of(path), priv and "600" or "644", name .. (priv and " private" or "") .. ": the file's mode")
+    end
+  end
+  -- A file that is replaced keeps its permissions, less the group's and
+  -- others' when private.
+  local path = dir .. "/mode-kept.txt"
+  t.write(path, "x")
+  os.execute("chmod 0664 " .. q(path))
+  face("jprof", path, false)
+  t.eq(mode_of(path), "664", "a replaced file keeps its mode")
+  face("jprof", path, true)
+  t.eq(mode_of(path), "600", "a replaced file, private")
+  t.raises(function() require("jit.prof").parse_options("f/private=yes", {}) end,
+    "bad private 'yes' (accepted: on, off)")
+end)
+
 os.execute("rm -rf " .. q(dir))
 t.done()

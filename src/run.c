@@ -273,24 +273,14 @@ static void hook_down(ljp_ctx *ctx, lua_State *L)
 static int timer_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)L;
-  ctx->tmr.ticking = 1;
-  if (ctx->tmr.ops->start(ctx, err, n) != 0) {
-    ctx->tmr.ticking = 0;
-    return -1;
-  }
-  ctx->tmr.live = 1;
-  return 0;
+  return ljp_ticks_start(ctx, err, n);
 }
 
 /* First: a handler that runs now no longer re-arms a one-shot timer. */
 static void timer_down(ljp_ctx *ctx, lua_State *L)
 {
   (void)L;
-  ctx->tmr.ticking = 0;
-  if (ctx->tmr.live) {
-    ctx->tmr.ops->stop(ctx);
-    ctx->tmr.live = 0;
-  }
+  ljp_ticks_stop(ctx);
 }
 
 typedef struct ljp_step {

@@ -40,6 +40,7 @@ typedef struct ljp_timerst {
   uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
   volatile sig_atomic_t expired; /* the duration is over: ignore signals */
   _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
+  struct ljp_ctx *live_next; /* the list of live timers (timer_exit.c) */
 } ljp_timerst;
 
 
@@ -58,6 +59,12 @@ struct ljp_timer_ops {
 
 extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
     ljp_timer_thread;
+
+/* timer_exit.c, normal context. Start ctx's timer (ops, ticking, live),
+** on the profiled thread; its ticks end when the thread exits. */
+int ljp_ticks_start(ljp_ctx *ctx, char *err, size_t n);
+/* No more ticks; any thread, idempotent. */
+void ljp_ticks_stop(ljp_ctx *ctx);
 
 /* Random first expiry in (0, interval], so that short runs are sampled
 ** with a probability proportional to their length. */

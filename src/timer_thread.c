@@ -2,7 +2,12 @@
 ** A timer thread that wakes every interval (wall clock) and signals the
 ** profiled thread, the shape LuaJIT uses on Windows. Two calls make it
 ** portable: the wake-up (a condition-variable timed wait, so stop wakes it
-** at once) and the signalling (pthread_sigqueue, carrying the run token).
+** at once) and the signalling (rt_tgsigqueueinfo to the profiled thread's
+** id in this process, carrying the run token, as pthread_sigqueue would,
+** but never through a pthread_t: a descriptor is freed or reused when its
+** thread exits). The thread is alive whenever a tick is sent: the tick is
+** sent with the mutex held, and the profiled thread's exit stops (and
+** joins) this thread first, taking the mutex (timer_exit.c).
 ** Gaps are random in [interval/2, 3/2 interval), counted from the
 ** previous scheduled wake-up (see timer_posix.c). Ticks the thread could
 ** not deliver (it overslept, or the signal queue was full) are added to
@@ -17,6 +22,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,13 +45,18 @@ static void *timer_main(void *arg)
 {
   ljp_ctx *ctx = arg;
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
-  union sigval val;
+  siginfo_t si;
   struct timespec next, now;
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);  /* never run handlers here */
-  val.sival_ptr = NULL;  /* the upper half zero: a tick, no lend request */
-  val.sival_int = (int)atomic_load(&ctx->token);
+  memset(&si, 0, sizeof(si));  /* what pthread_sigqueue would send */
+  si.si_signo = ctx->opt.signo;
+  si.si_code = SI_QUEUE;
+  si.si_pid = ctx->tmr.u.thr.pid;
+  si.si_uid = getuid();
+  si.si_value.sival_ptr = NULL;  /* upper half zero: a tick, not a lend */
+  si.si_value.sival_int = (int)atomic_load(&ctx->token);
   clock_gettime(CLOCK_MONOTONIC, &next);
   ts_add(&next, ljp_timer_first_ns(ctx));
   pthread_mutex_lock(&ctx->tmr.u.thr.mu);
@@ -55,7 +66,8 @@ static void *timer_main(void *arg)
     if (rc != ETIMEDOUT) continue;
     /* SIG_DFL would kill: no tick (the schedule goes on below). */
     if (!ljp_signal_is_default(ctx->opt.signo) &&
-        pthread_sigqueue(ctx->thread, ctx->opt.signo, val) != 0)
+        syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
+                &si) != 0)
       atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (ts_diff(&now, &next) > 0) {  /* overslept: skip, but count, ticks */

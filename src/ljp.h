@@ -137,6 +137,7 @@ struct ljp_ctx {
   int in_safepoint, stop_requested;
   uint64_t sig_checked_ns;  /* last check that the signal is still ours */
   uint64_t sig_ticks, sig_clock_ns; /* ticks and run clock then */
+  uint64_t sig_run_clock_ns; /* the run's clock when its ticks started */
   int sig_lost;             /* the program took the signal: run stopped */
   ljp_store store;          /* frames, stacks, counts (store.c) */
   struct ljp_namecache *namecache; /* bytecode -> names (complete.c) */
@@ -188,6 +189,11 @@ int ljp_signal_is_ours(int signo);
 /* Is signo's action SIG_DFL now (a tick would apply the default action)?
 ** Normal context (the thread timer, before each tick). */
 int ljp_signal_is_default(int signo);
+/* signo's action now: ljprof's handler, no handler at all (SIG_IGN or
+** SIG_DFL: no tick can reach ljprof), or another handler (which may pass
+** ticks on). Normal context. */
+enum { LJP_SIG_OURS, LJP_SIG_NONE, LJP_SIG_OTHER };
+int ljp_signal_disposition(int signo);
 static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 extern _Atomic uint64_t ljp_stale_signals;
 

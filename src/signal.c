@@ -279,6 +279,16 @@ int ljp_signal_is_default(int signo)
   return !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL;
 }
 
+int ljp_signal_disposition(int signo)
+{
+  struct sigaction cur;
+  if (sigaction(signo, NULL, &cur) != 0) return LJP_SIG_OURS;  /* cannot tell */
+  if (cur.sa_flags & SA_SIGINFO)
+    return cur.sa_sigaction == ljp_signal_handler ? LJP_SIG_OURS : LJP_SIG_OTHER;
+  return cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN ? LJP_SIG_NONE
+                                                                : LJP_SIG_OTHER;
+}
+
 int ljp_signal_install(int signo, char *err, size_t errlen)
 {
   struct sigaction sa, old;

@@ -40,6 +40,8 @@ typedef struct ljp_timerst {
   uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
   volatile sig_atomic_t expired; /* the duration is over: ignore signals */
   _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
+  _Atomic uint64_t seen_ns; /* the run's clock at the last tick taken by
+                               ljprof's handler (rearm; 0: none yet) */
   struct ljp_ctx *live_next; /* the list of live timers (timer_exit.c) */
 } ljp_timerst;
 
@@ -48,10 +50,11 @@ struct ljp_timer_ops {
   const char *name;
   int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
   void (*stop)(ljp_ctx *ctx);
-  /* Signal context, may be NULL: called for each of the timer's signals
-  ** on the profiled thread; returns the weight of the signal (the
-  ** expiries it stands for, >= 1, from a read of the timer's clock) and
-  ** may reschedule the timer. */
+  /* Signal context: called for each of the timer's signals on the
+  ** profiled thread; returns the weight of the signal (the expiries it
+  ** stands for, >= 1, from a read of the timer's clock), stores that
+  ** read in seen_ns (the run's clock: run.c's signal check) and may
+  ** reschedule the timer. */
   uint32_t (*rearm)(ljp_ctx *ctx);
   /* Signal context, may be NULL: no more expiries (the duration is over). */
   void (*halt)(ljp_ctx *ctx);

@@ -86,6 +86,7 @@ static uint32_t posix_rearm(ljp_ctx *ctx)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t now = clock_ns(ctx->tmr.clock), next = ctx->tmr.next_ns, w = 1;
+  atomic_store_explicit(&ctx->tmr.seen_ns, now, memory_order_relaxed);
   if (!period) period = 1;
   if (now > next && now - next > 64 * period) {
     uint64_t skip = (now - next) / period - 1;

@@ -118,5 +118,13 @@ static void thread_stop(ljp_ctx *ctx)
   pthread_mutex_destroy(&ctx->tmr.u.thr.mu);
 }
 
+/* Signal context: a tick stands for one expiry (and the overrun the
+** handler adds); its time is the run's clock (CLOCK_MONOTONIC, vDSO). */
+static uint32_t thread_rearm(ljp_ctx *ctx)
+{
+  atomic_store_explicit(&ctx->tmr.seen_ns, ljp_now_ns(), memory_order_relaxed);
+  return 1;
+}
+
 const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,
-                                        NULL, NULL};
+                                        thread_rearm, NULL};

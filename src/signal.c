@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -167,6 +168,71 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w)
                             memory_order_relaxed);
 }
 
+/* -- Blocked threads (normal context, the wall clock's timer thread) ------ */
+
+/* The profiled thread is blocked in a system call (timer_thread.c): what
+** the handler would record, without a signal, which would end the call
+** (EINTR). Only memory reads, as in the handler, of a thread that does not
+** run: the caller reads its CPU time and system call before and after and
+** keeps the record only if neither changed. pc: the thread's user PC (at
+** its system call). Returns the Lua frames captured (0: none, no record). */
+int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec)
+{
+  int32_t trace = 0;
+  uintptr_t cfunc = 0;
+  int vm;
+  memset(rec, 0, offsetof(ljp_record, native));
+  rec->nnative = 0;
+  rec->nlua = 0;
+  if (!ctx->exact_on || !ctx->vm_g) return 0;
+  vm = ljp_vm_read(ctx->vm_g, &trace, &cfunc, 1);
+  if (vm != 'C' && vm != 'N') return 0;  /* an FFI or C call, from the
+                                         ** interpreter or a trace */
+  rec->pc = pc;
+  rec->trace = trace;
+  rec->cfunc = rec->like_cfunc = cfunc;
+  rec->vmstate = (uint8_t)vm;
+  rec->zone = ctx->zones.cur;
+  rec->labels = ctx->labels.cur;
+  if (ljp_luastack_capture(ctx->vm_g, 2, rec) <= 0) return 0;
+  if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1)
+    rec->cfunc = rec->lua[0].cf;
+  return rec->nlua;
+}
+
+/* A record of weight w from ljp_blocked_capture into the ring. The caller
+** is the ring's only producer now: no handler of this run runs or waits
+** on the profiled thread (every tick sent was taken). */
+void ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w)
+{
+  ljp_push_result res;
+  ljp_like like;
+  ljp_record *rec;
+  like.vmstate = proto->vmstate;
+  like.trace = proto->trace;
+  like.cfunc = proto->like_cfunc;
+  like.zone = proto->zone;
+  like.labels = proto->labels;
+  atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
+  atomic_fetch_add_explicit(&ctx->n_idle, w, memory_order_relaxed);
+  rec = ljp_ring_reserve(&ctx->ring, w, &like, &res);
+  if (rec) {
+    size_t lua_at = offsetof(ljp_record, nlua);
+    memcpy(rec, proto, offsetof(ljp_record, native));
+    memcpy((char *)rec + lua_at, (const char *)proto + lua_at,
+           sizeof(ljp_record) - lua_at);
+    rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
+    rec->time_ns = ljp_now_ns();
+    rec->stack = 0;
+    atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
+    ljp_ring_publish(&ctx->ring);
+  } else if (res == LJP_MERGED) {
+    atomic_fetch_add_explicit(&ctx->n_merged, 1, memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
+  }
+}
+
 /* Signal context: the previous disposition of sig, SIG_IGN or SIG_DFL.
 ** The default action of the signals ljprof may take is to ignore them
 ** (SIGURG, SIGWINCH, SIGCONT), to stop, or to end the process: for the
@@ -234,6 +300,10 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
       ** schedule, no sample is taken. */
       if (!ctx->autos.paused) ljp_sample(ctx, ucv, w);
     }
+    /* A timer thread's tick taken (timer_thread.c: it writes to the ring
+    ** itself only when every tick it sent was). */
+    if (si->si_code == SI_QUEUE && !lend)
+      atomic_fetch_add_explicit(&ctx->tmr.thr_done, 1, memory_order_release);
   } else if ((si->si_code == SI_USER || si->si_code == SI_TKILL) &&
              si->si_pid != getpid()) {
     /* Sent by another process (kill -USR1): not a tick. It gets what it

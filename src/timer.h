@@ -30,7 +30,10 @@ typedef struct ljp_timerst {
       pthread_cond_t cv;
       int stop;
       pid_t pid;            /* the process the thread runs in (fork) */
-    } thr;                  /* thread */
+      clockid_t cpuclk;     /* the profiled thread's CPU clock */
+      int sysfd;            /* its /proc/self/task/<tid>/syscall (-1: none,
+                               every tick is sent) */
+    } thr;                  /* wall, thread */
   } u;
   int live;                 /* started, not yet stopped */
   volatile sig_atomic_t ticking; /* the handler may re-arm the timer */
@@ -40,6 +43,8 @@ typedef struct ljp_timerst {
   uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
   volatile sig_atomic_t expired; /* the duration is over: ignore signals */
   _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
+  _Atomic uint64_t thr_sent, thr_done; /* ticks it sent, and the handler
+                               took (signal.c) */
   _Atomic uint64_t seen_ns; /* the run's clock at the last tick taken by
                                ljprof's handler (rearm; 0: none yet) */
   struct ljp_ctx *live_next; /* the list of live timers (timer_exit.c) */

@@ -20,7 +20,9 @@
 */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -41,15 +43,88 @@ static int64_t ts_diff(const struct timespec *a, const struct timespec *b)
          (a->tv_nsec - b->tv_nsec);
 }
 
+static uint64_t cpu_ns(clockid_t c)
+{
+  struct timespec ts;
+  if (clock_gettime(c, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The profiled thread's system call now, from /proc (one pread of the
+** file kept open): 1 and its text (number, arguments, sp, pc) when it is
+** in one and not on a CPU, 0 when it runs ("running") or is in user space
+** ("-1 sp pc"), -1 when it cannot be read. */
+static int in_syscall(int fd, char *buf, size_t n)
+{
+  ssize_t r = pread(fd, buf, n - 1, 0);
+  if (r <= 0) return -1;
+  buf[r] = 0;
+  return buf[0] >= '0' && buf[0] <= '9';
+}
+
+/* Its user PC at the system call: the last field. */
+static uintptr_t syscall_pc(const char *buf)
+{
+  const char *p = strrchr(buf, ' ');
+  return p ? (uintptr_t)strtoull(p + 1, NULL, 16) : 0;
+}
+
+/* What the blocked thread's tick becomes (no signal: it would end the
+** call with EINTR). The Lua frames it blocked in, captured now and
+** checked (its CPU time and system call the same after as before: it did
+** not run meanwhile), go into the ring with the tick's weight; the next
+** ticks of the same call (CPU time unchanged) reuse them. Only when every
+** tick sent was taken: no handler runs or waits, this thread is the
+** ring's only producer. Otherwise, or when no frame could be captured,
+** the tick is added to the next sample's weight, as an overslept one. */
+typedef struct blocked_memo {
+  int ok;
+  uint64_t cpu;
+  char sys[160];
+  ljp_record rec;
+} blocked_memo;
+
+static void blocked_tick(ljp_ctx *ctx, blocked_memo *m, const char *sys,
+                         uint64_t cpu)
+{
+  int fd = ctx->tmr.u.thr.sysfd;
+  char again[160];
+  if (ctx->autos.paused) return;   /* as the handler: no sample */
+  if (atomic_load_explicit(&ctx->tmr.thr_done, memory_order_acquire) !=
+      atomic_load_explicit(&ctx->tmr.thr_sent, memory_order_relaxed))
+    goto later;
+  if (!(m->ok && m->cpu == cpu && !strcmp(m->sys, sys))) {
+    m->ok = 0;
+    if (!ljp_blocked_capture(ctx, syscall_pc(sys), &m->rec)) goto later;
+    if (cpu_ns(ctx->tmr.u.thr.cpuclk) != cpu ||
+        in_syscall(fd, again, sizeof(again)) != 1 || strcmp(again, sys))
+      goto later;                   /* it ran: the frames may be torn */
+    m->ok = 1;
+    m->cpu = cpu;
+    snprintf(m->sys, sizeof(m->sys), "%s", sys);
+  }
+  ljp_blocked_push(ctx, &m->rec, 1);
+  atomic_store_explicit(&ctx->tmr.seen_ns, ljp_now_ns(), memory_order_relaxed);
+  return;
+later:
+  atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+}
+
 static void *timer_main(void *arg)
 {
   ljp_ctx *ctx = arg;
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
+  uint64_t busy = period / 4 < 500000u ? period / 4 : 500000u;
+  uint64_t cpu, last_cpu;
+  int fd = ctx->tmr.u.thr.sysfd;
+  blocked_memo memo;
+  char sys[160];
   siginfo_t si;
   struct timespec next, now;
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);  /* never run handlers here */
+  memset(&memo, 0, sizeof(memo));
   memset(&si, 0, sizeof(si));  /* what pthread_sigqueue would send */
   si.si_signo = ctx->opt.signo;
   si.si_code = SI_QUEUE;
@@ -57,18 +132,39 @@ static void *timer_main(void *arg)
   si.si_uid = getuid();
   si.si_value.sival_ptr = NULL;  /* upper half zero: a tick, not a lend */
   si.si_value.sival_int = (int)atomic_load(&ctx->token);
+  last_cpu = fd >= 0 ? cpu_ns(ctx->tmr.u.thr.cpuclk) : 0;
   clock_gettime(CLOCK_MONOTONIC, &next);
   ts_add(&next, ljp_timer_first_ns(ctx));
   pthread_mutex_lock(&ctx->tmr.u.thr.mu);
   while (!ctx->tmr.u.thr.stop) {
     int rc = pthread_cond_timedwait(&ctx->tmr.u.thr.cv, &ctx->tmr.u.thr.mu, &next);
+    int st = 0;
     if (ctx->tmr.u.thr.stop) break;
     if (rc != ETIMEDOUT) continue;
+    if (ctx->tmr.expired) break;  /* the duration is over (signal.c) */
+    if (fd >= 0) {
+      /* A thread in a system call is not signalled; one out of it that
+      ** ran less than a quarter of the interval (at most 0.5 ms) since
+      ** the last tick is about to block or wake (a tick may then land in
+      ** the call): its tick waits for the next sample. */
+      cpu = cpu_ns(ctx->tmr.u.thr.cpuclk);
+      st = in_syscall(fd, sys, sizeof(sys));
+      if (st == 1) blocked_tick(ctx, &memo, sys, cpu);
+      else if (st == 0 && cpu - last_cpu < busy)
+        atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+      else st = -1;
+      last_cpu = cpu;
+    } else {
+      st = -1;
+    }
     /* SIG_DFL would kill: no tick (the schedule goes on below). */
-    if (!ljp_signal_is_default(ctx->opt.signo) &&
-        syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
-                &si) != 0)
-      atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+    if (st < 0 && !ljp_signal_is_default(ctx->opt.signo)) {
+      if (syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
+                  &si) != 0)
+        atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+      else
+        atomic_fetch_add_explicit(&ctx->tmr.thr_sent, 1, memory_order_relaxed);
+    }
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (ts_diff(&now, &next) > 0) {  /* overslept: skip, but count, ticks */
       uint64_t late = (uint64_t)ts_diff(&now, &next) / period;
@@ -92,11 +188,22 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
   pthread_condattr_destroy(&ca);
   ctx->tmr.u.thr.stop = 0;
   ctx->tmr.u.thr.pid = getpid();
+  atomic_store(&ctx->tmr.thr_sent, 0);
+  atomic_store(&ctx->tmr.thr_done, 0);
+  /* Here, on the profiled thread: its CPU clock and system call file. */
+  {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)ctx->tid);
+    ctx->tmr.u.thr.sysfd = -1;
+    if (pthread_getcpuclockid(pthread_self(), &ctx->tmr.u.thr.cpuclk) == 0)
+      ctx->tmr.u.thr.sysfd = open(path, O_RDONLY | O_CLOEXEC);
+  }
   if ((rc = pthread_create(&ctx->tmr.u.thr.th, NULL, timer_main, ctx)) != 0) {
     snprintf(err, n, "ljprof: cannot create the timer thread: %s",
              strerror(rc));
     pthread_cond_destroy(&ctx->tmr.u.thr.cv);
     pthread_mutex_destroy(&ctx->tmr.u.thr.mu);
+    if (ctx->tmr.u.thr.sysfd >= 0) close(ctx->tmr.u.thr.sysfd);
     return -1;
   }
   return 0;
@@ -116,6 +223,8 @@ static void thread_stop(ljp_ctx *ctx)
   pthread_join(ctx->tmr.u.thr.th, NULL);
   pthread_cond_destroy(&ctx->tmr.u.thr.cv);
   pthread_mutex_destroy(&ctx->tmr.u.thr.mu);
+  if (ctx->tmr.u.thr.sysfd >= 0) close(ctx->tmr.u.thr.sysfd);
+  ctx->tmr.u.thr.sysfd = -1;
 }
 
 /* Signal context: a tick stands for one expiry (and the overrun the
@@ -128,3 +237,5 @@ static uint32_t thread_rearm(ljp_ctx *ctx)
 
 const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,
                                         thread_rearm, NULL};
+const ljp_timer_ops ljp_timer_wall = {"wall", thread_start, thread_stop,
+                                      thread_rearm, NULL};

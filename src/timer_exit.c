@@ -65,8 +65,8 @@ static void thread_exit(void *v)
   for (ctx = live_head; ctx; ctx = next) {
     next = ctx->tmr.live_next;
     if (ctx->tid != tid || ctx->pid != pid) continue;
-    ctx->tmr.expired = 1;
     stop_locked(ctx);
+    ctx->tmr.expired = 1;
     atomic_store(&ctx->token, 0);  /* no lend request is sent (auto.c) */
     ljp_slot_close(ctx->slot);  /* in-flight signals find no context */
   }

@@ -51,15 +51,19 @@ static uint64_t cpu_ns(clockid_t c)
 }
 
 /* The profiled thread's system call now, from /proc (one pread of the
-** file kept open): 1 and its text (number, arguments, sp, pc) when it is
-** in one and not on a CPU, 0 when it runs ("running") or is in user space
-** ("-1 sp pc"), -1 when it cannot be read. */
+** file kept open): SYS_IN and its text (number, arguments, sp, pc) when
+** it is in one and not on a CPU, SYS_RUNNING when it is on a CPU,
+** SYS_USER when it waits for one in user space ("-1 sp pc": a signal is
+** taken there as soon as it runs, before any system call), SYS_UNKNOWN
+** when the file cannot be read. */
+enum { SYS_UNKNOWN = -1, SYS_USER, SYS_IN, SYS_RUNNING };
 static int in_syscall(int fd, char *buf, size_t n)
 {
   ssize_t r = pread(fd, buf, n - 1, 0);
-  if (r <= 0) return -1;
+  if (r <= 0) return SYS_UNKNOWN;
   buf[r] = 0;
-  return buf[0] >= '0' && buf[0] <= '9';
+  if (buf[0] >= '0' && buf[0] <= '9') return SYS_IN;
+  return buf[0] == 'r' ? SYS_RUNNING : SYS_USER;
 }
 
 /* Its user PC at the system call: the last field. */
@@ -138,27 +142,32 @@ static void *timer_main(void *arg)
   pthread_mutex_lock(&ctx->tmr.u.thr.mu);
   while (!ctx->tmr.u.thr.stop) {
     int rc = pthread_cond_timedwait(&ctx->tmr.u.thr.cv, &ctx->tmr.u.thr.mu, &next);
-    int st = 0;
+    int st, send;
     if (ctx->tmr.u.thr.stop) break;
     if (rc != ETIMEDOUT) continue;
-    if (ctx->tmr.expired) break;  /* the duration is over (signal.c) */
+    if (ctx->tmr.deadline_ns && ljp_now_ns() >= ctx->tmr.deadline_ns)
+      break;                        /* the duration is over */
+    send = 1;
     if (fd >= 0) {
-      /* A thread in a system call is not signalled; one out of it that
-      ** ran less than a quarter of the interval (at most 0.5 ms) since
-      ** the last tick is about to block or wake (a tick may then land in
-      ** the call): its tick waits for the next sample. */
+      /* A thread in a system call is not signalled. One on a CPU that ran
+      ** less than a quarter of the interval (at most 0.5 ms) since the
+      ** last tick mostly blocks: it is about to block or has just woken,
+      ** and a tick sent now may land in its next call; the tick waits
+      ** for the next sample. One waiting for a CPU in user space, or
+      ** running, is signalled. */
       cpu = cpu_ns(ctx->tmr.u.thr.cpuclk);
       st = in_syscall(fd, sys, sizeof(sys));
-      if (st == 1) blocked_tick(ctx, &memo, sys, cpu);
-      else if (st == 0 && cpu - last_cpu < busy)
+      if (st == SYS_IN) {
+        blocked_tick(ctx, &memo, sys, cpu);
+        send = 0;
+      } else if (st == SYS_RUNNING && cpu - last_cpu < busy) {
         atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
-      else st = -1;
+        send = 0;
+      }
       last_cpu = cpu;
-    } else {
-      st = -1;
     }
     /* SIG_DFL would kill: no tick (the schedule goes on below). */
-    if (st < 0 && !ljp_signal_is_default(ctx->opt.signo)) {
+    if (send && !ljp_signal_is_default(ctx->opt.signo)) {
       if (syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
                   &si) != 0)
         atomic_fetch_add(&ctx->tmr.thr_overrun, 1);

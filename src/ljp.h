@@ -113,6 +113,8 @@ struct ljp_ctx {
   _Atomic uint32_t token;   /* signal token of the run (0: none) */
   ljp_ring ring;
   _Atomic uint64_t seq, n_signals, n_ticks, n_dropped, n_merged;
+  _Atomic int ring_owner;   /* who writes to the ring now: 0 none, 1 the
+                               handler, 2 the timer thread (blocked ticks) */
   _Atomic uint64_t n_idle;  /* ticks of a blocked thread, not signalled
                                (timer_thread.c, ljp_blocked_push) */
   _Atomic uint64_t n_native_unwinds, n_native_frames, n_native_truncated,
@@ -198,9 +200,9 @@ enum { LJP_SIG_OURS, LJP_SIG_NONE, LJP_SIG_OTHER };
 int ljp_signal_disposition(int signo);
 /* Normal context, on the timer thread, the profiled thread blocked in a
 ** system call (signal.c): capture what a tick would record, then push it
-** with weight w (the caller is then the ring's only producer). */
+** with weight w (0: a handler holds the ring now). */
 int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec);
-void ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w);
+int ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w);
 static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 extern _Atomic uint64_t ljp_stale_signals;
 

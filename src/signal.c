@@ -194,20 +194,25 @@ int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec)
   rec->vmstate = (uint8_t)vm;
   rec->zone = ctx->zones.cur;
   rec->labels = ctx->labels.cur;
-  if (ljp_luastack_capture(ctx->vm_g, 2, rec) <= 0) return 0;
+  if (ljp_luastack_capture_blocked(ctx->vm_g, rec) <= 0) return 0;
   if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1)
     rec->cfunc = rec->lua[0].cf;
   return rec->nlua;
 }
 
-/* A record of weight w from ljp_blocked_capture into the ring. The caller
-** is the ring's only producer now: no handler of this run runs or waits
-** on the profiled thread (every tick sent was taken). */
-void ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w)
+/* A record of weight w from ljp_blocked_capture into the ring, if no
+** handler is writing to it (ring_owner: the handler or this thread, never
+** both). Returns 0 when the ring was busy (the caller counts the tick
+** otherwise). */
+int ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w)
 {
   ljp_push_result res;
   ljp_like like;
   ljp_record *rec;
+  int free_ = 0;
+  if (!atomic_compare_exchange_strong_explicit(&ctx->ring_owner, &free_, 2,
+          memory_order_acquire, memory_order_relaxed))
+    return 0;
   like.vmstate = proto->vmstate;
   like.trace = proto->trace;
   like.cfunc = proto->like_cfunc;
@@ -231,6 +236,8 @@ void ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w)
   } else {
     atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
   }
+  atomic_store_explicit(&ctx->ring_owner, 0, memory_order_release);
+  return 1;
 }
 
 /* Signal context: the previous disposition of sig, SIG_IGN or SIG_DFL.
@@ -298,12 +305,21 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
                                     memory_order_relaxed);
       /* Paused by the control signal (auto.c): the timer keeps its
       ** schedule, no sample is taken. */
-      if (!ctx->autos.paused) ljp_sample(ctx, ucv, w);
+      if (!ctx->autos.paused) {
+        /* The ring is the timer thread's while it writes a blocked
+        ** thread's record (a tick it sent before may arrive then): the
+        ** weight waits for the next sample. */
+        int free_ = 0;
+        if (atomic_compare_exchange_strong_explicit(&ctx->ring_owner, &free_,
+                1, memory_order_acquire, memory_order_relaxed)) {
+          ljp_sample(ctx, ucv, w);
+          atomic_store_explicit(&ctx->ring_owner, 0, memory_order_release);
+        } else {
+          atomic_fetch_add_explicit(&ctx->tmr.thr_overrun, w,
+                                    memory_order_relaxed);
+        }
+      }
     }
-    /* A timer thread's tick taken (timer_thread.c: it writes to the ring
-    ** itself only when every tick it sent was). */
-    if (si->si_code == SI_QUEUE && !lend)
-      atomic_fetch_add_explicit(&ctx->tmr.thr_done, 1, memory_order_release);
   } else if ((si->si_code == SI_USER || si->si_code == SI_TKILL) &&
              si->si_pid != getpid()) {
     /* Sent by another process (kill -USR1): not a tick. It gets what it

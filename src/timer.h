@@ -43,8 +43,6 @@ typedef struct ljp_timerst {
   uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
   volatile sig_atomic_t expired; /* the duration is over: ignore signals */
   _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
-  _Atomic uint64_t thr_sent, thr_done; /* ticks it sent, and the handler
-                               took (signal.c) */
   _Atomic uint64_t seen_ns; /* the run's clock at the last tick taken by
                                ljprof's handler (rearm; 0: none yet) */
   struct ljp_ctx *live_next; /* the list of live timers (timer_exit.c) */

@@ -77,9 +77,9 @@ static uintptr_t syscall_pc(const char *buf)
 ** call with EINTR). The Lua frames it blocked in, captured now and
 ** checked (its CPU time and system call the same after as before: it did
 ** not run meanwhile), go into the ring with the tick's weight; the next
-** ticks of the same call (CPU time unchanged) reuse them. Only when every
-** tick sent was taken: no handler runs or waits, this thread is the
-** ring's only producer. Otherwise, or when no frame could be captured,
+** ticks of the same call (CPU time unchanged) reuse them. The ring has
+** one writer at a time (ljp_ctx.ring_owner: a tick sent before may be
+** handled meanwhile). When it is busy, or no frame could be captured,
 ** the tick is added to the next sample's weight, as an overslept one. */
 typedef struct blocked_memo {
   int ok;
@@ -94,9 +94,6 @@ static void blocked_tick(ljp_ctx *ctx, blocked_memo *m, const char *sys,
   int fd = ctx->tmr.u.thr.sysfd;
   char again[160];
   if (ctx->autos.paused) return;   /* as the handler: no sample */
-  if (atomic_load_explicit(&ctx->tmr.thr_done, memory_order_acquire) !=
-      atomic_load_explicit(&ctx->tmr.thr_sent, memory_order_relaxed))
-    goto later;
   if (!(m->ok && m->cpu == cpu && !strcmp(m->sys, sys))) {
     m->ok = 0;
     if (!ljp_blocked_capture(ctx, syscall_pc(sys), &m->rec)) goto later;
@@ -107,7 +104,7 @@ static void blocked_tick(ljp_ctx *ctx, blocked_memo *m, const char *sys,
     m->cpu = cpu;
     snprintf(m->sys, sizeof(m->sys), "%s", sys);
   }
-  ljp_blocked_push(ctx, &m->rec, 1);
+  if (!ljp_blocked_push(ctx, &m->rec, 1)) goto later;
   atomic_store_explicit(&ctx->tmr.seen_ns, ljp_now_ns(), memory_order_relaxed);
   return;
 later:
@@ -171,8 +168,6 @@ static void *timer_main(void *arg)
       if (syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
                   &si) != 0)
         atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
-      else
-        atomic_fetch_add_explicit(&ctx->tmr.thr_sent, 1, memory_order_relaxed);
     }
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (ts_diff(&now, &next) > 0) {  /* overslept: skip, but count, ticks */
@@ -197,8 +192,7 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
   pthread_condattr_destroy(&ca);
   ctx->tmr.u.thr.stop = 0;
   ctx->tmr.u.thr.pid = getpid();
-  atomic_store(&ctx->tmr.thr_sent, 0);
-  atomic_store(&ctx->tmr.thr_done, 0);
+  atomic_store(&ctx->ring_owner, 0);
   /* Here, on the profiled thread: its CPU clock and system call file. */
   {
     char path[64];

@@ -1,6 +1,13 @@
 /*
-** A timer thread that wakes every interval (wall clock) and signals the
-** profiled thread, the shape LuaJIT uses on Windows. Two calls make it
+** The wall clocks (`wall`, `thread`): a timer thread that wakes every
+** interval and signals the profiled thread, the shape LuaJIT uses on
+** Windows, unless that thread is blocked in a system call, which the
+** signal would end (EINTR: nanosleep, poll, epoll_wait, select). Before
+** each tick it reads the thread's CPU time and /proc/self/task/<tid>/
+** syscall: a blocked thread's tick becomes a ring record written here,
+** with the Lua frames it blocked in (fault-safe reads, checked against a
+** second look: see blocked_tick), and one that barely ran since the last
+** tick is about to block: its tick waits for the next sample. Two calls make it
 ** portable: the wake-up (a condition-variable timed wait, so stop wakes it
 ** at once) and the signalling (rt_tgsigqueueinfo to the profiled thread's
 ** id in this process, carrying the run token, as pthread_sigqueue would,

@@ -332,7 +332,9 @@ void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
 {
   uint64_t t = ljp_now_ns(), ticks, clk, seen, period, quiet, due;
   int disp;
-  if (ctx->sig_lost || !ctx->tmr.live || ctx->tmr.expired) return;
+  if (ctx->sig_lost || !ctx->tmr.live || ctx->tmr.expired ||
+      (ctx->tmr.deadline_ns && t >= ctx->tmr.deadline_ns))
+    return;                             /* no tick is due */
   if (!now && t - ctx->sig_checked_ns < 100000000u) return;
   ctx->sig_checked_ns = t;
   ticks = atomic_load(&ctx->n_ticks);   /* timer expiries, weighted */

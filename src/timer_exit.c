@@ -66,7 +66,6 @@ static void thread_exit(void *v)
     next = ctx->tmr.live_next;
     if (ctx->tid != tid || ctx->pid != pid) continue;
     stop_locked(ctx);
-    ctx->tmr.expired = 1;
     atomic_store(&ctx->token, 0);  /* no lend request is sent (auto.c) */
     ljp_slot_close(ctx->slot);  /* in-flight signals find no context */
   }

@@ -150,7 +150,8 @@ static void *timer_main(void *arg)
     if (ctx->tmr.u.thr.stop) break;
     if (rc != ETIMEDOUT) continue;
     if (ctx->tmr.deadline_ns && ljp_now_ns() >= ctx->tmr.deadline_ns)
-      break;                        /* the duration is over */
+      break;                        /* the duration is over: no more ticks
+                                    ** (api.c reads it from the deadline) */
     send = 1;
     if (fd >= 0) {
       /* A thread in a system call is not signalled. One on a CPU that ran
@@ -225,7 +226,11 @@ static void thread_stop(ljp_ctx *ctx)
   ** (threads do not survive fork) and its condition variable may have
   ** been copied with the thread waiting on it: joining or destroying
   ** would wait for ever. The child leaves them alone. */
-  if (getpid() != ctx->tmr.u.thr.pid) return;
+  if (getpid() != ctx->tmr.u.thr.pid) {
+    if (ctx->tmr.u.thr.sysfd >= 0) close(ctx->tmr.u.thr.sysfd);  /* a copy */
+    ctx->tmr.u.thr.sysfd = -1;
+    return;
+  }
   pthread_mutex_lock(&ctx->tmr.u.thr.mu);
   ctx->tmr.u.thr.stop = 1;
   pthread_cond_signal(&ctx->tmr.u.thr.cv);

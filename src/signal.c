@@ -6,8 +6,8 @@
 ** no malloc, no locks, no stdio, bounded work, errno preserved. It records
 ** time, PC, VM state, zone, label set and weight into the context's ring
 ** and arms the safe point. Every tick it cannot record is counted.
-** It writes to the ring only after taking ctx->ring_owner: the wall
-** clocks' timer thread writes a blocked thread's records there too
+** It writes to the ring only after taking ctx->ring_owner: the thread
+** clock's timer thread writes a blocked thread's records there too
 ** (ljp_blocked_capture/push, normal context on that thread, below).
 **
 ** A signal carries a token (slot | run generation << 8) in si_value;

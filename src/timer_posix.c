@@ -4,9 +4,9 @@
 **   cpu   CLOCK_THREAD_CPUTIME_ID: the thread's CPU time only. The kernel
 **         checks CPU timers once per tick (250 Hz here), so a shorter
 **         interval fires at tick rate.
-** (The wall clock was a CLOCK_MONOTONIC timer here; its signal ended the
-** thread's sleeps, EINTR. It is timer_thread.c's now, which does not
-** signal a blocked thread.)
+**   wall  CLOCK_MONOTONIC: precise, also while the thread sleeps; each
+**         tick ends a blocking call (EINTR: nanosleep, poll, epoll_wait),
+**         which the thread clock (timer_thread.c) avoids.
 ** The signal's value carries the run token.
 **
 ** Each signal re-arms the timer (signal context: timer_settime and
@@ -138,6 +138,11 @@ static int cpu_start(ljp_ctx *ctx, char *err, size_t n)
   return posix_start(ctx, CLOCK_THREAD_CPUTIME_ID, err, n);
 }
 
+static int wall_start(ljp_ctx *ctx, char *err, size_t n)
+{
+  return posix_start(ctx, CLOCK_MONOTONIC, err, n);
+}
+
 static void posix_stop(ljp_ctx *ctx)
 {
   timer_delete(ctx->tmr.u.posix);  /* also discards its pending signal */
@@ -145,4 +150,5 @@ static void posix_stop(ljp_ctx *ctx)
 
 const ljp_timer_ops ljp_timer_cpu = {"cpu", cpu_start, posix_stop,
                                      posix_rearm, posix_halt};
-
+const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, posix_stop,
+                                      posix_rearm, posix_halt};

@@ -1,5 +1,5 @@
 /*
-** The wall clocks (`wall`, `thread`): a timer thread that wakes every
+** The `thread` clock: a timer thread that wakes every
 ** interval and signals the profiled thread, the shape LuaJIT uses on
 ** Windows, unless that thread is blocked in a system call, which the
 ** signal would end (EINTR: nanosleep, poll, epoll_wait, select). Before
@@ -252,5 +252,3 @@ static uint32_t thread_rearm(ljp_ctx *ctx)
 
 const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,
                                         thread_rearm, NULL};
-const ljp_timer_ops ljp_timer_wall = {"wall", thread_start, thread_stop,
-                                      thread_rearm, NULL};

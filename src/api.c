@@ -702,7 +702,12 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->vmstate_exact = ctx->vm_g != 0;
   ri->cfunc_names = ctx->vm_g && ljp_vml.cfunc_ok;
   ri->jit_state = ctx->vm_g && ljp_vml.jstate_ok;
-  ri->expired = ctx->tmr.expired && !ctx->sig_lost;
+  /* (the thread clock's timer thread ends at the deadline by itself: no
+  ** tick may come to say so) */
+  ri->expired = (ctx->tmr.expired ||
+                 (ctx->tmr.deadline_ns &&
+                  (ctx->stop_ns ? ctx->stop_ns : ljp_now_ns()) >=
+                      ctx->tmr.deadline_ns)) && !ctx->sig_lost;
   ri->signal_lost = ctx->sig_lost;
   ri->aborts_lost = ctx->tr.aborts_lost;
   ri->trace_events = ctx->tr.events;

@@ -114,6 +114,10 @@ struct ljp_ctx {
   _Atomic uint32_t token;   /* signal token of the run (0: none) */
   ljp_ring ring;
   _Atomic uint64_t seq, n_signals, n_ticks, n_dropped, n_merged;
+  _Atomic int ring_owner;   /* who writes to the ring now: 0 none, 1 the
+                               handler, 2 the timer thread (blocked ticks) */
+  _Atomic uint64_t n_idle;  /* ticks of a blocked thread, not signalled
+                               (timer_thread.c, ljp_blocked_push) */
   _Atomic uint64_t n_native_unwinds, n_native_frames, n_native_truncated,
       n_native_skipped;
   int native_on;            /* this run captures native stacks */
@@ -138,6 +142,7 @@ struct ljp_ctx {
   int in_safepoint, stop_requested;
   uint64_t sig_checked_ns;  /* last check that the signal is still ours */
   uint64_t sig_ticks, sig_clock_ns; /* ticks and run clock then */
+  uint64_t sig_run_clock_ns; /* the run's clock when its ticks started */
   int sig_lost;             /* the program took the signal: run stopped */
   ljp_store store;          /* frames, stacks, counts (store.c) */
   struct ljp_namecache *namecache; /* bytecode -> names (complete.c) */
@@ -204,6 +209,16 @@ int ljp_signal_is_ours(int signo);
 /* Is signo's action SIG_DFL now (a tick would apply the default action)?
 ** Normal context (the thread timer, before each tick). */
 int ljp_signal_is_default(int signo);
+/* signo's action now: ljprof's handler, no handler at all (SIG_IGN or
+** SIG_DFL: no tick can reach ljprof), or another handler (which may pass
+** ticks on). Normal context. */
+enum { LJP_SIG_OURS, LJP_SIG_NONE, LJP_SIG_OTHER };
+int ljp_signal_disposition(int signo);
+/* Normal context, on the timer thread, the profiled thread blocked in a
+** system call (signal.c): capture what a tick would record, then push it
+** with weight w (0: a handler holds the ring now). */
+int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec);
+int ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w);
 static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 extern _Atomic uint64_t ljp_stale_signals;
 extern _Atomic int ljp_live_runs;   /* run.c: live runs, for exec.c, */

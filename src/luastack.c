@@ -239,6 +239,57 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
   return n;
 }
 
+/* -- Another thread's frames (normal context, the timer thread) ----------- */
+
+/* Every read fault-safe: the thread is blocked in a system call, but it
+** may wake at any moment and free or move what is read (the caller checks
+** afterwards that it did not run, and drops the frames if it did). */
+static int read_peek(void *dst, uintptr_t src, size_t n)
+{
+  return ljp_peek(dst, src, n);
+}
+
+int ljp_luastack_capture_blocked(uintptr_t g, ljp_record *rec)
+{
+  const ljp_vmlayout *v = &ljp_vml;
+  uintptr_t L = 0, base = 0, stack = 0, maxstack = 0;
+  uint64_t tv;
+  unsigned char kind;
+  int32_t st;
+  int n, bottom;
+  rec->nlua = 0;
+  if (!ljp_lsl.ok || !g || !v->vmstate_ok || ljp_lsl.l_maxstack < 0) return 0;
+  /* g's own fields stay readable while the state lives (it is, while
+  ** its run is: a stop joins the timer thread first). */
+  if (!(L = read_curl(g))) return 0;
+  st = *(volatile int32_t *)(g + v->g_vmstate);
+  if (st >= 0) {                     /* an FFI call from a trace */
+    if (!ljp_lsl.jit_ok) return 0;
+    base = *(volatile uintptr_t *)(g + ljp_lsl.g_jit_base);
+  } else if (st == -2) {             /* a C function, the FFI's call too */
+    if (read_peek(&base, L + v->l_base, 8)) return 0;
+  } else {
+    return 0;
+  }
+  if (!base || read_peek(&stack, L + ljp_lsl.l_stack, 8) ||
+      read_peek(&maxstack, L + ljp_lsl.l_maxstack, 8))
+    return 0;
+  if (base <= stack || base > maxstack || base - stack > (uintptr_t)8 << 20)
+    return 0;
+  if (st == -2) {                    /* the base is the C function's frame */
+    if (read_peek(&tv, base - 16, 8) || (uint32_t)(tv >> 47) != TAG_FUNC ||
+        read_peek(&kind, (uintptr_t)(tv & (((uint64_t)1 << 47) - 1)) +
+                         (uintptr_t)v->fn_ffid, 1) || kind == 0)
+      return 0;
+  }
+  n = walk(read_peek, stack, base, rec->lua, LJP_LUA_MAX, &bottom);
+  if (n <= 0) return 0;
+  rec->lstack = stack;
+  rec->lflags = bottom ? LJP_LUA_BOTTOM : 0;
+  rec->nlua = (uint8_t)n;
+  return n;
+}
+
 /* -- Normal context -------------------------------------------------------- */
 
 int ljp_luastack_live(lua_State *L, ljp_lframe *out, int max, int *bottom,

@@ -54,6 +54,12 @@ int ljp_luastack_probe(lua_State *L);
 ** a trace exit: the safe point follows at once there) or a check fails. */
 #define LJP_CAPTURE_RECORDING 3
 int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec);
+/* Normal context, on another thread (timer_thread.c): the frames of the
+** state's thread while it is blocked in a system call inside a C or FFI
+** call (from the interpreter or a trace), every read of the thread's
+** objects fault-safe (ljp_peek): the thread may wake meanwhile; the caller
+** drops the frames when it did. Fills rec as ljp_luastack_capture. */
+int ljp_luastack_capture_blocked(uintptr_t g, ljp_record *rec);
 
 /* Normal context, in a hook of thread L (L->base is stored there): the
 ** live frames, innermost first, up to max; *bottom when all were read. */

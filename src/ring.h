@@ -1,7 +1,10 @@
 /*
 ** Lock-free single-producer ring of sample records.
 **
-** Producer: the signal handler (ljp_ring_push). Consumers, on the profiled
+** Producer: the signal handler (ljp_ring_push), or, for the ticks of a
+** thread blocked in a system call, the thread clock's timer thread
+** (timer_thread.c), never both at once (ljp_ctx.ring_owner, a flag each
+** takes before it writes). Consumers, on the profiled
 ** thread in normal context: the safe point completes pending records
 ** (ljp_ring_claim) and the aggregator retires completed ones
 ** (ljp_ring_retire). The export helper (auto.c, complete.c:

@@ -107,7 +107,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ctx->stop_requested = 0;
   ctx->tmr.expired = 0;
   ctx->sig_lost = 0;
-  ctx->sig_ticks = ctx->sig_clock_ns = 0;
+  atomic_store(&ctx->tmr.seen_ns, 0);
   ctx->tmr.deadline_ns = o->duration_us ?
                      ljp_now_ns() + o->duration_us * 1000u : 0;
   ljp_run_clock_start(ctx);
@@ -319,27 +319,32 @@ static void hook_down(ljp_ctx *ctx, lua_State *L)
   ljp_hook_disarm(&ctx->hook);
 }
 
+/* The time of the run's clock: ticks are due in proportion to it. */
+static uint64_t run_clock_ns(const ljp_ctx *ctx)
+{
+  struct timespec ts;
+  clockid_t id = ctx->opt.clock == LJPROF_CLOCK_CPU ? CLOCK_THREAD_CPUTIME_ID
+               : ctx->opt.clock == LJPROF_CLOCK_ITIMER ? CLOCK_PROCESS_CPUTIME_ID
+               : CLOCK_MONOTONIC;
+  if (clock_gettime(id, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int timer_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)L;
-  ctx->tmr.ticking = 1;
-  if (ctx->tmr.ops->start(ctx, err, n) != 0) {
-    ctx->tmr.ticking = 0;
-    return -1;
-  }
-  ctx->tmr.live = 1;
-  return 0;
+  /* The signal check's window starts with the ticks. */
+  ctx->sig_ticks = 0;
+  ctx->sig_clock_ns = ctx->sig_run_clock_ns = run_clock_ns(ctx);
+  ctx->sig_checked_ns = ljp_now_ns();
+  return ljp_ticks_start(ctx, err, n);
 }
 
 /* First: a handler that runs now no longer re-arms a one-shot timer. */
 static void timer_down(ljp_ctx *ctx, lua_State *L)
 {
   (void)L;
-  ctx->tmr.ticking = 0;
-  if (ctx->tmr.live) {
-    ctx->tmr.ops->stop(ctx);
-    ctx->tmr.live = 0;
-  }
+  ljp_ticks_stop(ctx);
 }
 
 typedef struct ljp_step {
@@ -373,42 +378,49 @@ static void take_down(ljp_ctx *ctx, lua_State *L)
 
 /* -- Control ---------------------------------------------------------------- */
 
-/* The time of the run's clock: ticks are due in proportion to it. */
-static uint64_t run_clock_ns(const ljp_ctx *ctx)
-{
-  struct timespec ts;
-  clockid_t id = ctx->opt.clock == LJPROF_CLOCK_CPU ? CLOCK_THREAD_CPUTIME_ID
-               : ctx->opt.clock == LJPROF_CLOCK_ITIMER ? CLOCK_PROCESS_CPUTIME_ID
-               : CLOCK_MONOTONIC;
-  if (clock_gettime(id, &ts) != 0) return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
 {
-  uint64_t t = ljp_now_ns(), ticks, clk;
-  if (ctx->sig_lost || !ctx->tmr.live) return;
+  uint64_t t = ljp_now_ns(), ticks, clk, seen, period, quiet, due;
+  int disp;
+  if (ctx->sig_lost || !ctx->tmr.live || ctx->tmr.expired ||
+      (ctx->tmr.deadline_ns && t >= ctx->tmr.deadline_ns))
+    return;                             /* no tick is due */
   if (!now && t - ctx->sig_checked_ns < 100000000u) return;
   ctx->sig_checked_ns = t;
-  uint64_t due;
   ticks = atomic_load(&ctx->n_ticks);   /* timer expiries, weighted */
   clk = run_clock_ns(ctx);
-  /* Ours, or another handler that passes the ticks on to ours (a
-  ** wrapper): ticks still come. Lost: not ours, and over at least three
-  ** intervals of the run's clock since the last look, not a quarter of
-  ** the ticks due came (the check runs at safe points, which ticks bring:
-  ** an ignored signal is often seen only at stop). */
-  if (ljp_signal_is_ours(ctx->opt.signo) || !ctx->sig_clock_ns) {
+  period = (uint64_t)ctx->opt.interval_us * 1000u;
+  disp = ljp_signal_disposition(ctx->opt.signo);
+  /* Ours: ticks come. Ignored or reset (SIG_IGN, SIG_DFL): none can come,
+  ** lost at once, however late the change (a window of ticks still
+  ** holding those from before a change 100-300 ms before stop did not
+  ** see it). Another handler may be a wrapper that passes the ticks on to
+  ** ours: lost when ljprof's handler has taken no tick for 8 intervals
+  ** (and 50 ms) of the run's clock (the timers' rearm notes each one's
+  ** time, so this holds however late the change), or when, over at least
+  ** three intervals since the last look, not a quarter of the ticks due
+  ** came. The check runs at safe points, which ticks bring, and at stop:
+  ** a lost signal is often seen only at stop. */
+  if (disp == LJP_SIG_OURS) {
     ctx->sig_ticks = ticks;
     ctx->sig_clock_ns = clk;
     return;
   }
-  due = (clk - ctx->sig_clock_ns) / ((uint64_t)ctx->opt.interval_us * 1000u);
-  if (due < 3) return;                  /* too early to tell */
-  if (ticks - ctx->sig_ticks >= due / 4) {
-    ctx->sig_ticks = ticks;
-    ctx->sig_clock_ns = clk;
-    return;
+  if (disp == LJP_SIG_OTHER) {
+    seen = atomic_load_explicit(&ctx->tmr.seen_ns, memory_order_relaxed);
+    if (!seen) seen = ctx->sig_run_clock_ns;  /* none yet: since start */
+    /* (a thread's CPU clock read on another thread: cannot tell) */
+    if (clk < seen || clk < ctx->sig_clock_ns) return;
+    quiet = 8 * period > 50000000u ? 8 * period : 50000000u;
+    if (clk < seen + quiet) {
+      if (clk - ctx->sig_clock_ns < 3 * period) return; /* too early */
+      due = (clk - ctx->sig_clock_ns) / period;
+      if (ticks - ctx->sig_ticks >= due / 4) {
+        ctx->sig_ticks = ticks;
+        ctx->sig_clock_ns = clk;
+        return;
+      }
+    }
   }
   /* Taken over, ignored or reset by the program: no more ticks (a reset
   ** real-time signal would end the process at the next one), keep what

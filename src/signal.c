@@ -6,6 +6,9 @@
 ** no malloc, no locks, no stdio, bounded work, errno preserved. It records
 ** time, PC, VM state, zone, label set and weight into the context's ring
 ** and arms the safe point. Every tick it cannot record is counted.
+** It writes to the ring only after taking ctx->ring_owner: the thread
+** clock's timer thread writes a blocked thread's records there too
+** (ljp_blocked_capture/push, normal context on that thread, below).
 **
 ** A signal carries a token (slot | run generation << 8) in si_value;
 ** itimer signals carry none and use the one itimer binding. A context's
@@ -25,6 +28,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -209,6 +213,78 @@ arm:
                             memory_order_relaxed);
 }
 
+/* -- Blocked threads (normal context, the wall clock's timer thread) ------ */
+
+/* The profiled thread is blocked in a system call (timer_thread.c): what
+** the handler would record, without a signal, which would end the call
+** (EINTR). Only memory reads, as in the handler, of a thread that does not
+** run: the caller reads its CPU time and system call before and after and
+** keeps the record only if neither changed. pc: the thread's user PC (at
+** its system call). Returns the Lua frames captured (0: none, no record). */
+int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec)
+{
+  int32_t trace = 0;
+  uintptr_t cfunc = 0;
+  int vm;
+  memset(rec, 0, offsetof(ljp_record, native));
+  rec->nnative = 0;
+  rec->tret = 0;
+  rec->nfuncs = 0;
+  rec->nleaf[0] = rec->nleaf[1] = 0;
+  rec->nlua = 0;
+  if (!ctx->exact_on || !ctx->vm_g) return 0;
+  vm = ljp_vm_read(ctx->vm_g, &trace, &cfunc, 1);
+  if (vm != 'C' && vm != 'N') return 0;  /* an FFI or C call, from the
+                                         ** interpreter or a trace */
+  rec->pc = pc;
+  rec->trace = trace;
+  rec->cfunc = cfunc;
+  rec->vmstate = (uint8_t)vm;
+  rec->zone = ctx->zones.cur;
+  rec->labels = ctx->labels.cur;
+  if (ljp_luastack_capture_blocked(ctx->vm_g, rec) <= 0) return 0;
+  if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1)
+    rec->cfunc = rec->lua[0].cf;
+  return rec->nlua;
+}
+
+/* A record of weight w from ljp_blocked_capture into the ring, if no
+** handler is writing to it (ring_owner: the handler or this thread, never
+** both). Returns 0 when the ring was busy (the caller counts the tick
+** otherwise). */
+int ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w)
+{
+  ljp_push_result res;
+  ljp_record *rec;
+  int free_ = 0;
+  if (!atomic_compare_exchange_strong_explicit(&ctx->ring_owner, &free_, 2,
+          memory_order_acquire, memory_order_relaxed))
+    return 0;
+  atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
+  atomic_fetch_add_explicit(&ctx->n_idle, w, memory_order_relaxed);
+  rec = ljp_ring_reserve(&ctx->ring, w, proto, &res);
+  if (rec) {
+    size_t lua_at = offsetof(ljp_record, nlua);
+    memcpy(rec, proto, offsetof(ljp_record, native));
+    memcpy((char *)rec + lua_at, (const char *)proto + lua_at,
+           sizeof(ljp_record) - lua_at);
+    rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
+    rec->time_ns = ljp_now_ns();
+    rec->tret = 0;
+    rec->nfuncs = 0;
+    rec->nleaf[0] = rec->nleaf[1] = 0;
+    rec->stack = 0;
+    atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
+    ljp_ring_publish(&ctx->ring);
+  } else if (res != LJP_DROPPED) {
+    atomic_fetch_add_explicit(&ctx->n_merged, 1, memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
+  }
+  atomic_store_explicit(&ctx->ring_owner, 0, memory_order_release);
+  return 1;
+}
+
 /* Signal context: the previous disposition of sig, SIG_IGN or SIG_DFL.
 ** The default action of the signals ljprof may take is to ignore them
 ** (SIGURG, SIGWINCH, SIGCONT), to stop, or to end the process: for the
@@ -277,13 +353,24 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
       ** schedule, no sample is taken. */
       if (ctx->autos.paused) {
         /* nothing */
-      } else if (room >= LJP_ALT_LITE) {
-        ljp_sample(ctx, ucv, w, room < LJP_ALT_FULL);
-      } else {
+      } else if (room < LJP_ALT_LITE) {
         /* On an alternate stack with too little left: counted, dropped. */
         atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
         atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
+      } else {
+        /* The ring is the timer thread's while it writes a blocked
+        ** thread's record (a tick it sent before may arrive then): the
+        ** weight waits for the next sample. */
+        int free_ = 0;
+        if (atomic_compare_exchange_strong_explicit(&ctx->ring_owner, &free_,
+                1, memory_order_acquire, memory_order_relaxed)) {
+          ljp_sample(ctx, ucv, w, room < LJP_ALT_FULL);
+          atomic_store_explicit(&ctx->ring_owner, 0, memory_order_release);
+        } else {
+          atomic_fetch_add_explicit(&ctx->tmr.thr_overrun, w,
+                                    memory_order_relaxed);
+        }
       }
       ljp_exit_int_watch();  /* luajit's SIGINT handler (exit_signals.c) */
     }
@@ -330,6 +417,16 @@ int ljp_signal_is_default(int signo)
   struct sigaction cur;
   if (sigaction(signo, NULL, &cur) != 0) return 0;  /* cannot tell */
   return !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL;
+}
+
+int ljp_signal_disposition(int signo)
+{
+  struct sigaction cur;
+  if (sigaction(signo, NULL, &cur) != 0) return LJP_SIG_OURS;  /* cannot tell */
+  if (cur.sa_flags & SA_SIGINFO)
+    return cur.sa_sigaction == ljp_signal_handler ? LJP_SIG_OURS : LJP_SIG_OTHER;
+  return cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN ? LJP_SIG_NONE
+                                                                : LJP_SIG_OTHER;
 }
 
 int ljp_signal_install(int signo, char *err, size_t errlen)

@@ -30,7 +30,10 @@ typedef struct ljp_timerst {
       pthread_cond_t cv;
       int stop;
       pid_t pid;            /* the process the thread runs in (fork) */
-    } thr;                  /* thread */
+      clockid_t cpuclk;     /* the profiled thread's CPU clock */
+      int sysfd;            /* its /proc/self/task/<tid>/syscall (-1: none,
+                               every tick is sent) */
+    } thr;                  /* wall, thread */
   } u;
   int live;                 /* started, not yet stopped */
   volatile sig_atomic_t ticking; /* the handler may re-arm the timer */
@@ -40,6 +43,9 @@ typedef struct ljp_timerst {
   uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
   volatile sig_atomic_t expired; /* the duration is over: ignore signals */
   _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
+  _Atomic uint64_t seen_ns; /* the run's clock at the last tick taken by
+                               ljprof's handler (rearm; 0: none yet) */
+  struct ljp_ctx *live_next; /* the list of live timers (timer_exit.c) */
 } ljp_timerst;
 
 
@@ -47,10 +53,11 @@ struct ljp_timer_ops {
   const char *name;
   int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
   void (*stop)(ljp_ctx *ctx);
-  /* Signal context, may be NULL: called for each of the timer's signals
-  ** on the profiled thread; returns the weight of the signal (the
-  ** expiries it stands for, >= 1, from a read of the timer's clock) and
-  ** may reschedule the timer. */
+  /* Signal context: called for each of the timer's signals on the
+  ** profiled thread; returns the weight of the signal (the expiries it
+  ** stands for, >= 1, from a read of the timer's clock), stores that
+  ** read in seen_ns (the run's clock: run.c's signal check) and may
+  ** reschedule the timer. */
   uint32_t (*rearm)(ljp_ctx *ctx);
   /* Signal context, may be NULL: no more expiries (the duration is over). */
   void (*halt)(ljp_ctx *ctx);
@@ -58,6 +65,12 @@ struct ljp_timer_ops {
 
 extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
     ljp_timer_thread;
+
+/* timer_exit.c, normal context. Start ctx's timer (ops, ticking, live),
+** on the profiled thread; its ticks end when the thread exits. */
+int ljp_ticks_start(ljp_ctx *ctx, char *err, size_t n);
+/* No more ticks; any thread, idempotent. */
+void ljp_ticks_stop(ljp_ctx *ctx);
 
 /* Random first expiry in (0, interval], so that short runs are sampled
 ** with a probability proportional to their length. */

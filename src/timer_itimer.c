@@ -32,6 +32,7 @@ static uint32_t itimer_weigh(ljp_ctx *ctx)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t now = process_cpu_ns(), next = ctx->tmr.next_ns, w = 1;
+  atomic_store_explicit(&ctx->tmr.seen_ns, now, memory_order_relaxed);
   if (now >= next) w = (now - next) / period + 1;
   ctx->tmr.next_ns = next + w * period;
   return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;

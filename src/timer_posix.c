@@ -4,7 +4,9 @@
 **   cpu   CLOCK_THREAD_CPUTIME_ID: the thread's CPU time only. The kernel
 **         checks CPU timers once per tick (250 Hz here), so a shorter
 **         interval fires at tick rate.
-**   wall  CLOCK_MONOTONIC: precise, also while the thread sleeps.
+**   wall  CLOCK_MONOTONIC: precise, also while the thread sleeps; each
+**         tick ends a blocking call (EINTR: nanosleep, poll, epoll_wait),
+**         which the thread clock (timer_thread.c) avoids.
 ** The signal's value carries the run token.
 **
 ** Each signal re-arms the timer (signal context: timer_settime and
@@ -86,6 +88,7 @@ static uint32_t posix_rearm(ljp_ctx *ctx)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t now = clock_ns(ctx->tmr.clock), next = ctx->tmr.next_ns, w = 1;
+  atomic_store_explicit(&ctx->tmr.seen_ns, now, memory_order_relaxed);
   if (!period) period = 1;
   if (now > next && now - next > 64 * period) {
     uint64_t skip = (now - next) / period - 1;

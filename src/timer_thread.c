@@ -1,8 +1,20 @@
 /*
-** A timer thread that wakes every interval (wall clock) and signals the
-** profiled thread, the shape LuaJIT uses on Windows. Two calls make it
+** The `thread` clock: a timer thread that wakes every
+** interval and signals the profiled thread, the shape LuaJIT uses on
+** Windows, unless that thread is blocked in a system call, which the
+** signal would end (EINTR: nanosleep, poll, epoll_wait, select). Before
+** each tick it reads the thread's CPU time and /proc/self/task/<tid>/
+** syscall: a blocked thread's tick becomes a ring record written here,
+** with the Lua frames it blocked in (fault-safe reads, checked against a
+** second look: see blocked_tick), and one that barely ran since the last
+** tick is about to block: its tick waits for the next sample. Two calls make it
 ** portable: the wake-up (a condition-variable timed wait, so stop wakes it
-** at once) and the signalling (pthread_sigqueue, carrying the run token).
+** at once) and the signalling (rt_tgsigqueueinfo to the profiled thread's
+** id in this process, carrying the run token, as pthread_sigqueue would,
+** but never through a pthread_t: a descriptor is freed or reused when its
+** thread exits). The thread is alive whenever a tick is sent: the tick is
+** sent with the mutex held, and the profiled thread's exit stops (and
+** joins) this thread first, taking the mutex (timer_exit.c).
 ** Gaps are random in [interval/2, 3/2 interval), counted from the
 ** previous scheduled wake-up (see timer_posix.c). Ticks the thread could
 ** not deliver (it overslept, or the signal queue was full) are added to
@@ -15,8 +27,11 @@
 */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,28 +50,133 @@ static int64_t ts_diff(const struct timespec *a, const struct timespec *b)
          (a->tv_nsec - b->tv_nsec);
 }
 
+static uint64_t cpu_ns(clockid_t c)
+{
+  struct timespec ts;
+  if (clock_gettime(c, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The profiled thread's system call now, from /proc (one pread of the
+** file kept open): SYS_IN and its text (number, arguments, sp, pc) when
+** it is in one and not on a CPU, SYS_RUNNING when it is on a CPU,
+** SYS_USER when it waits for one in user space ("-1 sp pc": a signal is
+** taken there as soon as it runs, before any system call), SYS_UNKNOWN
+** when the file cannot be read. */
+enum { SYS_UNKNOWN = -1, SYS_USER, SYS_IN, SYS_RUNNING };
+static int in_syscall(int fd, char *buf, size_t n)
+{
+  ssize_t r = pread(fd, buf, n - 1, 0);
+  if (r <= 0) return SYS_UNKNOWN;
+  buf[r] = 0;
+  if (buf[0] >= '0' && buf[0] <= '9') return SYS_IN;
+  return buf[0] == 'r' ? SYS_RUNNING : SYS_USER;
+}
+
+/* Its user PC at the system call: the last field. */
+static uintptr_t syscall_pc(const char *buf)
+{
+  const char *p = strrchr(buf, ' ');
+  return p ? (uintptr_t)strtoull(p + 1, NULL, 16) : 0;
+}
+
+/* What the blocked thread's tick becomes (no signal: it would end the
+** call with EINTR). The Lua frames it blocked in, captured now and
+** checked (its CPU time and system call the same after as before: it did
+** not run meanwhile), go into the ring with the tick's weight; the next
+** ticks of the same call (CPU time unchanged) reuse them. The ring has
+** one writer at a time (ljp_ctx.ring_owner: a tick sent before may be
+** handled meanwhile). When it is busy, or no frame could be captured,
+** the tick is added to the next sample's weight, as an overslept one. */
+typedef struct blocked_memo {
+  int ok;
+  uint64_t cpu;
+  char sys[160];
+  ljp_record rec;
+} blocked_memo;
+
+static void blocked_tick(ljp_ctx *ctx, blocked_memo *m, const char *sys,
+                         uint64_t cpu)
+{
+  int fd = ctx->tmr.u.thr.sysfd;
+  char again[160];
+  if (ctx->autos.paused) return;   /* as the handler: no sample */
+  if (!(m->ok && m->cpu == cpu && !strcmp(m->sys, sys))) {
+    m->ok = 0;
+    if (!ljp_blocked_capture(ctx, syscall_pc(sys), &m->rec)) goto later;
+    if (cpu_ns(ctx->tmr.u.thr.cpuclk) != cpu ||
+        in_syscall(fd, again, sizeof(again)) != 1 || strcmp(again, sys))
+      goto later;                   /* it ran: the frames may be torn */
+    m->ok = 1;
+    m->cpu = cpu;
+    snprintf(m->sys, sizeof(m->sys), "%s", sys);
+  }
+  if (!ljp_blocked_push(ctx, &m->rec, 1)) goto later;
+  atomic_store_explicit(&ctx->tmr.seen_ns, ljp_now_ns(), memory_order_relaxed);
+  return;
+later:
+  atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+}
+
 static void *timer_main(void *arg)
 {
   ljp_ctx *ctx = arg;
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
-  union sigval val;
+  uint64_t busy = period / 4 < 500000u ? period / 4 : 500000u;
+  uint64_t cpu, last_cpu;
+  int fd = ctx->tmr.u.thr.sysfd;
+  blocked_memo memo;
+  char sys[160];
+  siginfo_t si;
   struct timespec next, now;
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);  /* never run handlers here */
-  val.sival_ptr = NULL;  /* the upper half zero: a tick, no lend request */
-  val.sival_int = (int)atomic_load(&ctx->token);
+  memset(&memo, 0, sizeof(memo));
+  memset(&si, 0, sizeof(si));  /* what pthread_sigqueue would send */
+  si.si_signo = ctx->opt.signo;
+  si.si_code = SI_QUEUE;
+  si.si_pid = ctx->tmr.u.thr.pid;
+  si.si_uid = getuid();
+  si.si_value.sival_ptr = NULL;  /* upper half zero: a tick, not a lend */
+  si.si_value.sival_int = (int)atomic_load(&ctx->token);
+  last_cpu = fd >= 0 ? cpu_ns(ctx->tmr.u.thr.cpuclk) : 0;
   clock_gettime(CLOCK_MONOTONIC, &next);
   ts_add(&next, ljp_timer_first_ns(ctx));
   pthread_mutex_lock(&ctx->tmr.u.thr.mu);
   while (!ctx->tmr.u.thr.stop) {
     int rc = pthread_cond_timedwait(&ctx->tmr.u.thr.cv, &ctx->tmr.u.thr.mu, &next);
+    int st, send;
     if (ctx->tmr.u.thr.stop) break;
     if (rc != ETIMEDOUT) continue;
+    if (ctx->tmr.deadline_ns && ljp_now_ns() >= ctx->tmr.deadline_ns)
+      break;                        /* the duration is over: no more ticks
+                                    ** (api.c reads it from the deadline) */
+    send = 1;
+    if (fd >= 0) {
+      /* A thread in a system call is not signalled. One on a CPU that ran
+      ** less than a quarter of the interval (at most 0.5 ms) since the
+      ** last tick mostly blocks: it is about to block or has just woken,
+      ** and a tick sent now may land in its next call; the tick waits
+      ** for the next sample. One waiting for a CPU in user space, or
+      ** running, is signalled. */
+      cpu = cpu_ns(ctx->tmr.u.thr.cpuclk);
+      st = in_syscall(fd, sys, sizeof(sys));
+      if (st == SYS_IN) {
+        blocked_tick(ctx, &memo, sys, cpu);
+        send = 0;
+      } else if (st == SYS_RUNNING && cpu - last_cpu < busy) {
+        atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+        send = 0;
+      }
+      last_cpu = cpu;
+    }
     /* SIG_DFL would kill: no tick (the schedule goes on below). */
-    if (!ljp_signal_is_default(ctx->opt.signo) &&
-        pthread_sigqueue(ctx->thread, ctx->opt.signo, val) != 0)
-      atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+    if (send && !ljp_signal_is_default(ctx->opt.signo)) {
+      if (syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
+                  &si) != 0)
+        atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+    }
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (ts_diff(&now, &next) > 0) {  /* overslept: skip, but count, ticks */
       uint64_t late = (uint64_t)ts_diff(&now, &next) / period;
@@ -80,11 +200,21 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
   pthread_condattr_destroy(&ca);
   ctx->tmr.u.thr.stop = 0;
   ctx->tmr.u.thr.pid = getpid();
+  atomic_store(&ctx->ring_owner, 0);
+  /* Here, on the profiled thread: its CPU clock and system call file. */
+  {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)ctx->tid);
+    ctx->tmr.u.thr.sysfd = -1;
+    if (pthread_getcpuclockid(pthread_self(), &ctx->tmr.u.thr.cpuclk) == 0)
+      ctx->tmr.u.thr.sysfd = open(path, O_RDONLY | O_CLOEXEC);
+  }
   if ((rc = pthread_create(&ctx->tmr.u.thr.th, NULL, timer_main, ctx)) != 0) {
     snprintf(err, n, "ljprof: cannot create the timer thread: %s",
              strerror(rc));
     pthread_cond_destroy(&ctx->tmr.u.thr.cv);
     pthread_mutex_destroy(&ctx->tmr.u.thr.mu);
+    if (ctx->tmr.u.thr.sysfd >= 0) close(ctx->tmr.u.thr.sysfd);
     return -1;
   }
   return 0;
@@ -96,7 +226,11 @@ static void thread_stop(ljp_ctx *ctx)
   ** (threads do not survive fork) and its condition variable may have
   ** been copied with the thread waiting on it: joining or destroying
   ** would wait for ever. The child leaves them alone. */
-  if (getpid() != ctx->tmr.u.thr.pid) return;
+  if (getpid() != ctx->tmr.u.thr.pid) {
+    if (ctx->tmr.u.thr.sysfd >= 0) close(ctx->tmr.u.thr.sysfd);  /* a copy */
+    ctx->tmr.u.thr.sysfd = -1;
+    return;
+  }
   pthread_mutex_lock(&ctx->tmr.u.thr.mu);
   ctx->tmr.u.thr.stop = 1;
   pthread_cond_signal(&ctx->tmr.u.thr.cv);
@@ -104,7 +238,17 @@ static void thread_stop(ljp_ctx *ctx)
   pthread_join(ctx->tmr.u.thr.th, NULL);
   pthread_cond_destroy(&ctx->tmr.u.thr.cv);
   pthread_mutex_destroy(&ctx->tmr.u.thr.mu);
+  if (ctx->tmr.u.thr.sysfd >= 0) close(ctx->tmr.u.thr.sysfd);
+  ctx->tmr.u.thr.sysfd = -1;
+}
+
+/* Signal context: a tick stands for one expiry (and the overrun the
+** handler adds); its time is the run's clock (CLOCK_MONOTONIC, vDSO). */
+static uint32_t thread_rearm(ljp_ctx *ctx)
+{
+  atomic_store_explicit(&ctx->tmr.seen_ns, ljp_now_ns(), memory_order_relaxed);
+  return 1;
 }
 
 const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,
-                                        NULL, NULL};
+                                        thread_rearm, NULL};

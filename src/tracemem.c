@@ -242,22 +242,8 @@ static int fail(const char *why)
   return 0;
 }
 
-/* Exactly one offset (step bytes apart, within lim) where ok() holds for
-** every record; -1 otherwise. */
-#define ONE_OFFSET(var, step, lim, cond)                                  \
-  do {                                                                    \
-    ptrdiff_t o_, found_ = -1;                                            \
-    int n_ = 0, i_;                                                       \
-    for (o_ = 0; o_ + 8 <= (lim); o_ += (step)) {                         \
-      for (i_ = 0; i_ < nrec; i_++) {                                     \
-        const tmrec *r = &rec[i_];                                        \
-        ptrdiff_t o = o_;                                                 \
-        if (!(cond)) break;                                               \
-      }                                                                   \
-      if (i_ == nrec) { n_++; found_ = o_; }                              \
-    }                                                                     \
-    var = n_ == 1 ? found_ : -1;                                          \
-  } while (0)
+#define ONE_OFFSET(var, step, lim, cond) \
+  LJP_ONE_OFFSET(var, step, lim, tmrec, cond)
 
 static int learn(lua_State *S, tmrec *rec, int nrec)
 {

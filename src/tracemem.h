@@ -107,4 +107,23 @@ int32_t ljp_tm_find_proto(uintptr_t g, uintptr_t bc, int32_t hint);
 ** safe point that started in it, a live frame running it). */
 const char *ljp_tm_chunkname(uintptr_t bc);
 
+/* Learning (tracemem.c, tracesnap.c): exactly one offset of a probe
+** object, step bytes apart and within lim, where cond holds for every
+** record rec[0..nrec) (cond sees `r`, the record, of type rtype, and `o`,
+** the offset); -1 otherwise. */
+#define LJP_ONE_OFFSET(var, step, lim, rtype, cond)                       \
+  do {                                                                    \
+    ptrdiff_t o_, found_ = -1;                                            \
+    int n_ = 0, i_;                                                       \
+    for (o_ = 0; o_ + 8 <= (lim); o_ += (step)) {                         \
+      for (i_ = 0; i_ < nrec; i_++) {                                     \
+        const rtype *r = &rec[i_];                                        \
+        ptrdiff_t o = o_;                                                 \
+        if (!(cond)) break;                                               \
+      }                                                                   \
+      if (i_ == nrec) { n_++; found_ = o_; }                              \
+    }                                                                     \
+    var = n_ == 1 ? found_ : -1;                                          \
+  } while (0)
+
 #endif

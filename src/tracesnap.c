@@ -367,22 +367,8 @@ static const char probe_chunk[] =
   "collectgarbage('restart')\n"
   "return out, fns, nbc, rets\n";
 
-/* Exactly one offset (step bytes apart) in the trace object where cond
-** holds for every record; -1 otherwise. */
-#define ONE_OFFSET(var, step, cond)                                       \
-  do {                                                                    \
-    ptrdiff_t o_, found_ = -1;                                            \
-    int n_ = 0, i_;                                                       \
-    for (o_ = 0; o_ + 8 <= TWIN; o_ += (step)) {                          \
-      for (i_ = 0; i_ < nrec; i_++) {                                     \
-        const tsrec *r = &rec[i_];                                        \
-        ptrdiff_t o = o_;                                                 \
-        if (!(cond)) break;                                               \
-      }                                                                   \
-      if (i_ == nrec) { n_++; found_ = o_; }                              \
-    }                                                                     \
-    var = n_ == 1 ? found_ : -1;                                          \
-  } while (0)
+#define ONE_OFFSET(var, step, cond) \
+  LJP_ONE_OFFSET(var, step, TWIN, tsrec, cond)
 
 /* Does the snapshot array at p hold what tracesnap said of r? */
 static int snaps_match(const tsrec *r, uintptr_t p)

@@ -54,7 +54,14 @@ static void *profiled(void *arg)
   opt.interval_us = 1000;
   opt.clock = j->clock;
   j->rc = ljprof_start_ex(j->L, &opt, j->err, sizeof(j->err));
-  burn_lua(j->L, j->id, 100);
+  /* Work until a tick came (a thread starved of CPU, under a sanitizer on
+  ** a loaded machine, may otherwise finish first: 1 of 96 did), at most
+  ** 20 rounds. */
+  for (int k = 0; k < 20; k++) {
+    ljprof_stats st;
+    burn_lua(j->L, j->id, 100);
+    if (j->rc || (ljprof_get_stats(j->L, &st), st.ticks > 0)) break;
+  }
   return NULL;  /* no ljprof_stop, no lua_close */
 }
 

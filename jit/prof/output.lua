@@ -135,17 +135,20 @@ end
 
 -- One line on the frames of compiled code that LuaJIT had inlined: which
 -- mode gave them and how many were estimated (a sample between two
--- snapshots that show different frames); "" when none was given.
+-- snapshots that show different frames); "" when the mode is the default
+-- and they were under 1% of the samples.
 function M.inline_note(meta)
   local n, est = tonumber(meta and meta.inline_samples) or 0,
                  tonumber(meta and meta.inline_estimated) or 0
+  local total = tonumber(meta and meta.samples) or 0
+  local function samples(k) return k == 1 and "1 sample" or (k .. " samples") end
   if meta and meta.inline == "exact" then
     return string.format("\nInlined frames: exact, LuaJIT's profiling mode (/inline=exact: " ..
-      "the compiled code had a check at each function change); %d samples.\n", n)
-  elseif meta and meta.inline == "snapshots" and n > 0 then
-    return string.format("\nInlined frames: from trace snapshots for %d samples, %d of them " ..
+      "the compiled code had a check at each function change); %s.\n", samples(n))
+  elseif meta and meta.inline == "snapshots" and n > 0 and n * 100 >= total then
+    return string.format("\nInlined frames: from trace snapshots for %s, %d of them " ..
       "estimated (between two snapshots whose frames differ; /inline=exact is exact " ..
-      "per function).\n", n, est)
+      "per function).\n", samples(n), est)
   end
   return ""
 end

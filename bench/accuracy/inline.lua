@@ -27,7 +27,8 @@
 --
 -- Usage (from the repository, after ninja -C build):
 --   LUA_PATH="$PWD/?.lua;$PWD/jit/?.lua;;" LUA_CPATH="$PWD/build/lib?.so;;" \
---     luajit bench/accuracy/inline.lua [runs] [seconds]
+--     luajit bench/accuracy/inline.lua [runs] [seconds] [workload,...] [profiler,...]
+-- (profilers: snapshots, exact, off, jitp; snapshots:RULE sets LJPROF_INLINE=RULE)
 -- Prints one markdown table (docs/accuracy.md, "Inlined functions").
 local RUNS = tonumber(arg[1]) or 3
 local SECS = tonumber(arg[2]) or 2
@@ -72,7 +73,7 @@ local function step(n)
     local k = i % 64 + 1
     local p = ps[k]
     p:add(vs[k]); p:scale(i); p:norm()
-    s = s + sin(i) + sin(i + 0.5)
+    s = s + sin(i + 0.25) + sin(i + 0.5)
   end
   return s
 end
@@ -139,6 +140,14 @@ return function(reps) local s = 0 for r = 1, reps do s = s + loop(n) end return 
 ]]}
 
 local ORDER = {"helpers", "methods", "recursion", "zones", "cformat"}
+if arg[3] then  -- a comma-separated subset of the workloads
+  local only = {}
+  for w in arg[3]:gmatch("[^,]+") do
+    assert(W[w], "bench/accuracy/inline.lua: unknown workload '" .. w .. "'")
+    only[#only + 1] = w
+  end
+  ORDER = only
+end
 
 -- -- The child: runs a workload for SECS seconds under one profiler ------------
 
@@ -212,8 +221,10 @@ write(dir .. "/child.lua", CHILD)
 
 local function child(wname, kind, secs)
   write(dir .. "/w.lua", W[wname].src)
-  local f = assert(io.popen(string.format("%s %s/child.lua %s %s %s < %s/w.lua", LUAJIT, dir,
-    wname, kind, secs, dir)))
+  -- "snapshots:next": the default mode with LJPROF_INLINE's other rule
+  local mode, rule = kind:match("^(%w+):(%w+)$")
+  local f = assert(io.popen(string.format("%s%s %s/child.lua %s %s %s < %s/w.lua",
+    rule and "LJPROF_INLINE=" .. rule .. " " or "", LUAJIT, dir, wname, mode or kind, secs, dir)))
   local out = f:read("*a")
   f:close()
   return out
@@ -314,11 +325,17 @@ print(time(a), time(b), time(c))
   return t
 end
 
+local KINDS = {"snapshots", "exact", "off", "jitp"}
+if arg[4] then  -- profilers compared, e.g. snapshots,snapshots:next,exact
+  KINDS = {}
+  for k in arg[4]:gmatch("[^,]+") do KINDS[#KINDS + 1] = k end
+end
+
 local res = {}
 for _, wname in ipairs(ORDER) do
   local tr = truth(wname)
   res[wname] = {truth = tr, runs = {}}
-  for _, kind in ipairs({"snapshots", "exact", "off", "jitp"}) do
+  for _, kind in ipairs(KINDS) do
     local tv, n, inl, est = {}, 0, 0, 0
     local last
     for r = 1, RUNS do
@@ -356,7 +373,7 @@ for _, wname in ipairs(ORDER) do
   local names = W[wname].names
   local tt = {}
   for _, k in ipairs(names) do tt[#tt + 1] = k .. " " .. pct(r.truth[k]) end
-  for i, kind in ipairs({"snapshots", "exact", "off", "jitp"}) do
+  for i, kind in ipairs(KINDS) do
     local x = r.runs[kind]
     local sh = {}
     for _, k in ipairs(names) do sh[#sh + 1] = pct(x.last[k]) end

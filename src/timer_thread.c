@@ -1,10 +1,17 @@
 /*
-** The `thread` clock: a timer thread that wakes every
-** interval and signals the profiled thread, the shape LuaJIT uses on
-** Windows, unless that thread is blocked in a system call, which the
-** signal would end (EINTR: nanosleep, poll, epoll_wait, select). Before
-** each tick it reads the thread's CPU time and /proc/self/task/<tid>/
-** syscall: a blocked thread's tick becomes a ring record written here,
+** The `thread` and `wall` clocks: a timer thread that wakes every
+** interval and signals the profiled thread (the shape LuaJIT uses on
+** Windows), unless that thread is blocked in a system call, which the
+** signal would end (EINTR: nanosleep, poll, epoll_wait, select). `wall`
+** is the same thread woken without timer slack (PR_SET_TIMERSLACK 1 ns:
+** the kernel's hrtimer, as precise as its POSIX timer), and, when the
+** thread cannot be looked at (no /proc/self/task/<tid>/syscall), the
+** kernel timer of timer_posix.c, whose ticks end blocking calls.
+** Before each tick (tick_decide): the thread's CPU clock, read twice;
+** still advancing, and by at least `busy` since the last tick, it is on
+** a CPU and running: the tick is sent without more ado. Otherwise
+** /proc/self/task/<tid>/syscall says what it does: a blocked thread's
+** tick becomes a ring record written here,
 ** with the Lua frames it blocked in (fault-safe reads, checked against a
 ** second look: see blocked_tick), and one that barely ran since the last
 ** tick is about to block: its tick waits for the next sample. Two calls make it
@@ -23,7 +30,7 @@
 ** is SIG_DFL: a program that reset it (many daemons reset every signal)
 ** would be ended by the kernel, its profile lost; the run's signal check
 ** (run.c) then finds the ticks missing and says so in one line, keeping
-** the samples. Normal context.
+** the samples. Normal context, except the rearm and halt functions.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -118,20 +126,54 @@ later:
   atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
 }
 
+/* Is this tick sent as a signal? A thread that can be looked at (its
+** /proc file open) is first checked cheaply: its CPU clock read twice
+** (about 1 us each), still advancing between the reads and by at least
+** `busy` since the last tick: it runs on a CPU, the tick is sent (a
+** signal to a running thread ends no call; the /proc read, several us,
+** is saved for the ticks that may find it blocked). Otherwise its system
+** call decides. A thread in a system call is not signalled. One on a CPU
+** that ran less than `busy` (a quarter of the interval, at most 0.5 ms)
+** since the last tick mostly blocks: it is about to block or has just
+** woken, and a tick sent now may land in its next call; the tick waits
+** for the next sample. One waiting for a CPU in user space, or running,
+** is signalled. */
+static int tick_decide(ljp_ctx *ctx, blocked_memo *memo, uint64_t busy,
+                       uint64_t *last_cpu)
+{
+  clockid_t clk = ctx->tmr.u.thr.cpuclk;
+  uint64_t cpu = cpu_ns(clk), ran = cpu - *last_cpu;
+  char sys[160];
+  int st, send = 1;
+  *last_cpu = cpu;
+  if (ran >= busy && cpu_ns(clk) != cpu) return 1;
+  st = in_syscall(ctx->tmr.u.thr.sysfd, sys, sizeof(sys));
+  if (st == SYS_IN) {
+    blocked_tick(ctx, memo, sys, cpu);
+    send = 0;
+  } else if (st == SYS_RUNNING && ran < busy) {
+    atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+    send = 0;
+  }
+  return send;
+}
+
 static void *timer_main(void *arg)
 {
   ljp_ctx *ctx = arg;
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t busy = period / 4 < 500000u ? period / 4 : 500000u;
-  uint64_t cpu, last_cpu;
+  uint64_t last_cpu;
   int fd = ctx->tmr.u.thr.sysfd;
   blocked_memo memo;
-  char sys[160];
   siginfo_t si;
   struct timespec next, now;
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);  /* never run handlers here */
+  /* wall: woken on time (the default slack, 50 us, would make each
+  ** wake-up up to that late; the schedule does not drift either way) */
+  if (ctx->tmr.u.thr.precise) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   memset(&memo, 0, sizeof(memo));
   memset(&si, 0, sizeof(si));  /* what pthread_sigqueue would send */
   si.si_signo = ctx->opt.signo;
@@ -146,31 +188,13 @@ static void *timer_main(void *arg)
   pthread_mutex_lock(&ctx->tmr.u.thr.mu);
   while (!ctx->tmr.u.thr.stop) {
     int rc = pthread_cond_timedwait(&ctx->tmr.u.thr.cv, &ctx->tmr.u.thr.mu, &next);
-    int st, send;
+    int send;
     if (ctx->tmr.u.thr.stop) break;
     if (rc != ETIMEDOUT) continue;
     if (ctx->tmr.deadline_ns && ljp_now_ns() >= ctx->tmr.deadline_ns)
       break;                        /* the duration is over: no more ticks
                                     ** (api.c reads it from the deadline) */
-    send = 1;
-    if (fd >= 0) {
-      /* A thread in a system call is not signalled. One on a CPU that ran
-      ** less than a quarter of the interval (at most 0.5 ms) since the
-      ** last tick mostly blocks: it is about to block or has just woken,
-      ** and a tick sent now may land in its next call; the tick waits
-      ** for the next sample. One waiting for a CPU in user space, or
-      ** running, is signalled. */
-      cpu = cpu_ns(ctx->tmr.u.thr.cpuclk);
-      st = in_syscall(fd, sys, sizeof(sys));
-      if (st == SYS_IN) {
-        blocked_tick(ctx, &memo, sys, cpu);
-        send = 0;
-      } else if (st == SYS_RUNNING && cpu - last_cpu < busy) {
-        atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
-        send = 0;
-      }
-      last_cpu = cpu;
-    }
+    send = fd < 0 || tick_decide(ctx, &memo, busy, &last_cpu);
     /* SIG_DFL would kill: no tick (the schedule goes on below). */
     if (send && !ljp_signal_is_default(ctx->opt.signo)) {
       if (syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
@@ -189,7 +213,18 @@ static void *timer_main(void *arg)
   return NULL;
 }
 
-static int thread_start(ljp_ctx *ctx, char *err, size_t n)
+/* Here, on the profiled thread: its CPU clock and system call file
+** (sysfd -1: it cannot be looked at). */
+static void thr_open(ljp_ctx *ctx)
+{
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)ctx->tid);
+  ctx->tmr.u.thr.sysfd = -1;
+  if (pthread_getcpuclockid(pthread_self(), &ctx->tmr.u.thr.cpuclk) == 0)
+    ctx->tmr.u.thr.sysfd = open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static int thr_start(ljp_ctx *ctx, int precise, char *err, size_t n)
 {
   pthread_condattr_t ca;
   int rc;
@@ -199,16 +234,9 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
   pthread_cond_init(&ctx->tmr.u.thr.cv, &ca);
   pthread_condattr_destroy(&ca);
   ctx->tmr.u.thr.stop = 0;
+  ctx->tmr.u.thr.precise = precise;
   ctx->tmr.u.thr.pid = getpid();
   atomic_store(&ctx->ring_owner, 0);
-  /* Here, on the profiled thread: its CPU clock and system call file. */
-  {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)ctx->tid);
-    ctx->tmr.u.thr.sysfd = -1;
-    if (pthread_getcpuclockid(pthread_self(), &ctx->tmr.u.thr.cpuclk) == 0)
-      ctx->tmr.u.thr.sysfd = open(path, O_RDONLY | O_CLOEXEC);
-  }
   if ((rc = pthread_create(&ctx->tmr.u.thr.th, NULL, timer_main, ctx)) != 0) {
     snprintf(err, n, "ljprof: cannot create the timer thread: %s",
              strerror(rc));
@@ -218,6 +246,12 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
     return -1;
   }
   return 0;
+}
+
+static int thread_start(ljp_ctx *ctx, char *err, size_t n)
+{
+  thr_open(ctx);  /* none: every tick is sent */
+  return thr_start(ctx, 0, err, n);
 }
 
 static void thread_stop(ljp_ctx *ctx)
@@ -252,3 +286,35 @@ static uint32_t thread_rearm(ljp_ctx *ctx)
 
 const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,
                                         thread_rearm, NULL};
+
+/* wall: the timer thread, woken without slack; the kernel timer
+** (timer_posix.c) when the thread cannot be looked at. */
+static int wall_start(ljp_ctx *ctx, char *err, size_t n)
+{
+  thr_open(ctx);
+  ctx->tmr.wall_kernel = ctx->tmr.u.thr.sysfd < 0;
+  if (ctx->tmr.wall_kernel) return ljp_timer_wall_kernel.start(ctx, err, n);
+  return thr_start(ctx, 1, err, n);
+}
+
+static void wall_stop(ljp_ctx *ctx)
+{
+  if (ctx->tmr.wall_kernel) ljp_timer_wall_kernel.stop(ctx);
+  else thread_stop(ctx);
+}
+
+/* Signal context. */
+static uint32_t wall_rearm(ljp_ctx *ctx)
+{
+  return ctx->tmr.wall_kernel ? ljp_timer_wall_kernel.rearm(ctx)
+                              : thread_rearm(ctx);
+}
+
+/* Signal context: the timer thread ends at the deadline by itself. */
+static void wall_halt(ljp_ctx *ctx)
+{
+  if (ctx->tmr.wall_kernel) ljp_timer_wall_kernel.halt(ctx);
+}
+
+const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, wall_stop,
+                                      wall_rearm, wall_halt};

@@ -34,7 +34,10 @@ typedef struct ljp_timerst {
       clockid_t cpuclk;     /* the profiled thread's CPU clock */
       int sysfd;            /* its /proc/self/task/<tid>/syscall (-1: none,
                                every tick is sent) */
-      int precise;          /* woken without timer slack (wall) */
+      int precise;          /* wall: woken without timer slack, and ticks
+                               for a thread not on a CPU by ktimer */
+      timer_t ktimer;       /* wall: CLOCK_MONOTONIC, SIGEV_THREAD_ID to
+                               the profiled thread, one expiry at a time */
     } thr;                  /* wall, thread */
   } u;
   int live;                 /* started, not yet stopped */

@@ -45,11 +45,24 @@
 
 #include "ljp.h"
 
+/* wall: the timer thread wakes this long before a tick's time, to have
+** decided (about 10 us) before it; the kernel timer is armed only when
+** at least LJP_WALL_ARM_NS remain. */
+#define LJP_WALL_LEAD_NS 50000u
+#define LJP_WALL_ARM_NS 5000
+
 static void ts_add(struct timespec *ts, uint64_t ns)
 {
   ns += (uint64_t)ts->tv_nsec;
   ts->tv_sec += (time_t)(ns / 1000000000u);
   ts->tv_nsec = (long)(ns % 1000000000u);
+}
+
+static void ts_sub(struct timespec *ts, uint64_t ns)
+{
+  int64_t t = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec - (int64_t)ns;
+  ts->tv_sec = (time_t)(t / 1000000000);
+  ts->tv_nsec = (long)(t % 1000000000);
 }
 
 static int64_t ts_diff(const struct timespec *a, const struct timespec *b)
@@ -138,24 +151,37 @@ later:
 ** woken, and a tick sent now may land in its next call; the tick waits
 ** for the next sample. One waiting for a CPU in user space, or running,
 ** is signalled. */
+enum { TICK_NONE, TICK_NOW, TICK_AT };
 static int tick_decide(ljp_ctx *ctx, blocked_memo *memo, uint64_t busy,
                        uint64_t *last_cpu)
 {
   clockid_t clk = ctx->tmr.u.thr.cpuclk;
   uint64_t cpu = cpu_ns(clk), ran = cpu - *last_cpu;
   char sys[160];
-  int st, send = 1;
+  int st;
   *last_cpu = cpu;
-  if (ran >= busy && cpu_ns(clk) != cpu) return 1;
+  if (ran >= busy && cpu_ns(clk) != cpu) return TICK_NOW;
   st = in_syscall(ctx->tmr.u.thr.sysfd, sys, sizeof(sys));
   if (st == SYS_IN) {
     blocked_tick(ctx, memo, sys, cpu);
-    send = 0;
-  } else if (st == SYS_RUNNING && ran < busy) {
-    atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
-    send = 0;
+    return TICK_NONE;
   }
-  return send;
+  if (st == SYS_RUNNING && ran < busy) {
+    atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+    return TICK_NONE;
+  }
+  /* Waiting for a CPU (or just back on one). wall: its kernel timer at
+  ** the tick's time, not a signal now (see timer_main). */
+  return ctx->tmr.u.thr.precise ? TICK_AT : TICK_NOW;
+}
+
+/* wall: one expiry of its kernel timer at `at` (CLOCK_MONOTONIC). */
+static int ktimer_arm(ljp_ctx *ctx, const struct timespec *at)
+{
+  struct itimerspec its;
+  memset(&its, 0, sizeof(its));
+  its.it_value = *at;
+  return timer_settime(ctx->tmr.u.thr.ktimer, TIMER_ABSTIME, &its, NULL);
 }
 
 static void *timer_main(void *arg)
@@ -163,11 +189,13 @@ static void *timer_main(void *arg)
   ljp_ctx *ctx = arg;
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t busy = period / 4 < 500000u ? period / 4 : 500000u;
+  /* wall: woken this much before each tick's time (see below) */
+  uint64_t lead = ctx->tmr.u.thr.precise ? (busy / 2 < LJP_WALL_LEAD_NS ? busy / 2 : LJP_WALL_LEAD_NS) : 0;
   uint64_t last_cpu;
   int fd = ctx->tmr.u.thr.sysfd;
   blocked_memo memo;
   siginfo_t si;
-  struct timespec next, now;
+  struct timespec next, now, wake;
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);  /* never run handlers here */
@@ -187,14 +215,30 @@ static void *timer_main(void *arg)
   ts_add(&next, ljp_timer_first_ns(ctx));
   pthread_mutex_lock(&ctx->tmr.u.thr.mu);
   while (!ctx->tmr.u.thr.stop) {
-    int rc = pthread_cond_timedwait(&ctx->tmr.u.thr.cv, &ctx->tmr.u.thr.mu, &next);
-    int send;
+    int rc, send;
+    wake = next;
+    ts_sub(&wake, lead);
+    rc = pthread_cond_timedwait(&ctx->tmr.u.thr.cv, &ctx->tmr.u.thr.mu, &wake);
     if (ctx->tmr.u.thr.stop) break;
     if (rc != ETIMEDOUT) continue;
     if (ctx->tmr.deadline_ns && ljp_now_ns() >= ctx->tmr.deadline_ns)
       break;                        /* the duration is over: no more ticks
                                     ** (api.c reads it from the deadline) */
-    send = fd < 0 || tick_decide(ctx, &memo, busy, &last_cpu);
+    send = fd < 0 ? TICK_NOW : tick_decide(ctx, &memo, busy, &last_cpu);
+    if (send == TICK_AT) {
+      /* wall, a thread not on a CPU now: a signal sent now would be
+      ** taken where it was stopped, and when this thread shares its CPU
+      ** that is where this thread's wake-up stopped it, often at the
+      ** return from a system call that checks the time slice (a CPU
+      ** clock read: os.clock): a bias. The kernel timer signals it at the
+      ** tick's time, wherever it is then, as the kernel-timer wall clock
+      ** does; too late for that, the tick goes to the next sample. */
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (ts_diff(&next, &now) < LJP_WALL_ARM_NS || ljp_signal_is_default(ctx->opt.signo) ||
+          ktimer_arm(ctx, &next) != 0)
+        atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+      send = TICK_NONE;
+    }
     /* SIG_DFL would kill: no tick (the schedule goes on below). */
     if (send && !ljp_signal_is_default(ctx->opt.signo)) {
       if (syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
@@ -291,16 +335,38 @@ const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,
 ** (timer_posix.c) when the thread cannot be looked at. */
 static int wall_start(ljp_ctx *ctx, char *err, size_t n)
 {
+  struct sigevent sev;
   thr_open(ctx);
   ctx->tmr.wall_kernel = ctx->tmr.u.thr.sysfd < 0;
   if (ctx->tmr.wall_kernel) return ljp_timer_wall_kernel.start(ctx, err, n);
-  return thr_start(ctx, 1, err, n);
+  memset(&sev, 0, sizeof(sev));
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = ctx->opt.signo;
+  sev.sigev_value.sival_int = (int)atomic_load(&ctx->token);
+  sev._sigev_un._tid = ctx->tid;
+  if (timer_create(CLOCK_MONOTONIC, &sev, &ctx->tmr.u.thr.ktimer) != 0) {
+    snprintf(err, n, "ljprof: timer_create failed: %s", strerror(errno));
+    close(ctx->tmr.u.thr.sysfd);
+    return -1;
+  }
+  if (thr_start(ctx, 1, err, n) != 0) {
+    timer_delete(ctx->tmr.u.thr.ktimer);
+    return -1;
+  }
+  return 0;
 }
 
 static void wall_stop(ljp_ctx *ctx)
 {
-  if (ctx->tmr.wall_kernel) ljp_timer_wall_kernel.stop(ctx);
-  else thread_stop(ctx);
+  int parent = getpid() == ctx->tmr.u.thr.pid;
+  if (ctx->tmr.wall_kernel) {
+    ljp_timer_wall_kernel.stop(ctx);
+    return;
+  }
+  thread_stop(ctx);
+  /* (after the join: no expiry is armed any more; a child's POSIX timers
+  ** are not the parent's: fork does not copy them) */
+  if (parent) timer_delete(ctx->tmr.u.thr.ktimer);  /* and its pending signal */
 }
 
 /* Signal context. */
@@ -310,10 +376,17 @@ static uint32_t wall_rearm(ljp_ctx *ctx)
                               : thread_rearm(ctx);
 }
 
-/* Signal context: the timer thread ends at the deadline by itself. */
+/* Signal context: the timer thread ends at the deadline by itself; an
+** expiry armed meanwhile is disarmed. */
 static void wall_halt(ljp_ctx *ctx)
 {
-  if (ctx->tmr.wall_kernel) ljp_timer_wall_kernel.halt(ctx);
+  struct itimerspec its;
+  if (ctx->tmr.wall_kernel) {
+    ljp_timer_wall_kernel.halt(ctx);
+    return;
+  }
+  memset(&its, 0, sizeof(its));
+  timer_settime(ctx->tmr.u.thr.ktimer, 0, &its, NULL);
 }
 
 const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, wall_stop,

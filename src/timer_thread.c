@@ -175,13 +175,19 @@ static int tick_decide(ljp_ctx *ctx, blocked_memo *memo, uint64_t busy,
   return ctx->tmr.u.thr.precise ? TICK_AT : TICK_NOW;
 }
 
-/* wall: one expiry of its kernel timer at `at` (CLOCK_MONOTONIC). */
+/* wall: one expiry of its kernel timer at `at` (CLOCK_MONOTONIC). One
+** still pending (this thread overslept past it) is replaced: its tick
+** goes to the next sample's weight. */
 static int ktimer_arm(ljp_ctx *ctx, const struct timespec *at)
 {
-  struct itimerspec its;
+  struct itimerspec its, old;
   memset(&its, 0, sizeof(its));
   its.it_value = *at;
-  return timer_settime(ctx->tmr.u.thr.ktimer, TIMER_ABSTIME, &its, NULL);
+  if (timer_settime(ctx->tmr.u.thr.ktimer, TIMER_ABSTIME, &its, &old) != 0)
+    return -1;
+  if (old.it_value.tv_sec || old.it_value.tv_nsec)
+    atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+  return 0;
 }
 
 static void *timer_main(void *arg)
@@ -232,10 +238,16 @@ static void *timer_main(void *arg)
       ** return from a system call that checks the time slice (a CPU
       ** clock read: os.clock): a bias. The kernel timer signals it at the
       ** tick's time, wherever it is then, as the kernel-timer wall clock
-      ** does; too late for that, the tick goes to the next sample. */
+      ** does; when this thread woke too late for that, `lead` after now
+      ** (this thread is asleep again by then, the other one back on its
+      ** CPU). */
+      struct timespec at = next;
       clock_gettime(CLOCK_MONOTONIC, &now);
-      if (ts_diff(&next, &now) < LJP_WALL_ARM_NS || ljp_signal_is_default(ctx->opt.signo) ||
-          ktimer_arm(ctx, &next) != 0)
+      if (ts_diff(&next, &now) < LJP_WALL_ARM_NS) {
+        at = now;
+        ts_add(&at, lead);
+      }
+      if (ljp_signal_is_default(ctx->opt.signo) || ktimer_arm(ctx, &at) != 0)
         atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
       send = TICK_NONE;
     }

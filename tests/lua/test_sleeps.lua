@@ -1,5 +1,5 @@
 -- Issue 28, item 2: sampling must not change what a program that sleeps
--- does. usleep, nanosleep, poll and epoll_wait through the FFI, at 1 kHz
+-- does. usleep, nanosleep, poll, epoll_wait and select through the FFI, at 1 kHz
 -- on the cpu, itimer, thread and wall clocks: the same return values as
 -- unprofiled (0, never EINTR) and each sleep at least what it asked for
 -- (never an upper bound: the machine may be slow). Before, each thread
@@ -21,6 +21,8 @@ int poll(void *, unsigned long, int);
 int epoll_create1(int);
 int epoll_wait(int, void *, int, int);
 int close(int);
+struct ljt_tv { long s, us; };
+int select(int, void *, void *, void *, struct ljt_tv *);
 ]]
 local C = ffi.C
 local ts = ffi.new("struct ljt_ts")
@@ -54,8 +56,16 @@ end
 local function sleep_epoll()
   for _ = 1, N do local t0 = now(); local rc = C.epoll_wait(ep, evbuf, 1, 20); note("epoll_wait", rc, now() - t0) end
 end
+local tv = ffi.new("struct ljt_tv")
+local function sleep_select()  -- (select writes the time left: set each time)
+  for _ = 1, N do
+    tv.s, tv.us = 0, 20000
+    local t0 = now(); local rc = C.select(0, nil, nil, nil, tv); note("select", rc, now() - t0)
+  end
+end
 local CALLS = {{"usleep", "sleep_usleep", sleep_usleep}, {"nanosleep", "sleep_nanosleep", sleep_nanosleep},
-               {"poll", "sleep_poll", sleep_poll}, {"epoll_wait", "sleep_epoll", sleep_epoll}}
+               {"poll", "sleep_poll", sleep_poll}, {"epoll_wait", "sleep_epoll", sleep_epoll},
+               {"select", "sleep_select", sleep_select}}
 
 local function sleeps()
   for _, c in ipairs(CALLS) do res[c[1]] = {rcs = {}, eintr = 0, shortest = math.huge} end
@@ -100,9 +110,9 @@ for _, clock in ipairs({"cpu", "itimer", "thread", "wall"}) do
         t.ok((under[c[2]] or 0) >= 50, string.format("%s: %d samples under %s (100 ticks slept)",
                                                     clock, under[c[2]] or 0, c[2]))
       end
-      print(string.format("  %s: samples under usleep %d, nanosleep %d, poll %d, epoll_wait %d",
+      print(string.format("  %s: samples under usleep %d, nanosleep %d, poll %d, epoll_wait %d, select %d",
                           clock, under.sleep_usleep or 0, under.sleep_nanosleep or 0,
-                          under.sleep_poll or 0, under.sleep_epoll or 0))
+                          under.sleep_poll or 0, under.sleep_epoll or 0, under.sleep_select or 0))
     end
   end)
 end

@@ -3,10 +3,13 @@
 ** interval and signals the profiled thread (the shape LuaJIT uses on
 ** Windows), unless that thread is blocked in a system call, which the
 ** signal would end (EINTR: nanosleep, poll, epoll_wait, select). `wall`
-** is the same thread woken without timer slack (PR_SET_TIMERSLACK 1 ns:
-** the kernel's hrtimer, as precise as its POSIX timer), and, when the
-** thread cannot be looked at (no /proc/self/task/<tid>/syscall), the
-** kernel timer of timer_posix.c, whose ticks end blocking calls.
+** is the same thread woken without timer slack (PR_SET_TIMERSLACK 1 ns),
+** 50 us before each tick's time, which for a thread waiting for a CPU
+** arms a one-shot kernel timer (CLOCK_MONOTONIC, SIGEV_THREAD_ID) at the
+** tick's time instead of signalling now (see timer_main: where such a
+** signal lands); when the thread cannot be looked at (no
+** /proc/self/task/<tid>/syscall), `wall` is the kernel timer of
+** timer_posix.c alone, whose ticks end blocking calls.
 ** Before each tick (tick_decide): the thread's CPU clock, read twice;
 ** still advancing, and by at least `busy` since the last tick, it is on
 ** a CPU and running: the tick is sent without more ado. Otherwise
@@ -150,7 +153,8 @@ later:
 ** since the last tick mostly blocks: it is about to block or has just
 ** woken, and a tick sent now may land in its next call; the tick waits
 ** for the next sample. One waiting for a CPU in user space, or running,
-** is signalled. */
+** is signalled: now (TICK_NOW), or on `wall` by its kernel timer at the
+** tick's time (TICK_AT). */
 enum { TICK_NONE, TICK_NOW, TICK_AT };
 static int tick_decide(ljp_ctx *ctx, blocked_memo *memo, uint64_t busy,
                        uint64_t *last_cpu)
@@ -196,7 +200,8 @@ static void *timer_main(void *arg)
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t busy = period / 4 < 500000u ? period / 4 : 500000u;
   /* wall: woken this much before each tick's time (see below) */
-  uint64_t lead = ctx->tmr.u.thr.precise ? (busy / 2 < LJP_WALL_LEAD_NS ? busy / 2 : LJP_WALL_LEAD_NS) : 0;
+  uint64_t lead = !ctx->tmr.u.thr.precise ? 0
+                  : busy / 2 < LJP_WALL_LEAD_NS ? busy / 2 : LJP_WALL_LEAD_NS;
   uint64_t last_cpu;
   int fd = ctx->tmr.u.thr.sysfd;
   blocked_memo memo;
@@ -376,9 +381,11 @@ static void wall_stop(ljp_ctx *ctx)
     return;
   }
   thread_stop(ctx);
-  /* (after the join: no expiry is armed any more; a child's POSIX timers
-  ** are not the parent's: fork does not copy them) */
-  if (parent) timer_delete(ctx->tmr.u.thr.ktimer);  /* and its pending signal */
+  /* After the join, nothing arms it again; the delete disarms an expiry
+  ** still armed and discards its pending signal. A forked child has no
+  ** POSIX timers of the parent (fork does not copy them): it leaves the
+  ** id alone (it may name a timer of its own). */
+  if (parent) timer_delete(ctx->tmr.u.thr.ktimer);
 }
 
 /* Signal context. */

@@ -702,8 +702,8 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->vmstate_exact = ctx->vm_g != 0;
   ri->cfunc_names = ctx->vm_g && ljp_vml.cfunc_ok;
   ri->jit_state = ctx->vm_g && ljp_vml.jstate_ok;
-  /* (the thread clock's timer thread ends at the deadline by itself: no
-  ** tick may come to say so) */
+  /* (the wall and thread clocks' timer thread ends at the deadline by
+  ** itself: no tick may come to say so) */
   ri->expired = (ctx->tmr.expired ||
                  (ctx->tmr.deadline_ns &&
                   (ctx->stop_ns ? ctx->stop_ns : ljp_now_ns()) >=

@@ -317,12 +317,13 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
   int from_kernel = 0, lend = 0;
   size_t room = ljp_alt_room(ucv, &token);
 
-  if (si->si_code == SI_TIMER) {        /* timer_create: cpu, wall */
+  if (si->si_code == SI_TIMER) {        /* timer_create: cpu, wall's kernel timer */
     token = (uint32_t)si->si_value.sival_int;
   } else if (si->si_code == SI_QUEUE) { /* timer thread, or the export */
     token = (uint32_t)si->si_value.sival_int;  /* helper's lend request */
-    /* (the magic first: the thread clock's every tick is queued too,
-    ** and the pid is the cached one, no system call per tick) */
+    /* (the magic first: the wall and thread clocks' timer thread
+    ** queues ticks too, and the pid is the cached one, no system call
+    ** per tick) */
     lend = (uint32_t)((uint64_t)(uintptr_t)si->si_value.sival_ptr >> 32) ==
            LJP_LEND_MAGIC && si->si_pid == ljp_self_pid();
   } else if (sig == SIGPROF) {          /* itimer (or forwarded) */

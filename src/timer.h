@@ -1,5 +1,6 @@
 /*
-** Timers (timer_posix.c: cpu and wall; timer_itimer.c; timer_thread.c):
+** Timers (timer_posix.c: cpu; timer_itimer.c; timer_thread.c: thread and
+** wall, wall falling back to timer_posix.c's kernel timer):
 ** ticks delivered as a signal to the profiled thread, each carrying the
 ** run's token. The handler calls rearm (signal context) for the weight of
 ** each signal and, now and then, a new random phase; start and stop are
@@ -23,7 +24,7 @@ typedef struct ljp_timer_ops ljp_timer_ops;
 typedef struct ljp_timerst {
   const ljp_timer_ops *ops;
   union {
-    timer_t posix;          /* cpu, wall */
+    timer_t posix;          /* cpu, wall_kernel */
     struct {
       pthread_t th;
       pthread_mutex_t mu;
@@ -33,9 +34,15 @@ typedef struct ljp_timerst {
       clockid_t cpuclk;     /* the profiled thread's CPU clock */
       int sysfd;            /* its /proc/self/task/<tid>/syscall (-1: none,
                                every tick is sent) */
+      int precise;          /* wall: woken without timer slack, and ticks
+                               for a thread not on a CPU by ktimer */
+      timer_t ktimer;       /* wall: CLOCK_MONOTONIC, SIGEV_THREAD_ID to
+                               the profiled thread, one expiry at a time */
     } thr;                  /* wall, thread */
   } u;
   int live;                 /* started, not yet stopped */
+  int wall_kernel;          /* wall on the kernel timer (its thread cannot
+                               be looked at: ticks end its sleeps) */
   volatile sig_atomic_t ticking; /* the handler may re-arm the timer */
   clockid_t clock;          /* cpu, wall: the clock the timer runs on */
   uint64_t rng;             /* xorshift state (expiry jitter) */
@@ -65,6 +72,9 @@ struct ljp_timer_ops {
 
 extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
     ljp_timer_thread;
+/* timer_posix.c: the wall clock's kernel timer (timer_thread.c's wall
+** falls back to it). */
+extern const ljp_timer_ops ljp_timer_wall_kernel;
 
 /* timer_exit.c, normal context. Start ctx's timer (ops, ticking, live),
 ** on the profiled thread; its ticks end when the thread exits. */

@@ -6,7 +6,8 @@
 ** profiled thread holds a value under a pthread key whose destructor runs
 ** when the thread exits (pthread_exit, return from its start routine,
 ** cancellation). The destructor stops the timers of the runs this thread
-** started (the thread clock's timer thread is joined: no tick is sent
+** started (the wall and thread clocks' timer thread is joined, wall's
+** kernel timer deleted: no tick is sent
 ** after it returns, and none was sent to a thread that was gone, see
 ** timer_thread.c), then closes their tokens and waits out the handlers
 ** inside them: a tick, a lend request or an itimer forward still in

@@ -5,8 +5,10 @@
 **         checks CPU timers once per tick (250 Hz here), so a shorter
 **         interval fires at tick rate.
 **   wall  CLOCK_MONOTONIC: precise, also while the thread sleeps; each
-**         tick ends a blocking call (EINTR: nanosleep, poll, epoll_wait),
-**         which the thread clock (timer_thread.c) avoids.
+**         tick ends a blocking call (EINTR: nanosleep, poll, epoll_wait).
+**         Only the fallback of the wall clock (timer_thread.c), which
+**         does not signal a blocked thread, when the thread's
+**         /proc/self/task/<tid>/syscall cannot be opened.
 ** The signal's value carries the run token.
 **
 ** Each signal re-arms the timer (signal context: timer_settime and
@@ -150,5 +152,5 @@ static void posix_stop(ljp_ctx *ctx)
 
 const ljp_timer_ops ljp_timer_cpu = {"cpu", cpu_start, posix_stop,
                                      posix_rearm, posix_halt};
-const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, posix_stop,
-                                      posix_rearm, posix_halt};
+const ljp_timer_ops ljp_timer_wall_kernel = {"wall", wall_start, posix_stop,
+                                             posix_rearm, posix_halt};

@@ -1,10 +1,20 @@
 /*
-** The `thread` clock: a timer thread that wakes every
-** interval and signals the profiled thread, the shape LuaJIT uses on
-** Windows, unless that thread is blocked in a system call, which the
-** signal would end (EINTR: nanosleep, poll, epoll_wait, select). Before
-** each tick it reads the thread's CPU time and /proc/self/task/<tid>/
-** syscall: a blocked thread's tick becomes a ring record written here,
+** The `thread` and `wall` clocks: a timer thread that wakes every
+** interval and signals the profiled thread (the shape LuaJIT uses on
+** Windows), unless that thread is blocked in a system call, which the
+** signal would end (EINTR: nanosleep, poll, epoll_wait, select). `wall`
+** is the same thread woken without timer slack (PR_SET_TIMERSLACK 1 ns),
+** 50 us before each tick's time, which for a thread waiting for a CPU
+** arms a one-shot kernel timer (CLOCK_MONOTONIC, SIGEV_THREAD_ID) at the
+** tick's time instead of signalling now (see timer_main: where such a
+** signal lands); when the thread cannot be looked at (no
+** /proc/self/task/<tid>/syscall), `wall` is the kernel timer of
+** timer_posix.c alone, whose ticks end blocking calls.
+** Before each tick (tick_decide): the thread's CPU clock, read twice;
+** still advancing, and by at least `busy` since the last tick, it is on
+** a CPU and running: the tick is sent without more ado. Otherwise
+** /proc/self/task/<tid>/syscall says what it does: a blocked thread's
+** tick becomes a ring record written here,
 ** with the Lua frames it blocked in (fault-safe reads, checked against a
 ** second look: see blocked_tick), and one that barely ran since the last
 ** tick is about to block: its tick waits for the next sample. Two calls make it
@@ -23,7 +33,7 @@
 ** is SIG_DFL: a program that reset it (many daemons reset every signal)
 ** would be ended by the kernel, its profile lost; the run's signal check
 ** (run.c) then finds the ticks missing and says so in one line, keeping
-** the samples. Normal context.
+** the samples. Normal context, except the rearm and halt functions.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,17 +41,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ljp.h"
 
+/* wall: the timer thread wakes this long before a tick's time, to have
+** decided (about 10 us) before it; the kernel timer is armed only when
+** at least LJP_WALL_ARM_NS remain. */
+#define LJP_WALL_LEAD_NS 50000u
+#define LJP_WALL_ARM_NS 5000
+
 static void ts_add(struct timespec *ts, uint64_t ns)
 {
   ns += (uint64_t)ts->tv_nsec;
   ts->tv_sec += (time_t)(ns / 1000000000u);
   ts->tv_nsec = (long)(ns % 1000000000u);
+}
+
+static void ts_sub(struct timespec *ts, uint64_t ns)
+{
+  int64_t t = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec - (int64_t)ns;
+  ts->tv_sec = (time_t)(t / 1000000000);
+  ts->tv_nsec = (long)(t % 1000000000);
 }
 
 static int64_t ts_diff(const struct timespec *a, const struct timespec *b)
@@ -118,20 +142,77 @@ later:
   atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
 }
 
+/* Is this tick sent as a signal? A thread that can be looked at (its
+** /proc file open) is first checked cheaply: its CPU clock read twice
+** (about 1 us each), still advancing between the reads and by at least
+** `busy` since the last tick: it runs on a CPU, the tick is sent (a
+** signal to a running thread ends no call; the /proc read, several us,
+** is saved for the ticks that may find it blocked). Otherwise its system
+** call decides. A thread in a system call is not signalled. One on a CPU
+** that ran less than `busy` (a quarter of the interval, at most 0.5 ms)
+** since the last tick mostly blocks: it is about to block or has just
+** woken, and a tick sent now may land in its next call; the tick waits
+** for the next sample. One waiting for a CPU in user space, or running,
+** is signalled: now (TICK_NOW), or on `wall` by its kernel timer at the
+** tick's time (TICK_AT). */
+enum { TICK_NONE, TICK_NOW, TICK_AT };
+static int tick_decide(ljp_ctx *ctx, blocked_memo *memo, uint64_t busy,
+                       uint64_t *last_cpu)
+{
+  clockid_t clk = ctx->tmr.u.thr.cpuclk;
+  uint64_t cpu = cpu_ns(clk), ran = cpu - *last_cpu;
+  char sys[160];
+  int st;
+  *last_cpu = cpu;
+  if (ran >= busy && cpu_ns(clk) != cpu) return TICK_NOW;
+  st = in_syscall(ctx->tmr.u.thr.sysfd, sys, sizeof(sys));
+  if (st == SYS_IN) {
+    blocked_tick(ctx, memo, sys, cpu);
+    return TICK_NONE;
+  }
+  if (st == SYS_RUNNING && ran < busy) {
+    atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+    return TICK_NONE;
+  }
+  /* Waiting for a CPU (or just back on one). wall: its kernel timer at
+  ** the tick's time, not a signal now (see timer_main). */
+  return ctx->tmr.u.thr.precise ? TICK_AT : TICK_NOW;
+}
+
+/* wall: one expiry of its kernel timer at `at` (CLOCK_MONOTONIC). One
+** still pending (this thread overslept past it) is replaced: its tick
+** goes to the next sample's weight. */
+static int ktimer_arm(ljp_ctx *ctx, const struct timespec *at)
+{
+  struct itimerspec its, old;
+  memset(&its, 0, sizeof(its));
+  its.it_value = *at;
+  if (timer_settime(ctx->tmr.u.thr.ktimer, TIMER_ABSTIME, &its, &old) != 0)
+    return -1;
+  if (old.it_value.tv_sec || old.it_value.tv_nsec)
+    atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+  return 0;
+}
+
 static void *timer_main(void *arg)
 {
   ljp_ctx *ctx = arg;
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t busy = period / 4 < 500000u ? period / 4 : 500000u;
-  uint64_t cpu, last_cpu;
+  /* wall: woken this much before each tick's time (see below) */
+  uint64_t lead = !ctx->tmr.u.thr.precise ? 0
+                  : busy / 2 < LJP_WALL_LEAD_NS ? busy / 2 : LJP_WALL_LEAD_NS;
+  uint64_t last_cpu;
   int fd = ctx->tmr.u.thr.sysfd;
   blocked_memo memo;
-  char sys[160];
   siginfo_t si;
-  struct timespec next, now;
+  struct timespec next, now, wake;
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);  /* never run handlers here */
+  /* wall: woken on time (the default slack, 50 us, would make each
+  ** wake-up up to that late; the schedule does not drift either way) */
+  if (ctx->tmr.u.thr.precise) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   memset(&memo, 0, sizeof(memo));
   memset(&si, 0, sizeof(si));  /* what pthread_sigqueue would send */
   si.si_signo = ctx->opt.signo;
@@ -145,31 +226,35 @@ static void *timer_main(void *arg)
   ts_add(&next, ljp_timer_first_ns(ctx));
   pthread_mutex_lock(&ctx->tmr.u.thr.mu);
   while (!ctx->tmr.u.thr.stop) {
-    int rc = pthread_cond_timedwait(&ctx->tmr.u.thr.cv, &ctx->tmr.u.thr.mu, &next);
-    int st, send;
+    int rc, send;
+    wake = next;
+    ts_sub(&wake, lead);
+    rc = pthread_cond_timedwait(&ctx->tmr.u.thr.cv, &ctx->tmr.u.thr.mu, &wake);
     if (ctx->tmr.u.thr.stop) break;
     if (rc != ETIMEDOUT) continue;
     if (ctx->tmr.deadline_ns && ljp_now_ns() >= ctx->tmr.deadline_ns)
       break;                        /* the duration is over: no more ticks
                                     ** (api.c reads it from the deadline) */
-    send = 1;
-    if (fd >= 0) {
-      /* A thread in a system call is not signalled. One on a CPU that ran
-      ** less than a quarter of the interval (at most 0.5 ms) since the
-      ** last tick mostly blocks: it is about to block or has just woken,
-      ** and a tick sent now may land in its next call; the tick waits
-      ** for the next sample. One waiting for a CPU in user space, or
-      ** running, is signalled. */
-      cpu = cpu_ns(ctx->tmr.u.thr.cpuclk);
-      st = in_syscall(fd, sys, sizeof(sys));
-      if (st == SYS_IN) {
-        blocked_tick(ctx, &memo, sys, cpu);
-        send = 0;
-      } else if (st == SYS_RUNNING && cpu - last_cpu < busy) {
-        atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
-        send = 0;
+    send = fd < 0 ? TICK_NOW : tick_decide(ctx, &memo, busy, &last_cpu);
+    if (send == TICK_AT) {
+      /* wall, a thread not on a CPU now: a signal sent now would be
+      ** taken where it was stopped, and when this thread shares its CPU
+      ** that is where this thread's wake-up stopped it, often at the
+      ** return from a system call that checks the time slice (a CPU
+      ** clock read: os.clock): a bias. The kernel timer signals it at the
+      ** tick's time, wherever it is then, as the kernel-timer wall clock
+      ** does; when this thread woke too late for that, `lead` after now
+      ** (this thread is asleep again by then, the other one back on its
+      ** CPU). */
+      struct timespec at = next;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (ts_diff(&next, &now) < LJP_WALL_ARM_NS) {
+        at = now;
+        ts_add(&at, lead);
       }
-      last_cpu = cpu;
+      if (ljp_signal_is_default(ctx->opt.signo) || ktimer_arm(ctx, &at) != 0)
+        atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
+      send = TICK_NONE;
     }
     /* SIG_DFL would kill: no tick (the schedule goes on below). */
     if (send && !ljp_signal_is_default(ctx->opt.signo)) {
@@ -189,7 +274,18 @@ static void *timer_main(void *arg)
   return NULL;
 }
 
-static int thread_start(ljp_ctx *ctx, char *err, size_t n)
+/* Here, on the profiled thread: its CPU clock and system call file
+** (sysfd -1: it cannot be looked at). */
+static void thr_open(ljp_ctx *ctx)
+{
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)ctx->tid);
+  ctx->tmr.u.thr.sysfd = -1;
+  if (pthread_getcpuclockid(pthread_self(), &ctx->tmr.u.thr.cpuclk) == 0)
+    ctx->tmr.u.thr.sysfd = open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static int thr_start(ljp_ctx *ctx, int precise, char *err, size_t n)
 {
   pthread_condattr_t ca;
   int rc;
@@ -199,16 +295,9 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
   pthread_cond_init(&ctx->tmr.u.thr.cv, &ca);
   pthread_condattr_destroy(&ca);
   ctx->tmr.u.thr.stop = 0;
+  ctx->tmr.u.thr.precise = precise;
   ctx->tmr.u.thr.pid = getpid();
   atomic_store(&ctx->ring_owner, 0);
-  /* Here, on the profiled thread: its CPU clock and system call file. */
-  {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)ctx->tid);
-    ctx->tmr.u.thr.sysfd = -1;
-    if (pthread_getcpuclockid(pthread_self(), &ctx->tmr.u.thr.cpuclk) == 0)
-      ctx->tmr.u.thr.sysfd = open(path, O_RDONLY | O_CLOEXEC);
-  }
   if ((rc = pthread_create(&ctx->tmr.u.thr.th, NULL, timer_main, ctx)) != 0) {
     snprintf(err, n, "ljprof: cannot create the timer thread: %s",
              strerror(rc));
@@ -218,6 +307,12 @@ static int thread_start(ljp_ctx *ctx, char *err, size_t n)
     return -1;
   }
   return 0;
+}
+
+static int thread_start(ljp_ctx *ctx, char *err, size_t n)
+{
+  thr_open(ctx);  /* none: every tick is sent */
+  return thr_start(ctx, 0, err, n);
 }
 
 static void thread_stop(ljp_ctx *ctx)
@@ -252,3 +347,66 @@ static uint32_t thread_rearm(ljp_ctx *ctx)
 
 const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,
                                         thread_rearm, NULL};
+
+/* wall: the timer thread, woken without slack; the kernel timer
+** (timer_posix.c) when the thread cannot be looked at. */
+static int wall_start(ljp_ctx *ctx, char *err, size_t n)
+{
+  struct sigevent sev;
+  thr_open(ctx);
+  ctx->tmr.wall_kernel = ctx->tmr.u.thr.sysfd < 0;
+  if (ctx->tmr.wall_kernel) return ljp_timer_wall_kernel.start(ctx, err, n);
+  memset(&sev, 0, sizeof(sev));
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = ctx->opt.signo;
+  sev.sigev_value.sival_int = (int)atomic_load(&ctx->token);
+  sev._sigev_un._tid = ctx->tid;
+  if (timer_create(CLOCK_MONOTONIC, &sev, &ctx->tmr.u.thr.ktimer) != 0) {
+    snprintf(err, n, "ljprof: timer_create failed: %s", strerror(errno));
+    close(ctx->tmr.u.thr.sysfd);
+    return -1;
+  }
+  if (thr_start(ctx, 1, err, n) != 0) {
+    timer_delete(ctx->tmr.u.thr.ktimer);
+    return -1;
+  }
+  return 0;
+}
+
+static void wall_stop(ljp_ctx *ctx)
+{
+  int parent = getpid() == ctx->tmr.u.thr.pid;
+  if (ctx->tmr.wall_kernel) {
+    ljp_timer_wall_kernel.stop(ctx);
+    return;
+  }
+  thread_stop(ctx);
+  /* After the join, nothing arms it again; the delete disarms an expiry
+  ** still armed and discards its pending signal. A forked child has no
+  ** POSIX timers of the parent (fork does not copy them): it leaves the
+  ** id alone (it may name a timer of its own). */
+  if (parent) timer_delete(ctx->tmr.u.thr.ktimer);
+}
+
+/* Signal context. */
+static uint32_t wall_rearm(ljp_ctx *ctx)
+{
+  return ctx->tmr.wall_kernel ? ljp_timer_wall_kernel.rearm(ctx)
+                              : thread_rearm(ctx);
+}
+
+/* Signal context: the timer thread ends at the deadline by itself; an
+** expiry armed meanwhile is disarmed. */
+static void wall_halt(ljp_ctx *ctx)
+{
+  struct itimerspec its;
+  if (ctx->tmr.wall_kernel) {
+    ljp_timer_wall_kernel.halt(ctx);
+    return;
+  }
+  memset(&its, 0, sizeof(its));
+  timer_settime(ctx->tmr.u.thr.ktimer, 0, &its, NULL);
+}
+
+const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, wall_stop,
+                                      wall_rearm, wall_halt};

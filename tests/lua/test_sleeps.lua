@@ -1,13 +1,13 @@
 -- Issue 28, item 2: sampling must not change what a program that sleeps
--- does. usleep, nanosleep, poll and epoll_wait through the FFI, at 1 kHz
--- on the cpu, itimer and thread clocks: the same return values as
+-- does. usleep, nanosleep, poll, epoll_wait and select through the FFI, at 1 kHz
+-- on the cpu, itimer, thread and wall clocks: the same return values as
 -- unprofiled (0, never EINTR) and each sleep at least what it asked for
 -- (never an upper bound: the machine may be slow). Before, each thread
--- tick ended the call (EINTR, 20 of 20 sleeps cut short). On the thread
--- clock the time slept still shows, under the Lua function that called
--- the sleeping function (its timer thread counts a blocked thread's ticks
--- with the frames it blocked in, without a signal: docs/operators.md).
--- The wall clock's kernel timer still ends such calls in this version.
+-- or wall tick ended the call (EINTR, 20 of 20 sleeps cut short). On the
+-- thread and wall clocks the time slept still shows, under the Lua
+-- function that called the sleeping function (their timer thread counts
+-- a blocked thread's ticks with the frames it blocked in, without a
+-- signal: docs/operators.md).
 local t = require "t"
 local ffi = require "ffi"
 local ljprof = require "ljprof"
@@ -21,6 +21,8 @@ int poll(void *, unsigned long, int);
 int epoll_create1(int);
 int epoll_wait(int, void *, int, int);
 int close(int);
+struct ljt_tv { long s, us; };
+int select(int, void *, void *, void *, struct ljt_tv *);
 ]]
 local C = ffi.C
 local ts = ffi.new("struct ljt_ts")
@@ -54,8 +56,16 @@ end
 local function sleep_epoll()
   for _ = 1, N do local t0 = now(); local rc = C.epoll_wait(ep, evbuf, 1, 20); note("epoll_wait", rc, now() - t0) end
 end
+local tv = ffi.new("struct ljt_tv")
+local function sleep_select()  -- (select writes the time left: set each time)
+  for _ = 1, N do
+    tv.s, tv.us = 0, 20000
+    local t0 = now(); local rc = C.select(0, nil, nil, nil, tv); note("select", rc, now() - t0)
+  end
+end
 local CALLS = {{"usleep", "sleep_usleep", sleep_usleep}, {"nanosleep", "sleep_nanosleep", sleep_nanosleep},
-               {"poll", "sleep_poll", sleep_poll}, {"epoll_wait", "sleep_epoll", sleep_epoll}}
+               {"poll", "sleep_poll", sleep_poll}, {"epoll_wait", "sleep_epoll", sleep_epoll},
+               {"select", "sleep_select", sleep_select}}
 
 local function sleeps()
   for _, c in ipairs(CALLS) do res[c[1]] = {rcs = {}, eintr = 0, shortest = math.huge} end
@@ -66,7 +76,7 @@ local function sleeps()
 end
 
 local plain = sleeps()
-for _, clock in ipairs({"cpu", "itimer", "thread"}) do
+for _, clock in ipairs({"cpu", "itimer", "thread", "wall"}) do
   t.case("FFI sleeps on the " .. clock .. " clock at 1 kHz: not interrupted, not shortened", function()
     ljprof.record{clock = clock, interval = 1, fmt = "f;", depth = 4, native = false}
     -- (a first sleep, not checked: a tick sent while the thread was still
@@ -81,7 +91,7 @@ for _, clock in ipairs({"cpu", "itimer", "thread"}) do
       t.ok(g.shortest >= 0.0199, clock .. ": the shortest 20 ms " .. name .. " took " .. g.shortest .. " s")
       t.eq(table.concat(g.rcs, " "), table.concat(p.rcs, " "), clock .. ": " .. name .. " returns as unprofiled")
     end
-    if clock == "thread" then
+    if clock == "thread" or clock == "wall" then
       -- N x 20 ms = 100 ticks due per function: at least half of them
       -- under it (the frames the thread blocked in)
       -- (a frame that returned before the next safe point is named from
@@ -100,9 +110,9 @@ for _, clock in ipairs({"cpu", "itimer", "thread"}) do
         t.ok((under[c[2]] or 0) >= 50, string.format("%s: %d samples under %s (100 ticks slept)",
                                                     clock, under[c[2]] or 0, c[2]))
       end
-      print(string.format("  %s: samples under usleep %d, nanosleep %d, poll %d, epoll_wait %d",
+      print(string.format("  %s: samples under usleep %d, nanosleep %d, poll %d, epoll_wait %d, select %d",
                           clock, under.sleep_usleep or 0, under.sleep_nanosleep or 0,
-                          under.sleep_poll or 0, under.sleep_epoll or 0))
+                          under.sleep_poll or 0, under.sleep_epoll or 0, under.sleep_select or 0))
     end
   end)
 end

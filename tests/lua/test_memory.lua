@@ -96,12 +96,14 @@ local ev = run(t.CHILD_ENV .. "LJPROF=" .. q("clock=wall,rate=10000,every=0.3,ou
 bound("hot_traces_every_rss_bound", ev)
 
 -- The write at stop of many distinct stacks (K^3 of top[a] -> mid[b] ->
--- leaf[c], interpreted), to .pb.gz and .folded in one write: its peak
+-- leaf[c], interpreted), to .pb.gz, .folded and speedscope in one write:
+-- its peak
 -- grows by at most 430 bytes per distinct stack, plus 4 MB for the
 -- writer's state and modules. Before the model's one table per sample,
 -- the collector's pace in ljprof's state and the writers' parts: 741 B
--- per stack to .pb.gz and 1,143 to .folded (21,000 stacks), 721 to
--- .pb.gz for 59,945 (docs/performance.md, "Memory of hot compiled code").
+-- per stack to .pb.gz, 1,143 to .folded and 1,023 to speedscope (18,000
+-- to 21,000 stacks), 721 to .pb.gz for 59,945 (docs/performance.md,
+-- "Memory of the write at stop").
 local STACKS = [[
 local K, S = tonumber(arg[1]), tonumber(arg[2])
 jit.off()
@@ -131,14 +133,14 @@ print(("stacks=%d before=%d after=%d"):format(st.stacks, before, hwm()))
 t.write(dir .. "/stacks.lua", STACKS)
 t.case("exit_write_many_stacks_peak_per_stack", function()
   local out, code = t.sh_in(dir, t.CHILD_ENV .. q(LJ) ..
-    " -jprof=G/clock=wall/rate=10000,many.pb.gz,many.folded stacks.lua 30 3")
+    " -jprof=G/clock=wall/rate=10000,many.pb.gz,many.folded,many.speedscope.json stacks.lua 30 3")
   t.eq(code, 0, "status: " .. out)
   local stacks, before, after = out:match("stacks=(%d+) before=(%d+) after=(%d+)")
   if not t.ok(stacks, "no result line: " .. out) then return end
   stacks, before, after = tonumber(stacks), tonumber(before), tonumber(after)
   local added = (after - before) * 1024
   local limit = 4 * 1048576 + 430 * stacks
-  print(("  write at stop of %d stacks (.pb.gz and .folded): peak +%d KB, %.0f B per stack; limit %d KB"):format(
+  print(("  write at stop of %d stacks (.pb.gz, .folded, speedscope): peak +%d KB, %.0f B per stack; limit %d KB"):format(
     stacks, after - before, added / stacks, math.floor(limit / 1024)))
   t.ok(stacks >= 8000, "distinct stacks sampled: " .. stacks)
   t.ok(added <= limit, ("the write at stop added %d KB to the peak for %d stacks (limit 4 MB + 430 B each)"):format(
@@ -149,6 +151,8 @@ t.case("exit_write_many_stacks_peak_per_stack", function()
   t.ok(lines > stacks / 2, "many.folded: " .. lines .. " lines")
   local g = t.read(dir .. "/many.pb.gz")
   t.eq((g or ""):sub(1, 2), "\31\139", "many.pb.gz is gzip")
+  local j = t.read(dir .. "/many.speedscope.json") or ""
+  t.ok(j:find('"type":"sampled"', 1, true) and j:sub(-5) == "]}]}\n", "many.speedscope.json complete")
 end)
 
 -- ljprof.write_file takes a list of strings (the writers' parts): written

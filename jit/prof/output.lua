@@ -277,8 +277,9 @@ function M.write_run(r, name_of)
   -- last one ends and runs 5 times its usual speed: by default a cycle
   -- starts when the heap is twice what the last one kept, and the model
   -- of a large profile plus the garbage of rendering it then doubled the
-  -- write's peak (74,000 distinct stacks to .pb.gz: 721 -> ~430 bytes per
-  -- stack with the model's one table per sample; docs/performance.md).
+  -- write's peak (with the model's one table per sample and the writers'
+  -- parts, 74,000 distinct stacks to .pb.gz: 721 -> 323 bytes per stack;
+  -- docs/performance.md, "Memory of the write at stop").
   if r.apart then
     collectgarbage("setpause", 100)
     collectgarbage("setstepmul", 1000)

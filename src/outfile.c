@@ -71,6 +71,14 @@ static int write_all(int fd, const char *data, size_t len)
   return 0;
 }
 
+static int write_parts(int fd, const ljp_outpart *v, size_t nv)
+{
+  size_t i;
+  for (i = 0; i < nv; i++)
+    if (write_all(fd, v[i].data, v[i].len) != 0) return -1;
+  return 0;
+}
+
 /* The descriptor a path names by itself, or -1. */
 static int named_fd(const char *path)
 {
@@ -155,9 +163,9 @@ static mode_t file_mode(const struct stat *old)
 }
 
 /* Atomic replace of a regular file (or a new one) at path. */
-static int write_atomic(const char *shown, const char *path, const char *data,
-                        size_t len, const struct stat *old, char *err,
-                        size_t n)
+static int write_atomic(const char *shown, const char *path,
+                        const ljp_outpart *v, size_t nv,
+                        const struct stat *old, char *err, size_t n)
 {
   static _Atomic unsigned seq;
   char tmp[PATH_MAX];
@@ -176,7 +184,7 @@ static int write_atomic(const char *shown, const char *path, const char *data,
     unlink(tmp);
     return fail(err, n, shown, strerror(saved));
   }
-  if (write_all(fd, data, len) != 0) {
+  if (write_parts(fd, v, nv) != 0) {
     saved = errno;
     close(fd);
     unlink(tmp);
@@ -192,8 +200,8 @@ static int write_atomic(const char *shown, const char *path, const char *data,
 
 /* Write in place to a device or FIFO (never created, never replaced). */
 static int write_in_place(const char *shown, const char *path,
-                          const char *data, size_t len, int check, char *err,
-                          size_t n)
+                          const ljp_outpart *v, size_t nv, int check,
+                          char *err, size_t n)
 {
   struct stat st;
   int fd, saved;
@@ -214,7 +222,7 @@ static int write_in_place(const char *shown, const char *path,
   }
   /* Blocking writes from here: a FIFO reader that is slow is waited for. */
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  if (write_all(fd, data, len) != 0) {
+  if (write_parts(fd, v, nv) != 0) {
     saved = errno;
     close(fd);
     return fail(err, n, shown, strerror(saved));
@@ -259,8 +267,8 @@ static int link_target(const char *path, char *out)
   return -1;
 }
 
-static int output(const char *path, const char *data, size_t len, int check,
-                  char *err, size_t n)
+static int output(const char *path, const ljp_outpart *v, size_t nv,
+                  int check, char *err, size_t n)
 {
   struct stat lst, st;
   char target[PATH_MAX];
@@ -270,7 +278,7 @@ static int output(const char *path, const char *data, size_t len, int check,
     if (fcntl(fd, F_GETFD) < 0) return fail(err, n, path, strerror(errno));
     /* After what the program has printed so far (stdio buffers). */
     if (!check && fd <= 2) fflush(fd == 2 ? stderr : stdout);
-    if (!check && write_all(fd, data, len) != 0)
+    if (!check && write_parts(fd, v, nv) != 0)
       return fail(err, n, path, strerror(errno));
     return 0;
   }
@@ -290,37 +298,46 @@ static int output(const char *path, const char *data, size_t len, int check,
       unlink(tmp);
       return 0;
     }
-    return write_atomic(path, path, data, len, NULL, err, n);
+    return write_atomic(path, path, v, nv, NULL, err, n);
   }
   if (S_ISLNK(lst.st_mode)) {
     if (!link_trusted(path, &lst))
       return fail(err, n, path, "a symbolic link owned by another user in "
                   "a shared directory (not followed)");
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-      return write_in_place(path, path, data, len, check, err, n);
+      return write_in_place(path, path, v, nv, check, err, n);
     if (link_target(path, target) != 0)
       return fail(err, n, path, "a symbolic link that cannot be resolved");
     if (stat(target, &st) == 0) {
       if (S_ISDIR(st.st_mode)) return fail(err, n, path, "a directory");
       if (check) return 0;
-      return write_atomic(path, target, data, len, &st, err, n);
+      return write_atomic(path, target, v, nv, &st, err, n);
     }
-    return check ? 0 : write_atomic(path, target, data, len, NULL, err, n);
+    return check ? 0 : write_atomic(path, target, v, nv, NULL, err, n);
   }
   if (S_ISREG(lst.st_mode)) {
     if (check) return access(path, W_OK) == 0 ? 0
                       : fail(err, n, path, strerror(errno));
-    return write_atomic(path, path, data, len, &lst, err, n);
+    return write_atomic(path, path, v, nv, &lst, err, n);
   }
   if (S_ISDIR(lst.st_mode)) return fail(err, n, path, "a directory");
   if (S_ISSOCK(lst.st_mode)) return fail(err, n, path, "a socket");
-  return write_in_place(path, path, data, len, check, err, n);
+  return write_in_place(path, path, v, nv, check, err, n);
 }
 
 int ljp_outfile_write(const char *path, const char *data, size_t len,
                       char *err, size_t errlen)
 {
-  return output(path, data, len, 0, err, errlen);
+  ljp_outpart one;
+  one.data = data;
+  one.len = len;
+  return output(path, &one, 1, 0, err, errlen);
+}
+
+int ljp_outfile_write_parts(const char *path, const ljp_outpart *v,
+                            size_t nv, char *err, size_t errlen)
+{
+  return output(path, v, nv, 0, err, errlen);
 }
 
 int ljp_outfile_check(const char *path, char *err, size_t errlen)

@@ -19,7 +19,8 @@
 --
 -- render(p, meta): p from jit.prof.model.collect(), meta as for every
 -- jit.prof.<format> module ({clock=, interval_us=, program=, samples=,
--- dropped=}; only scope and fullpath are read here).
+-- dropped=}; only scope and fullpath are read here). render_parts(p,
+-- meta): the same as a list of strings.
 ----------------------------------------------------------------------------
 
 local model = require("jit.prof.model")
@@ -28,33 +29,117 @@ local M = {}
 
 local clean = model.folded_label
 
-function M.render(p, meta)
+-- Lines are made without a table, string or hash entry per sample: the
+-- samples are put in order of their label sequences (labels numbered,
+-- compared number by number), equal neighbours merged into a group (its
+-- first sample and its count); the groups sorted by count, then by their
+-- text, compared label by label without joining it; each line's text made
+-- once, as it is output, and joined 1024 lines at a time into the parts
+-- written (render_parts; render joins them). A profile of 74,000
+-- distinct stacks took 850 bytes per stack more to write with a table
+-- per distinct prefix and every line kept apart to the end.
+function M.render_parts(p, meta)
   meta = meta or {}
   local scope = meta.scope or "f"
   local fullpath = meta.fullpath and true or false
-  local counts, labels = {}, {}
   local names = model.names(p, scope, fullpath)
-  -- Every label first: the loop over the stacks then stays free of
+  -- Every label first: the loops over the stacks then stay free of
   -- string patterns, which LuaJIT does not compile (a loop that aborts
   -- its traces again and again is left to the interpreter).
-  for id in ipairs(p.frames) do labels[id] = clean(names[id]) end
-  local key = model.keyer(labels, ";")
-  for _, s in ipairs(p.samples) do
-    local stack = s.stack
-    local k = #stack > 0 and key(stack, 1, #stack, 1) or model.NO_STACK
-    counts[k] = (counts[k] or 0) + s.count
+  local num, text, by = {}, {}, {}   -- frame id -> label number -> label
+  for id in ipairs(p.frames) do
+    local l = clean(names[id])
+    local u = by[l]
+    if not u then u = #text + 1 text[u] = l by[l] = u end
+    num[id] = u
   end
-  local keys = {}
-  for k in pairs(counts) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b)
+  names = nil
+  -- A sample without frames is the line "(no stack)": the stack of one
+  -- label of that text.
+  local nostack = by[model.NO_STACK]
+  if not nostack then nostack = #text + 1 text[nostack] = model.NO_STACK end
+  by = nil
+  local NOSTACK = {0}
+  num[0] = nostack
+  local function labels_of(s)
+    local st = s.stack
+    return #st > 0 and st or NOSTACK
+  end
+  local order = {}
+  for i, s in ipairs(p.samples) do order[i] = labels_of(s) end
+  local cnt = {}
+  for i, s in ipairs(p.samples) do cnt[i] = s.count end
+  local function cmp(a, b)   -- two stacks by their labels' numbers
+    local na, nb = #a, #b
+    for i = 1, na < nb and na or nb do
+      local x, y = num[a[i]], num[b[i]]
+      if x ~= y then return x < y and -1 or 1 end
+    end
+    return na == nb and 0 or (na < nb and -1 or 1)
+  end
+  -- (order holds stacks; their counts are summed through a position map)
+  local pos = {}
+  for i = 1, #order do pos[i] = i end
+  table.sort(pos, function(i, j) return cmp(order[i], order[j]) < 0 end)
+  local rep, counts = {}, {}       -- group -> its first stack, its count
+  local k, n = 1, #pos
+  while k <= n do
+    local first = order[pos[k]]
+    local c = cnt[pos[k]]
+    local j = k + 1
+    while j <= n and cmp(first, order[pos[j]]) == 0 do
+      c = c + cnt[pos[j]]
+      j = j + 1
+    end
+    rep[#rep + 1] = first
+    counts[#rep] = c
+    k = j
+  end
+  order, cnt, pos = nil, nil, nil
+  -- The text order of two groups' lines ("a;b" against "a;bc"), label by
+  -- label: where two labels differ, either one ends first (then the
+  -- line goes on with ";", or ends, against the other's next byte; no
+  -- label holds a ";") or they differ at a byte both have.
+  local sub = string.sub
+  local function text_lt(a, b)
+    local na, nb = #a, #b
+    for i = 1, na < nb and na or nb do
+      local x, y = text[num[a[i]]], text[num[b[i]]]
+      if x ~= y then
+        local lx, ly = #x, #y
+        if lx < ly and sub(y, 1, lx) == x then
+          return i == na or ";" < sub(y, lx + 1, lx + 1)
+        elseif ly < lx and sub(x, 1, ly) == y then
+          return not (i == nb or ";" < sub(x, ly + 1, ly + 1))
+        end
+        return x < y
+      end
+    end
+    return na < nb
+  end
+  local idx = {}
+  for g = 1, #rep do idx[g] = g end
+  table.sort(idx, function(a, b)
     if counts[a] ~= counts[b] then return counts[a] > counts[b] end
-    return a < b
+    return text_lt(rep[a], rep[b])
   end)
-  local out = {}
-  for i, k in ipairs(keys) do
-    out[i] = string.format("%s %d\n", k, counts[k])
+  local out, chunk, parts = {}, {}, {}
+  local concat, format = table.concat, string.format
+  for _, g in ipairs(idx) do
+    local st = rep[g]
+    for m = 1, #st do parts[m] = text[num[st[m]]] end
+    chunk[#chunk + 1] = format("%s %d\n", concat(parts, ";", 1, #st), counts[g])
+    if #chunk == 1024 then
+      out[#out + 1] = concat(chunk)
+      for x = #chunk, 1, -1 do chunk[x] = nil end
+    end
   end
-  return table.concat(out)
+  out[#out + 1] = concat(chunk)
+  return out
+end
+
+function M.render(p, meta)
+  return table.concat(M.render_parts(p, meta))
 end
 
 return M

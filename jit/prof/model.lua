@@ -148,27 +148,55 @@ function M.from_profile(t)
     end
     of[i] = id
   end
-  local by = {}
-  for _, s in ipairs(t.samples or {}) do
+  -- Equal samples are found by sorting them by content, then merged: a
+  -- profile of tens of thousands of stacks gets no string key, hash entry
+  -- or second table per sample, and no field is added to a sample (which
+  -- would double its hash part). Frames renumbered first.
+  local samples = t.samples or {}
+  t.samples = nil
+  local lkeys = {}       -- labels table -> labels_key (tables are shared)
+  local function lkey(l)
+    if not l then return "" end
+    local k = lkeys[l]
+    if not k then k = M.labels_key(l) lkeys[l] = k end
+    return k
+  end
+  for _, s in ipairs(samples) do
     local stack = s.stack
     for i = 1, #stack do stack[i] = of[stack[i]] end
-    local k = table.concat(stack, ",") .. "\0" .. s.vmstate .. "\0" .. (s.zone or "") ..
-              "\0" .. M.labels_key(s.labels)
-    local e = by[k]
-    if e then
-      e.count = e.count + s.count
+    if not s.zone then s.zone = "" end
+  end
+  -- content order: stack (frame ids, outermost first), VM state, zone, labels
+  local function cmp(a, b)
+    local sa, sb = a.stack, b.stack
+    local na, nb = #sa, #sb
+    for i = 1, na < nb and na or nb do
+      local x, y = sa[i], sb[i]
+      if x ~= y then return x < y and -1 or 1 end
+    end
+    if na ~= nb then return na < nb and -1 or 1 end
+    if a.vmstate ~= b.vmstate then return a.vmstate < b.vmstate and -1 or 1 end
+    if a.zone ~= b.zone then return a.zone < b.zone and -1 or 1 end
+    local la, lb = lkey(a.labels), lkey(b.labels)
+    if la ~= lb then return la < lb and -1 or 1 end
+    return 0
+  end
+  table.sort(samples, function(a, b) return cmp(a, b) < 0 end)
+  local out, last = p.samples, nil
+  for _, s in ipairs(samples) do
+    if last and cmp(last, s) == 0 then
+      last.count = last.count + s.count
     else
-      s.zone, s.key = s.zone or "", k   -- (a profile of tens of thousands of
-      by[k] = s                         -- stacks: no second table for each)
-      p.samples[#p.samples + 1] = s
+      out[#out + 1] = s
+      last = s
     end
     p.total = p.total + s.count
   end
-  table.sort(p.samples, function(a, b)
+  samples = nil
+  table.sort(out, function(a, b)   -- most samples first, then by content
     if a.count ~= b.count then return a.count > b.count end
-    return a.key < b.key
+    return cmp(a, b) < 0
   end)
-  for _, e in ipairs(p.samples) do e.key = nil end
   return p
 end
 

@@ -6,7 +6,9 @@
 --   local fmt = output.format(path, forced, n)   -- which format
 --   local ok, err = output.check(path)           -- writable? (before a run)
 --   local data, err = output.render(p, meta, fmt, {view = v, zones = z})
+--   local parts, err = output.render_parts(...)   -- a string or a list
 --   local ok, err = output.write(path, data)     -- "-" is standard output
+--                                                -- (data: string or list)
 --   local errs = output.write_run(r, name_of)    -- a recorded run, whole
 --
 -- Rules:
@@ -157,7 +159,7 @@ end
 -- view (a view table or letters; default "f"), zones (zones at the root),
 -- native (true: text views show native frames too, as view.native does;
 -- by default they show Lua frames only, see jit/prof/text.lua).
-function M.render(p, meta, fmt, opts)
+local function render(p, meta, fmt, opts, parts)
   opts = opts or {}
   local v = opts.view or "f"
   if type(v) ~= "table" then
@@ -185,12 +187,23 @@ function M.render(p, meta, fmt, opts)
     m.scope, m.fullpath = v.scope ~= "" and v.scope or "f", v.fullpath
     meta = m
   end
-  local ok, data = pcall(mod.render, p, meta)
+  local ok, data = pcall(parts and mod.render_parts or mod.render, p, meta)
   if not ok then return nil, "format " .. fmt .. " failed: " .. tostring(data) end
-  if type(data) ~= "string" then
+  if type(data) ~= "string" and not (parts and mod.render_parts and type(data) == "table") then
     return nil, "format " .. fmt .. " failed: render returned no data"
   end
   return data
+end
+
+function M.render(p, meta, fmt, opts)
+  return render(p, meta, fmt, opts)
+end
+
+-- The same, as a string or a list of strings (parts, from a writer's
+-- render_parts when it has one: a large profile never joined in memory;
+-- M.write writes either).
+function M.render_parts(p, meta, fmt, opts)
+  return render(p, meta, fmt, opts, true)
 end
 
 -- Write one output: "-" is standard output, anything else goes through
@@ -198,7 +211,11 @@ end
 -- <why>".
 function M.write(path, data)
   if path == "-" then
-    io.stdout:write(data)
+    if type(data) == "table" then
+      for _, part in ipairs(data) do io.stdout:write(part) end
+    else
+      io.stdout:write(data)
+    end
     io.stdout:flush()
     return true
   end
@@ -256,6 +273,17 @@ end
 -- name_of(path). Returns the failures, one line each (none: {}).
 function M.write_run(r, name_of)
   local ljprof = lib()
+  -- In ljprof's own state, the collector starts a cycle as soon as the
+  -- last one ends and runs 5 times its usual speed: by default a cycle
+  -- starts when the heap is twice what the last one kept, and the model
+  -- of a large profile plus the garbage of rendering it then doubled the
+  -- write's peak (with the model's one table per sample and the writers'
+  -- parts, 74,000 distinct stacks to .pb.gz: 721 -> 323 bytes per stack;
+  -- docs/performance.md, "Memory of the write at stop").
+  if r.apart then
+    collectgarbage("setpause", 100)
+    collectgarbage("setstepmul", 1000)
+  end
   local st = ljprof.stats()
   -- Structured frames (a named function keeps its first line); a library
   -- without profile() gives the summary's keys.
@@ -267,7 +295,15 @@ function M.write_run(r, name_of)
   -- merging, every output's string), and a fresh state's heap only
   -- grows until its first cycle; never in the program's state, whose
   -- finalizers this would run (and at lua_close the write runs from one).
-  local function settle() if r.apart then collectgarbage() end end
+  -- The compiled code of each step goes too (jit.flush): the traces of
+  -- the renderers' loops held ~6 MB after writing 18,000 stacks to three
+  -- formats, which the next output's peak added to.
+  local function settle()
+    if r.apart then
+      if jit and jit.flush then jit.flush() end
+      collectgarbage()
+    end
+  end
   settle()
   -- A C function without a Lua name prints as its address, another one
   -- every run (ASLR): name it by symbol, or object and offset
@@ -297,7 +333,7 @@ function M.write_run(r, name_of)
   local opts = {view = r.view, zones = r.kv.zones == "root"}
   local errs = {}
   for _, o in ipairs(r.outputs) do
-    local ok, data, err = pcall(M.render, p, meta, o.format, opts)
+    local ok, data, err = pcall(M.render_parts, p, meta, o.format, opts)
     local werr
     local path = name_of(o.path)
     if ok and data then

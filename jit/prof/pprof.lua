@@ -63,9 +63,10 @@
 -- two's complement (10 bytes) from a high/low 32-bit split, and
 -- time_nanos, which is above 2^53, is built from such a split exactly.
 --
--- gzip: real DEFLATE through zlib's compress2() via the FFI (libz.so.1,
--- present on practically every system) when it loads, its zlib header and
--- Adler-32 trailer replaced by a gzip header, CRC-32 and ISIZE; otherwise
+-- gzip: real DEFLATE through zlib's deflate() via the FFI (libz.so.1,
+-- present on practically every system) when it loads, raw (no zlib header
+-- or trailer), fed the encoding part by part (never whole in memory), in
+-- a gzip header, CRC-32 and ISIZE; otherwise
 -- (no FFI, no libz, any zlib error) a valid gzip stream of DEFLATE stored
 -- blocks (uncompressed, at most 65535 bytes each). The CRC-32 is always
 -- computed here (table-driven, with the `bit` library). mtime is 0, so the
@@ -167,8 +168,8 @@ for i = 0, 255 do
 end
 
 -- CRC-32 (IEEE 802.3, as gzip uses) of string s, as a number in [0, 2^32).
-function M.crc32(s)
-  local c = bnot(0)
+function M.crc32(s, prev)
+  local c = bnot(prev or 0)
   for i = 1, #s do
     c = bxor(rshift(c, 8), crc_table[band(bxor(c, byte(s, i)), 255)])
   end
@@ -204,12 +205,22 @@ local function load_zlib()
   local ok, ffi = pcall(require, "ffi")
   if not ok then return nil end
   -- One declaration per pcall: another module may have declared some.
-  pcall(ffi.cdef, "unsigned long compressBound(unsigned long sourceLen);")
-  pcall(ffi.cdef, "int compress2(uint8_t *dest, unsigned long *destLen, "
-    .. "const uint8_t *source, unsigned long sourceLen, int level);")
+  -- zlib.h's z_stream (the same layout on every platform LuaJIT runs on)
+  pcall(ffi.cdef, [[typedef struct ljp_z_stream {
+    const uint8_t *next_in; unsigned int avail_in; unsigned long total_in;
+    uint8_t *next_out; unsigned int avail_out; unsigned long total_out;
+    const char *msg; void *state; void *zalloc; void *zfree; void *opaque;
+    int data_type; unsigned long adler; unsigned long reserved;
+  } ljp_z_stream;]])
+  pcall(ffi.cdef, "const char *zlibVersion(void);")
+  pcall(ffi.cdef, "int deflateInit2_(ljp_z_stream *strm, int level, int method, "
+    .. "int windowBits, int memLevel, int strategy, const char *version, int stream_size);")
+  pcall(ffi.cdef, "int deflate(ljp_z_stream *strm, int flush);")
+  pcall(ffi.cdef, "int deflateEnd(ljp_z_stream *strm);")
   for _, name in ipairs({"z", "libz.so.1", "libz.so"}) do
     local lok, lib = pcall(ffi.load, name)
-    if lok and pcall(function() return lib.compress2 and lib.compressBound end) then
+    if lok and pcall(function() return lib.deflateInit2_ and lib.deflate and
+                                       lib.deflateEnd and lib.zlibVersion end) then
       zlib = {ffi = ffi, lib = lib}
       break
     end
@@ -217,36 +228,62 @@ local function load_zlib()
   return zlib or nil
 end
 
--- Raw DEFLATE of data by zlib (compress2's output without its 2-byte
--- header and Adler-32 trailer), or nil.
-local function deflate_zlib(data)
+-- Raw DEFLATE of the concatenation of parts (a list of strings) by
+-- zlib's deflate, part by part into 64 KB of output at a time, or nil.
+-- (level 6, window 15, memLevel 8: what compress2 would make)
+local function deflate_zlib_parts(parts)
   local z = load_zlib()
   if not z then return nil end
+  local ffi, lib = z.ffi, z.lib
+  local st = ffi.new("ljp_z_stream")
+  if lib.deflateInit2_(st, 6, 8, -15, 8, 0, lib.zlibVersion(),
+                       ffi.sizeof("ljp_z_stream")) ~= 0 then
+    return nil
+  end
+  local OUT = 65536
+  local buf = ffi.new("uint8_t[?]", OUT)
+  local out = {}
   local ok, res = pcall(function()
-    local ffi, lib = z.ffi, z.lib
-    local cap = tonumber(lib.compressBound(#data))
-    local buf = ffi.new("uint8_t[?]", cap)
-    local len = ffi.new("unsigned long[1]", cap)
-    if lib.compress2(buf, len, data, #data, 6) ~= 0 then return nil end
-    local s = ffi.string(buf, tonumber(len[0]))
-    local cmf, flg = byte(s, 1, 2)
-    -- Method 8 (deflate), no preset dictionary, a valid header checksum.
-    if #s < 6 or cmf % 16 ~= 8 or band(flg, 0x20) ~= 0 or (cmf * 256 + flg) % 31 ~= 0 then
-      return nil
+    local n = #parts
+    for i = 1, n do
+      local s = parts[i]
+      st.next_in, st.avail_in = s, #s
+      local flush = i == n and 4 or 0     -- Z_FINISH on the last part
+      repeat
+        st.next_out, st.avail_out = buf, OUT
+        local rc = lib.deflate(st, flush)
+        if rc ~= 0 and rc ~= 1 and rc ~= -5 then return nil end  -- OK, END, BUF
+        local got = OUT - st.avail_out
+        if got > 0 then out[#out + 1] = ffi.string(buf, got) end
+      until st.avail_out ~= 0 and (flush == 0 or rc == 1)
+      st.next_in = nil
     end
-    return s:sub(3, -5)
+    if n == 0 then return nil end
+    return concat(out)
   end)
+  lib.deflateEnd(st)
   return ok and res or nil
 end
 
--- gzip stream of data: DEFLATE by zlib when available, stored blocks when
--- not or when stored is true. Returns the stream and "deflate"/"stored".
-function M.gzip(data, stored)
-  local body = not stored and deflate_zlib(data)
+-- gzip stream of the concatenation of parts (a list of strings): DEFLATE
+-- by zlib when available, stored blocks when not or when stored is true.
+-- Returns the stream and "deflate"/"stored".
+local function gzip_parts(parts, stored)
+  local body = not stored and deflate_zlib_parts(parts)
   local method = body and "deflate" or "stored"
-  body = body or deflate_stored(data)
+  local crc, size = 0, 0
+  for i = 1, #parts do
+    crc = M.crc32(parts[i], crc)
+    size = size + #parts[i]
+  end
+  body = body or deflate_stored(concat(parts))
   -- ID1 ID2 CM=8 FLG=0 MTIME=0 XFL=0 OS=255 (unknown)
-  return "\31\139\8\0\0\0\0\0\0\255" .. body .. le32(M.crc32(data)) .. le32(#data), method
+  return "\31\139\8\0\0\0\0\0\0\255" .. body .. le32(crc) .. le32(size), method
+end
+
+-- gzip stream of data (gzip_parts of one string).
+function M.gzip(data, stored)
+  return gzip_parts({data}, stored)
 end
 
 function M.zlib_available() return load_zlib() ~= nil end
@@ -256,8 +293,11 @@ function M.zlib_available() return load_zlib() ~= nil end
 
 local TIME_TYPE = {cpu = "cpu", itimer = "cpu", wall = "wall", thread = "wall"}
 
--- Protobuf bytes of profile.proto's Profile (not compressed).
-function M.encode(p, meta)
+-- Protobuf bytes of profile.proto's Profile (not compressed), as a list
+-- of strings: every 3072 fields are joined into one as they are made (a
+-- table entry and a string per field of every sample, kept to the end,
+-- took more memory than the profile's model).
+local function encode_parts(p, meta)
   meta = meta or {}
   local interval_us = tonumber(meta.interval_us)
   assert(interval_us and interval_us > 0,
@@ -286,7 +326,16 @@ function M.encode(p, meta)
     return concat(b)
   end
 
-  local out = {}
+  local out, folded = {}, 0
+  local function fold()   -- out[folded + 1 ..] joined into one string
+    local n = #out
+    if n - folded >= 3072 then
+      local joined = concat(out, "", folded + 1, n)
+      for i = n, folded + 2, -1 do out[i] = nil end
+      folded = folded + 1
+      out[folded] = joined
+    end
+  end
   put_bytes(out, 1, value_type("samples", "count"))
   put_bytes(out, 1, value_type(ttype, "nanoseconds"))
 
@@ -433,6 +482,7 @@ function M.encode(p, meta)
     user_labels(b, s.labels)
     if k_tid then num_label(b, k_tid, thread_id) end
     put_bytes(out, 2, concat(b))
+    fold()
     total = total + s.count
   end
   -- One Mapping for the program, marked symbolized (functions, file
@@ -442,8 +492,8 @@ function M.encode(p, meta)
   put_int(mapping, 5, str(meta.program or "luajit"))
   put_int(mapping, 7, 1); put_int(mapping, 8, 1); put_int(mapping, 9, 1)
   put_bytes(out, 3, concat(mapping))
-  for _, l in ipairs(locations) do put_bytes(out, 4, l) end
-  for _, f in ipairs(functions) do put_bytes(out, 5, f) end
+  for _, l in ipairs(locations) do put_bytes(out, 4, l) fold() end
+  for _, f in ipairs(functions) do put_bytes(out, 5, f) fold() end
 
   -- Strings used below are interned before the table is written.
   local comments = {
@@ -455,7 +505,7 @@ function M.encode(p, meta)
   local ptype = value_type(ttype, "nanoseconds")
   local default_type = str(ttype)
 
-  for i = 1, #strings do put_bytes(out, 6, strings[i]) end
+  for i = 1, #strings do put_bytes(out, 6, strings[i]) fold() end
   local created = tonumber(meta.created)
   if created and created > 0 and created < TWO32 then
     out[#out + 1] = key(9, VARINT); out[#out + 1] = varint_ns(created)
@@ -469,12 +519,19 @@ function M.encode(p, meta)
   put_int(out, 12, period)
   put_packed(out, 13, comments)
   put_int(out, 14, default_type)
-  return concat(out)
+  return out
 end
 
--- The pprof file: gzip-compressed profile.proto bytes.
+-- Protobuf bytes of profile.proto's Profile (not compressed).
+function M.encode(p, meta)
+  return concat(encode_parts(p, meta))
+end
+
+-- The pprof file: gzip-compressed profile.proto bytes, compressed part by
+-- part (the encoding whole, and a buffer of its size for compress2, were
+-- most of the peak of writing 74,000 distinct stacks).
 function M.render(p, meta)
-  return (M.gzip(M.encode(p, meta)))
+  return (gzip_parts(encode_parts(p, meta)))
 end
 
 return M

@@ -95,5 +95,79 @@ local ev = run(t.CHILD_ENV .. "LJPROF=" .. q("clock=wall,rate=10000,every=0.3,ou
   dir .. "/e-%n.folded"), "-l ljprof.auto")
 bound("hot_traces_every_rss_bound", ev)
 
+-- The write at stop of many distinct stacks (K^3 of top[a] -> mid[b] ->
+-- leaf[c], interpreted), to .pb.gz, .folded and speedscope in one write:
+-- its peak
+-- grows by at most 430 bytes per distinct stack, plus 4 MB for the
+-- writer's state and modules. Before the model's one table per sample,
+-- the collector's pace in ljprof's state and the writers' parts: 741 B
+-- per stack to .pb.gz, 1,143 to .folded and 1,023 to speedscope (18,000
+-- to 21,000 stacks), 721 to .pb.gz for 59,945 (docs/performance.md,
+-- "Memory of the write at stop").
+local STACKS = [[
+local K, S = tonumber(arg[1]), tonumber(arg[2])
+jit.off()
+local function hwm()
+  local f = io.open("/proc/self/status") local s = f:read("*a") f:close()
+  return tonumber(s:match("VmHWM:%s*(%d+)"))
+end
+local L1, L2, L3 = {}, {}, {}
+for i = 1, K do
+  L3[i] = loadstring("local n = ... local s = 0 for j = 1, n do s = s + j end return s", "=leaf" .. i)
+  L2[i] = loadstring("local f, n = ... local r = f(n) return r", "=mid" .. i)
+  L1[i] = loadstring("local g, f, n = ... local r = g(f, n) return r", "=top" .. i)
+end
+local t0, r = os.clock(), 0
+repeat
+  for a = 1, K do local A = L1[a]
+    for b = 1, K do local B = L2[b]
+      for c = 1, K do r = r + A(B, L3[c], 300) end
+    end
+  end
+until os.clock() - t0 >= S
+local st = package.loaded.ljprof.stats()
+local before = hwm()
+require("jit.prof").stop()
+print(("stacks=%d before=%d after=%d"):format(st.stacks, before, hwm()))
+]]
+t.write(dir .. "/stacks.lua", STACKS)
+t.case("exit_write_many_stacks_peak_per_stack", function()
+  local out, code = t.sh_in(dir, t.CHILD_ENV .. q(LJ) ..
+    " -jprof=G/clock=wall/rate=10000,many.pb.gz,many.folded,many.speedscope.json stacks.lua 30 3")
+  t.eq(code, 0, "status: " .. out)
+  local stacks, before, after = out:match("stacks=(%d+) before=(%d+) after=(%d+)")
+  if not t.ok(stacks, "no result line: " .. out) then return end
+  stacks, before, after = tonumber(stacks), tonumber(before), tonumber(after)
+  local added = (after - before) * 1024
+  local limit = 4 * 1048576 + 430 * stacks
+  print(("  write at stop of %d stacks (.pb.gz, .folded, speedscope): peak +%d KB, %.0f B per stack; limit %d KB"):format(
+    stacks, after - before, added / stacks, math.floor(limit / 1024)))
+  t.ok(stacks >= 8000, "distinct stacks sampled: " .. stacks)
+  t.ok(added <= limit, ("the write at stop added %d KB to the peak for %d stacks (limit 4 MB + 430 B each)"):format(
+    after - before, stacks))
+  local f = t.read(dir .. "/many.folded")
+  local lines = 0
+  for _ in (f or ""):gmatch("\n") do lines = lines + 1 end
+  t.ok(lines > stacks / 2, "many.folded: " .. lines .. " lines")
+  local g = t.read(dir .. "/many.pb.gz")
+  t.eq((g or ""):sub(1, 2), "\31\139", "many.pb.gz is gzip")
+  local j = t.read(dir .. "/many.speedscope.json") or ""
+  t.ok(j:find('"type":"sampled"', 1, true) and j:sub(-5) == "]}]}\n", "many.speedscope.json complete")
+end)
+
+-- ljprof.write_file takes a list of strings (the writers' parts): written
+-- one after another, as the string they join to; one line for a part
+-- that is not a string.
+t.case("write_file_parts", function()
+  local ljprof = require("ljprof")
+  local path = dir .. "/parts.txt"
+  t.ok(ljprof.write_file(path, {"a;b 1\n", "", "c 2\n"}), "parts written")
+  t.eq(t.read(path), "a;b 1\nc 2\n", "the parts in order")
+  t.ok(ljprof.write_file(path, {}), "no parts written")
+  t.eq(t.read(path), "", "no parts: an empty file")
+  local ok, err = pcall(ljprof.write_file, path, {"x", 5})
+  t.ok(not ok and tostring(err):find("part 2 is a number %(accepted: strings%)"), tostring(err))
+end)
+
 os.execute("rm -rf " .. q(dir))
 t.done()

@@ -39,6 +39,13 @@ local ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/lib?
                           src, src, build)
 local LJ = arg[-1] or "luajit"
 
+local function read(path)
+  local f = assert(io.open(path))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
 local STATUS = [[
 local function status()
   local f = io.open("/proc/self/status") local s = f:read("*a") f:close()
@@ -72,23 +79,7 @@ report("loop")
 stop()
 ]]
 
-local STACKS = STATUS .. [[
-local K, S = tonumber(arg[1]), tonumber(arg[2])
-jit.off()
-local L1, L2, L3 = {}, {}, {}
-for i = 1, K do
-  L3[i] = loadstring("local n = ... local s = 0 for j = 1, n do s = s + j end return s", "=leaf" .. i)
-  L2[i] = loadstring("local f, n = ... local r = f(n) return r", "=mid" .. i)
-  L1[i] = loadstring("local g, f, n = ... local r = g(f, n) return r", "=top" .. i)
-end
-local t0, r = os.clock(), 0
-repeat
-  for a = 1, K do local A = L1[a]
-    for b = 1, K do local B = L2[b]
-      for c = 1, K do r = r + A(B, L3[c], 300) end
-    end
-  end
-until os.clock() - t0 >= S
+local STACKS = STATUS .. read(src .. "/bench/lib/many_stacks.lua") .. [[
 report("loop")
 stop()
 ]]

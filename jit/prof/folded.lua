@@ -69,33 +69,8 @@ function M.render_parts(p, meta)
   for i, s in ipairs(p.samples) do order[i] = labels_of(s) end
   local cnt = {}
   for i, s in ipairs(p.samples) do cnt[i] = s.count end
-  local function cmp(a, b)   -- two stacks by their labels' numbers
-    local na, nb = #a, #b
-    for i = 1, na < nb and na or nb do
-      local x, y = num[a[i]], num[b[i]]
-      if x ~= y then return x < y and -1 or 1 end
-    end
-    return na == nb and 0 or (na < nb and -1 or 1)
-  end
-  -- (order holds stacks; their counts are summed through a position map)
-  local pos = {}
-  for i = 1, #order do pos[i] = i end
-  table.sort(pos, function(i, j) return cmp(order[i], order[j]) < 0 end)
-  local rep, counts = {}, {}       -- group -> its first stack, its count
-  local k, n = 1, #pos
-  while k <= n do
-    local first = order[pos[k]]
-    local c = cnt[pos[k]]
-    local j = k + 1
-    while j <= n and cmp(first, order[pos[j]]) == 0 do
-      c = c + cnt[pos[j]]
-      j = j + 1
-    end
-    rep[#rep + 1] = first
-    counts[#rep] = c
-    k = j
-  end
-  order, cnt, pos = nil, nil, nil
+  local rep, counts = model.group_stacks(order, cnt, function(id) return num[id] end)
+  order, cnt = nil, nil
   -- The text order of two groups' lines ("a;b" against "a;bc"), label by
   -- label: where two labels differ, either one ends first (then the
   -- line goes on with ";", or ends, against the other's next byte; no

@@ -476,6 +476,40 @@ end
 -- (Unix seconds of the start), duration_ns=, thread=, thread_id=,
 -- state=}). The writer module of a format, or nil and one line saying
 -- why.
+-- Equal stacks merged by sorting, with no key string or hash entry per
+-- stack (memory at stop: docs/performance.md). stacks[i] is an array of
+-- ids, counts[i] its count; num(id) the number two ids compare by.
+-- Returns the groups in the order of those numbers: each group's stack
+-- (its earliest member's) and its summed count.
+function M.group_stacks(stacks, counts, num)
+  local function cmp(a, b)
+    local na, nb = #a, #b
+    for i = 1, na < nb and na or nb do
+      local x, y = num(a[i]), num(b[i])
+      if x ~= y then return x < y and -1 or 1 end
+    end
+    return na == nb and 0 or (na < nb and -1 or 1)
+  end
+  local pos = {}
+  for i = 1, #stacks do pos[i] = i end
+  table.sort(pos, function(i, j) return cmp(stacks[i], stacks[j]) < 0 end)
+  local rep, sums = {}, {}
+  local k, n = 1, #pos
+  while k <= n do
+    local first, c, low = stacks[pos[k]], counts[pos[k]], pos[k]
+    local j = k + 1
+    while j <= n and cmp(first, stacks[pos[j]]) == 0 do
+      c = c + counts[pos[j]]
+      if pos[j] < low then low = pos[j] end
+      j = j + 1
+    end
+    rep[#rep + 1] = stacks[low]
+    sums[#rep] = c
+    k = j
+  end
+  return rep, sums
+end
+
 function M.renderer(fmt)
   local ok, mod = pcall(require, "jit.prof." .. fmt)
   if not ok then

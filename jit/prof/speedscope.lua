@@ -160,32 +160,9 @@ function M.render_parts(p, meta)
     cnt[i] = s.count
     if not seq(s) then fr(0) end
   end
-  local function cmp(a, b)   -- two stacks by their frames' numbers
-    local na, nb = #a, #b
-    for i = 1, na < nb and na or nb do
-      local x, y = fno[fr(a[i])], fno[fr(b[i])]
-      if x ~= y then return x < y and -1 or 1 end
-    end
-    return na == nb and 0 or (na < nb and -1 or 1)
-  end
-  local pos = {}
-  for i = 1, #stk do pos[i] = i end
-  table.sort(pos, function(i, j) return cmp(stk[i], stk[j]) < 0 end)
-  local rep, counts = {}, {}
-  local k, n = 1, #pos
-  while k <= n do   -- (a group's frames: its first sample's in p's order)
-    local first, c, low = stk[pos[k]], cnt[pos[k]], pos[k]
-    local j = k + 1
-    while j <= n and cmp(first, stk[pos[j]]) == 0 do
-      c = c + cnt[pos[j]]
-      if pos[j] < low then low = pos[j] end
-      j = j + 1
-    end
-    rep[#rep + 1] = stk[low]
-    counts[#rep] = c
-    k = j
-  end
-  stk, cnt, pos = nil, nil, nil
+  -- (a group's frames: its first sample's in p's order)
+  local rep, counts = model.group_stacks(stk, cnt, function(id) return fno[fr(id)] end)
+  stk, cnt = nil, nil
   local function key(st)   -- (the rare case below)
     local t = {}
     for i = 1, #st do t[i] = ftext[fno[fr(st[i])]] end

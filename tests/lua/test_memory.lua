@@ -104,27 +104,11 @@ bound("hot_traces_every_rss_bound", ev)
 -- per stack to .pb.gz, 1,143 to .folded and 1,023 to speedscope (18,000
 -- to 21,000 stacks), 721 to .pb.gz for 59,945 (docs/performance.md,
 -- "Memory of the write at stop").
-local STACKS = [[
-local K, S = tonumber(arg[1]), tonumber(arg[2])
-jit.off()
+local STACKS = t.read(t.SRC .. "/bench/lib/many_stacks.lua") .. [[
 local function hwm()
   local f = io.open("/proc/self/status") local s = f:read("*a") f:close()
   return tonumber(s:match("VmHWM:%s*(%d+)"))
 end
-local L1, L2, L3 = {}, {}, {}
-for i = 1, K do
-  L3[i] = loadstring("local n = ... local s = 0 for j = 1, n do s = s + j end return s", "=leaf" .. i)
-  L2[i] = loadstring("local f, n = ... local r = f(n) return r", "=mid" .. i)
-  L1[i] = loadstring("local g, f, n = ... local r = g(f, n) return r", "=top" .. i)
-end
-local t0, r = os.clock(), 0
-repeat
-  for a = 1, K do local A = L1[a]
-    for b = 1, K do local B = L2[b]
-      for c = 1, K do r = r + A(B, L3[c], 300) end
-    end
-  end
-until os.clock() - t0 >= S
 local st = package.loaded.ljprof.stats()
 local before = hwm()
 require("jit.prof").stop()

@@ -610,6 +610,17 @@ static uint32_t own_frame(ljp_ctx *ctx)
   return ctx->own_frame;
 }
 
+/* "[host]": a tick in the host's own code (no Lua call active, ring.h's
+** LJP_LUA_HOST) with no native frame of its own. */
+static uint32_t host_frame(ljp_ctx *ctx)
+{
+  ljp_frame f;
+  memset(&f, 0, sizeof(f));
+  f.kind = LJP_FR_NATIVE;
+  f.source = text(ctx, "[host]");
+  return f.source ? ljp_store_frame(&ctx->store, &f) : 0;
+}
+
 /* Was the time of record r ljprof's own work (the safe point, a trace
 ** event, ljprof.record starting, a wrapper's own code)? Then it is shown
 ** once, as the stack "[ljprof]", never inside the program's stacks: its
@@ -705,6 +716,7 @@ typedef struct variant {
   uintptr_t cfunc;
   int32_t trace;
   int selfpc;                      /* the PC lay in ljprof's own code */
+  int host;                        /* no Lua call was active (LJP_LUA_HOST) */
   uint32_t stack, func, tloc;
   int nn;                          /* native frames on top, by frame */
   uint32_t nat[LJP_NATIVE_MAX];
@@ -757,13 +769,15 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   uint32_t nat[LJP_NATIVE_MAX], leaf;
   int nn = ljp_native_names(ctx, r, nat);
   int selfpc = ljp_objects_is_self(r->pc);
+  int host = (r->lflags & LJP_LUA_HOST) != 0;
   ljp_leaf lf;
   variant *e;
   int i, exact = -1;
   if (ti && !ti->name && ctx->tr.mem) name_trace_start(ctx, L, ls, ti);
+  if (host && !nn && (nat[0] = host_frame(ctx)) != 0) nn = 1;
   for (i = 0; i < *nv; i++)
     if (v[i].cfunc == cf && v[i].trace == tr && v[i].nn == nn &&
-        v[i].selfpc == selfpc &&
+        v[i].selfpc == selfpc && v[i].host == host &&
         !memcmp(v[i].nat, nat, (size_t)nn * sizeof(uint32_t)) &&
         v[i].nlua == r->nlua && v[i].lstack == r->lstack &&
         !memcmp(v[i].lua, r->lua, (size_t)r->nlua * sizeof(r->lua[0])))
@@ -772,12 +786,19 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   e->cfunc = cf;
   e->trace = tr;
   e->selfpc = selfpc;
+  e->host = host;
   e->nn = nn;
   memcpy(e->nat, nat, (size_t)nn * sizeof(uint32_t));
   e->tloc = tr ? trace_loc(ctx, L, tr) : 0;
   e->nlua = r->nlua;
   e->lstack = r->lstack;
   memcpy(e->lua, r->lua, (size_t)r->nlua * sizeof(r->lua[0]));
+  if (host) {            /* the host's own frames only, never the live ones */
+    memset(&lf, 0, sizeof(lf));
+    e->stack = stack_of(ctx, L, NULL, selfpc, &lf, nat, nn, &leaf);
+    e->func = func_of(ctx, leaf ? leaf : nn ? nat[0] : 0);
+    return e;
+  }
   if (!r->nlua || (exact = leaf_exact(ctx, L, r, ls, &lf)) != 0)
     leaf_for(ctx, L, r, &lf);
   if (exact != 0 && ti && lf.nsyn && lf.syn[0].kind == LJP_LEAF_LUA &&
@@ -995,7 +1016,9 @@ static int offline_one(ljp_ctx *ctx, lua_State *E, ljp_record *r)
   r->stack = r->func = r->tloc = 0;
   memset(&lf, 0, sizeof(lf));
   nn = ctx->opt.cb ? 0 : ljp_native_names(ctx, r, nat);
-  if (r->vmstate == 'C' && r->cfunc) {
+  if (r->lflags & LJP_LUA_HOST) {            /* the host's own frames */
+    if (!nn && !ctx->opt.cb && (nat[0] = host_frame(ctx)) != 0) nn = 1;
+  } else if (r->vmstate == 'C' && r->cfunc) {
     if (E)
       ljp_name_cfunc(&ctx->cnames, E, (lua_CFunction)r->cfunc, &ctx->scratch);
     lf.nsyn = 1;

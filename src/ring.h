@@ -39,6 +39,9 @@
 
 #define LJP_LUA_MAX 20   /* Lua frames captured at signal time per record */
 #define LJP_LUA_BOTTOM 1 /* the capture reached the bottom of the stack */
+#define LJP_LUA_HOST 2   /* no Lua call was active on the running thread
+                            (the host's own code): no Lua frames at all,
+                            not even the safe point's (vmprobe.h) */
 
 /* A Lua frame live at the signal (luastack.c): its function object, the C
 ** entry of a C function or a Lua function's first instruction (which names

@@ -64,6 +64,18 @@ typedef struct ljp_lframe {
   uint8_t inl;
 } ljp_lframe;
 
+/* A frame below the captured ones (their spine): its function and slot,
+** at distances 0, 1, 3, 7, ... frames below the outermost captured frame,
+** the last entry the stack's bottom frame. At the safe point the nearest
+** one still live joins the captured frames to the live stack when the
+** captured ones have all returned (complete.c). */
+#define LJP_SPINE_MAX 8
+typedef struct ljp_spine {
+  uintptr_t fn;
+  uint32_t slot;
+  uint32_t dist;         /* frames between it and the captured ones */
+} ljp_spine;
+
 typedef struct ljp_record {
   uint64_t seq;          /* handler sequence number */
   uint64_t time_ns;      /* CLOCK_MONOTONIC at signal time */
@@ -98,6 +110,10 @@ typedef struct ljp_record {
   uint8_t lflags;        /* LJP_LUA_* */
   uintptr_t lstack;      /* the captured thread's stack (L->stack) */
   ljp_lframe lua[LJP_LUA_MAX]; /* innermost first */
+  uintptr_t lthread;     /* the captured thread (its lua_State) */
+  uint8_t nspine;        /* entries in spine[] (a capture of LJP_LUA_MAX
+                            frames that did not reach the bottom) */
+  ljp_spine spine[LJP_SPINE_MAX];
 } ljp_record;
 
 typedef struct ljp_ring {

@@ -188,6 +188,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w, int lite)
     rec->vmstate = (uint8_t)vm;
   }
   rec->nlua = 0;
+  rec->nspine = 0;
   rec->lflags = host ? LJP_LUA_HOST : 0;
   if (host)
     atomic_fetch_add_explicit(&ctx->n_host, w, memory_order_relaxed);
@@ -262,6 +263,7 @@ int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec)
   rec->nfuncs = 0;
   rec->nleaf[0] = rec->nleaf[1] = 0;
   rec->nlua = 0;
+  rec->nspine = 0;
   rec->lflags = 0;
   if (!ctx->exact_on || !ctx->vm_g) return 0;
   vm = ljp_vm_read(ctx->vm_g, &trace, &cfunc, 0);

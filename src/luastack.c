@@ -80,8 +80,8 @@ static inline __attribute__((always_inline))
 int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
          int max, int *bottom, ljp_spine *sp, uint8_t *nsp)
 {
-  uintptr_t last_fn = 0;
-  uint32_t last_slot = 0, dist = 0, next = 0;
+  ljp_spine last[LJP_SPINE_BOTTOM];   /* the outermost frames seen */
+  uint32_t dist = 0, next = 0;
   const ljp_vmlayout *v = &ljp_vml;
   uintptr_t frame = base - 8, bot = stack + 8;
   uint64_t calleelink = 1;      /* the link of the header above: a Lua
@@ -103,15 +103,17 @@ int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
           /* Below the captured frames: the spine (ring.h), without
           ** reading the functions. */
           if (!sp) return n;
-          if (dist == next && *nsp < LJP_SPINE_MAX - 1) {
+          if (dist == next && *nsp < LJP_SPINE_MAX - LJP_SPINE_BOTTOM) {
             sp[*nsp].fn = fn;
             sp[*nsp].slot = (uint32_t)((frame + 8 - stack) / 8);
             sp[*nsp].dist = dist;
             ++*nsp;
             next = next * 2 + 1;
           }
-          last_fn = fn;
-          last_slot = (uint32_t)((frame + 8 - stack) / 8);
+          last[dist % LJP_SPINE_BOTTOM].fn = fn;
+          last[dist % LJP_SPINE_BOTTOM].slot =
+              (uint32_t)((frame + 8 - stack) / 8);
+          last[dist % LJP_SPINE_BOTTOM].dist = dist;
           dist++;
           goto link;
         }
@@ -150,13 +152,11 @@ int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
     calleelink = link;
     frame = prev;
   }
-  if (n == max && sp && dist) {       /* the bottom frame, last */
-    if (!*nsp || sp[*nsp - 1].slot != last_slot) {
-      sp[*nsp].fn = last_fn;
-      sp[*nsp].slot = last_slot;
-      sp[*nsp].dist = dist - 1;
-      ++*nsp;
-    }
+  if (n == max && sp && dist) {
+    /* the bottom frames, outermost last, after those recorded */
+    uint32_t d = dist > LJP_SPINE_BOTTOM ? dist - LJP_SPINE_BOTTOM : 0;
+    while (*nsp && sp[*nsp - 1].dist >= d) --*nsp;  /* among the last */
+    for (; d < dist; d++) sp[(*nsp)++] = last[d % LJP_SPINE_BOTTOM];
     return n;                 /* the captured frames do not reach it */
   }
   *bottom = 1;

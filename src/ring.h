@@ -65,11 +65,13 @@ typedef struct ljp_lframe {
 } ljp_lframe;
 
 /* A frame below the captured ones (their spine): its function and slot,
-** at distances 0, 1, 3, 7, ... frames below the outermost captured frame,
-** the last entry the stack's bottom frame. At the safe point the nearest
-** one still live joins the captured frames to the live stack when the
-** captured ones have all returned (complete.c). */
-#define LJP_SPINE_MAX 8
+** at distances 0, 1, 3, 7, 15, 31 frames below the outermost captured
+** frame, then the stack's LJP_SPINE_BOTTOM outermost frames (dense: a
+** program's loop sits a few levels above its bottom). At the safe point the
+** nearest one still live joins the captured frames to the live stack when
+** the captured ones have all returned (complete.c). */
+#define LJP_SPINE_MAX 16
+#define LJP_SPINE_BOTTOM 10
 typedef struct ljp_spine {
   uintptr_t fn;
   uint32_t slot;

@@ -237,8 +237,12 @@ static void case_event_loop(ljprof_clock clock, int native)
   CHECK(served > 20);
   CHECK_EQ(t.mixed, 0);
   CHECK(t.lua > t.total / 20);
-  /* idle is ~75% of the time: it shows under the host's frames */
-  CHECK(t.host > t.total * 2 / 5);
+  /* Idle is ~75% of the time: it shows under the host's frames. The
+  ** thread clock adds ticks it could not deliver (its timer thread late
+  ** on a loaded machine) to the next signalled sample, a Lua one here:
+  ** only some must show. */
+  if (clock == LJPROF_CLOCK_WALL) CHECK(t.host > t.total * 2 / 5);
+  else CHECK(t.host > t.total / 20);
   lua_close(L);
 }
 

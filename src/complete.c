@@ -927,6 +927,8 @@ static void inline_frames(ljp_ctx *ctx, ljp_record *r)
   if (keep + n > LJP_LUA_MAX) {        /* the outermost captured ones go */
     keep = LJP_LUA_MAX - n;
     r->lflags &= (uint8_t)~LJP_LUA_BOTTOM;
+    for (i = 0; i < r->nspine; i++)    /* the spine lies further below */
+      r->spine[i].dist += (uint32_t)(r->nlua - keep);
   }
   memmove(&r->lua[n], &r->lua[0], (size_t)keep * sizeof(r->lua[0]));
   for (i = 0; i < n; i++) {

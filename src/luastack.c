@@ -32,6 +32,12 @@
 ** are recorded, at most 4096 headers visited. The layout itself is learnt
 ** with fault-safe reads (ljp_peek) and proven against lua_getstack.
 **
+** Below the LJP_LUA_MAX frames recorded, the walk goes on with the same
+** checks (no reads of the functions) and keeps a spine (ring.h): a few
+** (function, slot) pairs near them and the stack's outermost frames, by
+** which the safe point finds the captured frames' callers when those
+** frames have all returned.
+**
 ** Signal context: ljp_luastack_capture (no calls but memory reads).
 ** Normal context: the probe, ljp_luastack_live.
 */

@@ -5,7 +5,10 @@
 ** ljp_signal_handler runs in signal context: only async-signal-safe calls,
 ** no malloc, no locks, no stdio, bounded work, errno preserved. It records
 ** time, PC, VM state, zone, label set and weight into the context's ring
-** and arms the safe point. Every tick it cannot record is counted.
+** and arms the safe point. Every tick it cannot record is counted. A
+** tick with no Lua call active on the running thread (vmprobe.h:
+** ljp_vm_no_call) is the host's own: its native frames only, no Lua
+** capture, flagged LJP_LUA_HOST so that the safe point adds none.
 ** It writes to the ring only after taking ctx->ring_owner: the thread
 ** clock's timer thread writes a blocked thread's records there too
 ** (ljp_blocked_capture/push, normal context on that thread, below).

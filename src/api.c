@@ -718,6 +718,8 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->exact = ctx->exact_on;
   ri->exact_lines = ctx->exact_on && ljp_lsl.lines_ok;
   ri->lua_captures = atomic_load(&ctx->n_lua_captures);
+  ri->host_detect = ctx->vm_g && ljp_vml.cframe_ok;
+  ri->host_ticks = atomic_load(&ctx->n_host);
   ri->stack_checks = ctx->stack_checks;
   ri->stack_mismatches = ctx->stack_mismatches;
   ri->inline_frames =

@@ -45,6 +45,18 @@ int ljp_codemap_classify(ljp_codemap *m, uintptr_t pc, int32_t *trace)
   return st;
 }
 
+int ljp_codemap_in_interp(uintptr_t pc)
+{
+  const ljp_span *sp;
+  int r = 0, t = ljp_epoch_enter();
+  if (t < 0) return 1;
+  if ((sp = ljp_objects_find(ljp_objects_snap(), pc)))
+    r = sp->kind == LJP_SPAN_INTERP ||
+        (sp->kind == LJP_SPAN_VM && !ljp_objects_interp_known());
+  ljp_epoch_leave(t);
+  return r;
+}
+
 /* -- Writers (normal context) -------------------------------------------- */
 
 /* Publish a new trace array (copy-on-write); the old one is retired and

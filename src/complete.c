@@ -380,6 +380,29 @@ static int same_frame(const ljp_lframe *a, const ljp_lframe *b)
   return a->fn == b->fn && a->slot == b->slot;
 }
 
+static int same_frame_sp(const ljp_spine *a, const ljp_lframe *b)
+{
+  return a->fn == b->fn && a->slot == b->slot;
+}
+
+/* The live level of the nearest spine entry of r (ring.h) still live at
+** the same slot of the same stack, or -1. */
+static int spine_join(const ljp_record *r, const ljp_lframe *live, int m,
+                      uintptr_t lstack, uintptr_t L, int *ent)
+{
+  int e, j;
+  /* the same thread: its stack may have been reallocated since (slots
+  ** are kept) */
+  if (lstack != r->lstack && L != r->lthread) return -1;
+  for (e = 0; e < r->nspine; e++)
+    for (j = 0; j < m; j++)
+      if (same_frame_sp(&r->spine[e], &live[j])) {
+        *ent = e;
+        return j;
+      }
+  return -1;
+}
+
 /* Remember the names of the innermost live Lua frames, for samples that
 ** will capture them after they have returned. */
 static void learn_live(ljp_ctx *ctx, lua_State *L, const ljp_lframe *live,
@@ -502,7 +525,7 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
                       livestack *ls, ljp_leaf *lf)
 {
   const ljp_lframe *live = ls->f;
-  int m, lbottom, n = r->nlua, i, j = -1, top, k;
+  int m, lbottom, n = r->nlua, i, j = -1, top, k, e = 0;
   uintptr_t lstack;
   const ljp_trinfo *ti = r->vmstate == 'N' ? ljp_trace_info(ctx, L, r->trace)
                                            : NULL;
@@ -527,10 +550,19 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
     }
     lf->skip = j;                   /* live levels above are hidden */
     top = i;                        /* captured frames above: synthetic */
+  } else if ((j = spine_join(r, live, m, lstack, (uintptr_t)L, &e)) >= 0) {
+    /* The captured frames all returned, a frame below them is still
+    ** live: its live levels are their callers; frames between that were
+    ** not captured are marked (none when it is the one right below). */
+    lf->skip = j;
+    lf->truncated = r->spine[e].dist != 0;
+    top = n;
   } else {
     if (!lbottom) return -1;        /* cannot hide what was not counted */
     lf->skip = m;                   /* nothing in common */
     top = n;
+    /* a capture that did not reach the bottom: its callers are unknown */
+    lf->truncated = n == LJP_LUA_MAX && !(r->lflags & LJP_LUA_BOTTOM);
   }
   /* Synthetic frames, outermost first into syn[top-1 .. 0]; stop at the
   ** first one that cannot be named (drop it and everything above). */
@@ -610,6 +642,29 @@ static uint32_t own_frame(ljp_ctx *ctx)
   return ctx->own_frame;
 }
 
+/* "[truncated]": Lua frames that were not captured, between the frames
+** of a sample and the callers still live at its safe point (or the root,
+** when none is known). */
+static uint32_t truncated_frame(ljp_ctx *ctx)
+{
+  ljp_frame f;
+  memset(&f, 0, sizeof(f));
+  f.kind = LJP_FR_NATIVE;
+  f.source = text(ctx, "[truncated]");
+  return f.source ? ljp_store_frame(&ctx->store, &f) : 0;
+}
+
+/* "[host]": a tick in the host's own code (no Lua call active, ring.h's
+** LJP_LUA_HOST) with no native frame of its own. */
+static uint32_t host_frame(ljp_ctx *ctx)
+{
+  ljp_frame f;
+  memset(&f, 0, sizeof(f));
+  f.kind = LJP_FR_NATIVE;
+  f.source = text(ctx, "[host]");
+  return f.source ? ljp_store_frame(&ctx->store, &f) : 0;
+}
+
 /* Was the time of record r ljprof's own work (the safe point, a trace
 ** event, ljprof.record starting, a wrapper's own code)? Then it is shown
 ** once, as the stack "[ljprof]", never inside the program's stacks: its
@@ -656,6 +711,11 @@ static uint32_t stack_of(ljp_ctx *ctx, lua_State *L, livestack *ls,
     if (!*leaf) *leaf = ids[n];
     n++;
   }
+  if (lf->truncated && i == lf->nsyn && n < limit &&
+      !(ids[n] = truncated_frame(ctx)))
+    i = -1;                          /* out of memory: the stack ends */
+  else if (lf->truncated && i == lf->nsyn && n < limit)
+    n++;
   for (level = lf->skip; ls && i == lf->nsyn && n < limit; level++) {
     uint32_t id = live_frame(ctx, L, ls, level,
                              level == lf->skip ? lf->line : 0);
@@ -705,10 +765,13 @@ typedef struct variant {
   uintptr_t cfunc;
   int32_t trace;
   int selfpc;                      /* the PC lay in ljprof's own code */
+  int host;                        /* no Lua call was active (LJP_LUA_HOST) */
   uint32_t stack, func, tloc;
   int nn;                          /* native frames on top, by frame */
   uint32_t nat[LJP_NATIVE_MAX];
   int nlua;                        /* Lua frames captured at the signal */
+  int nspine;
+  ljp_spine spine[LJP_SPINE_MAX];
   uintptr_t lstack;
   ljp_lframe lua[LJP_LUA_MAX];
 } variant;
@@ -757,27 +820,40 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   uint32_t nat[LJP_NATIVE_MAX], leaf;
   int nn = ljp_native_names(ctx, r, nat);
   int selfpc = ljp_objects_is_self(r->pc);
+  int host = (r->lflags & LJP_LUA_HOST) != 0;
   ljp_leaf lf;
   variant *e;
   int i, exact = -1;
   if (ti && !ti->name && ctx->tr.mem) name_trace_start(ctx, L, ls, ti);
+  if (host && !nn && (nat[0] = host_frame(ctx)) != 0) nn = 1;
   for (i = 0; i < *nv; i++)
     if (v[i].cfunc == cf && v[i].trace == tr && v[i].nn == nn &&
-        v[i].selfpc == selfpc &&
+        v[i].selfpc == selfpc && v[i].host == host &&
         !memcmp(v[i].nat, nat, (size_t)nn * sizeof(uint32_t)) &&
         v[i].nlua == r->nlua && v[i].lstack == r->lstack &&
+        v[i].nspine == r->nspine &&
+        !memcmp(v[i].spine, r->spine, (size_t)r->nspine * sizeof(r->spine[0])) &&
         !memcmp(v[i].lua, r->lua, (size_t)r->nlua * sizeof(r->lua[0])))
       return &v[i];
   e = &v[*nv < NVARIANT ? (*nv)++ : NVARIANT - 1];
   e->cfunc = cf;
   e->trace = tr;
   e->selfpc = selfpc;
+  e->host = host;
   e->nn = nn;
   memcpy(e->nat, nat, (size_t)nn * sizeof(uint32_t));
   e->tloc = tr ? trace_loc(ctx, L, tr) : 0;
   e->nlua = r->nlua;
+  e->nspine = r->nspine;
+  memcpy(e->spine, r->spine, (size_t)r->nspine * sizeof(r->spine[0]));
   e->lstack = r->lstack;
   memcpy(e->lua, r->lua, (size_t)r->nlua * sizeof(r->lua[0]));
+  if (host) {            /* the host's own frames only, never the live ones */
+    memset(&lf, 0, sizeof(lf));
+    e->stack = stack_of(ctx, L, NULL, selfpc, &lf, nat, nn, &leaf);
+    e->func = func_of(ctx, leaf ? leaf : nn ? nat[0] : 0);
+    return e;
+  }
   if (!r->nlua || (exact = leaf_exact(ctx, L, r, ls, &lf)) != 0)
     leaf_for(ctx, L, r, &lf);
   if (exact != 0 && ti && lf.nsyn && lf.syn[0].kind == LJP_LEAF_LUA &&
@@ -851,6 +927,8 @@ static void inline_frames(ljp_ctx *ctx, ljp_record *r)
   if (keep + n > LJP_LUA_MAX) {        /* the outermost captured ones go */
     keep = LJP_LUA_MAX - n;
     r->lflags &= (uint8_t)~LJP_LUA_BOTTOM;
+    for (i = 0; i < r->nspine; i++)    /* the spine lies further below */
+      r->spine[i].dist += (uint32_t)(r->nlua - keep);
   }
   memmove(&r->lua[n], &r->lua[0], (size_t)keep * sizeof(r->lua[0]));
   for (i = 0; i < n; i++) {
@@ -995,7 +1073,9 @@ static int offline_one(ljp_ctx *ctx, lua_State *E, ljp_record *r)
   r->stack = r->func = r->tloc = 0;
   memset(&lf, 0, sizeof(lf));
   nn = ctx->opt.cb ? 0 : ljp_native_names(ctx, r, nat);
-  if (r->vmstate == 'C' && r->cfunc) {
+  if (r->lflags & LJP_LUA_HOST) {            /* the host's own frames */
+    if (!nn && !ctx->opt.cb && (nat[0] = host_frame(ctx)) != 0) nn = 1;
+  } else if (r->vmstate == 'C' && r->cfunc) {
     if (E)
       ljp_name_cfunc(&ctx->cnames, E, (lua_CFunction)r->cfunc, &ctx->scratch);
     lf.nsyn = 1;

@@ -40,6 +40,8 @@ typedef struct ljp_leaf {
   int nsyn;                  /* synthetic frames, innermost first */
   ljp_synframe syn[LJP_SYN_MAX];
   int skip;                  /* real levels hidden */
+  int truncated;             /* frames lost between the synthetic frames
+                                and the real levels: "[truncated]" */
   int line;                  /* > 0: current line of the first real level
                                 shown */
   int nnative;               /* native frames above everything, */

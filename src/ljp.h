@@ -154,6 +154,8 @@ struct ljp_ctx {
   ljp_fnames fnames;        /* Lua functions seen live (names.c) */
   int exact_on;             /* the handler captures Lua frames (luastack.c) */
   _Atomic uint64_t n_lua_captures; /* records with Lua frames (handler) */
+  _Atomic uint64_t n_host;   /* ticks in the host's own code: no Lua call
+                                was active on the running thread */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   int jitmode_on;            /* LuaJIT's profiling mode set (jitmode.c) */
   int jitmode_run;           /* ... for this run (kept after stop) */

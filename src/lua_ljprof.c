@@ -607,6 +607,12 @@ static int l_stats(lua_State *L)
     lua_pushboolean(L, ri.exact_lines);
     lua_setfield(L, -2, "exact_lines");
     setnum(L, "lua_captures", ri.lua_captures);
+    /* Ticks in the host's own code, no Lua call active on the running
+    ** thread (its native frames or "[host]", never a Lua frame), and
+    ** whether that can be told here (L->cframe learnt, vmprobe.c). */
+    lua_pushboolean(L, ri.host_detect);
+    lua_setfield(L, -2, "host_detect");
+    setnum(L, "host_ticks", ri.host_ticks);
     setnum(L, "stack_checks", ri.stack_checks);
     setnum(L, "stack_mismatches", ri.stack_mismatches);
     /* Frames a trace had inlined, from its snapshots ("snapshots", or why

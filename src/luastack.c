@@ -32,6 +32,12 @@
 ** are recorded, at most 4096 headers visited. The layout itself is learnt
 ** with fault-safe reads (ljp_peek) and proven against lua_getstack.
 **
+** Below the LJP_LUA_MAX frames recorded, the walk goes on with the same
+** checks (no reads of the functions) and keeps a spine (ring.h): a few
+** (function, slot) pairs near them and the stack's outermost frames, by
+** which the safe point finds the captured frames' callers when those
+** frames have all returned.
+**
 ** Signal context: ljp_luastack_capture (no calls but memory reads).
 ** Normal context: the probe, ljp_luastack_live.
 */
@@ -73,28 +79,51 @@ static inline int read_direct(void *dst, uintptr_t src, size_t n)
 /* Walk from base down to stack: the frames innermost first, up to max.
 ** Returns the count, or -1 when a check fails. Inlined, so that each
 ** caller's reader is a constant and read_direct's loads are plain. */
+/* A failed check: no frames, but below the captured ones (the spine) the
+** frames are kept and the spine ends there. */
+#define FAIL (n == max && sp ? n : -1)
 static inline __attribute__((always_inline))
 int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
-         int max, int *bottom)
+         int max, int *bottom, ljp_spine *sp, uint8_t *nsp)
 {
+  ljp_spine last[LJP_SPINE_BOTTOM];   /* the outermost frames seen */
+  uint32_t dist = 0, next = 0;
   const ljp_vmlayout *v = &ljp_vml;
   uintptr_t frame = base - 8, bot = stack + 8;
   uint64_t calleelink = 1;      /* the link of the header above: a Lua
                                    link is this frame's return PC */
   int n = 0, headers = 0, skipnext = 0;
   *bottom = 0;
+  if (nsp) *nsp = 0;
   if (!stack || base < stack + 16 || (base & 7) || (stack & 7)) return -1;
   while (frame > bot) {
     uint64_t tv, link;
     uintptr_t prev;
     if (++headers > MAX_HEADERS) return n;
-    if (rd(&tv, frame - 8, 8) || rd(&link, frame, 8)) return -1;
+    if (rd(&tv, frame - 8, 8) || rd(&link, frame, 8)) return FAIL;
     if ((uint32_t)(tv >> 47) == TAG_FUNC) {
       if (!skipnext) {
         uintptr_t fn = (uintptr_t)(tv & (((uint64_t)1 << 47) - 1));
         unsigned char kind;
-        if (n == max) return n;
-        if (rd(&kind, fn + (uintptr_t)v->fn_ffid, 1)) return -1;
+        if (n == max) {
+          /* Below the captured frames: the spine (ring.h), without
+          ** reading the functions. */
+          if (!sp) return n;
+          if (dist == next && *nsp < LJP_SPINE_MAX - LJP_SPINE_BOTTOM) {
+            sp[*nsp].fn = fn;
+            sp[*nsp].slot = (uint32_t)((frame + 8 - stack) / 8);
+            sp[*nsp].dist = dist;
+            ++*nsp;
+            next = next * 2 + 1;
+          }
+          last[dist % LJP_SPINE_BOTTOM].fn = fn;
+          last[dist % LJP_SPINE_BOTTOM].slot =
+              (uint32_t)((frame + 8 - stack) / 8);
+          last[dist % LJP_SPINE_BOTTOM].dist = dist;
+          dist++;
+          goto link;
+        }
+        if (rd(&kind, fn + (uintptr_t)v->fn_ffid, 1)) return FAIL;
         out[n].fn = fn;
         out[n].kind = kind;
         out[n].inl = 0;
@@ -104,12 +133,13 @@ int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
         if (kind != 0 ? rd(&out[n].cf, fn + (uintptr_t)v->fn_f, 8)
                       : ljp_lsl.lines_ok &&
                             rd(&out[n].bc, fn + (uintptr_t)ljp_lsl.fn_pc, 8))
-          return -1;
+          return FAIL;
         n++;
       }
+    link:
       skipnext = (link & 3) != 0 && (link & 7) == 3;  /* vararg header */
     } else if ((uint32_t)(tv >> 47) != TAG_THREAD) {
-      return -1;                /* not a frame header */
+      return FAIL;              /* not a frame header */
     }
     if ((link & 3) == 0) {      /* Lua frame: return PC into the caller */
       uint32_t ins;
@@ -117,20 +147,28 @@ int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
       ** a link (a number's bits). */
       if (link < 4096 || link >= ((uint64_t)1 << 47) ||
           rd(&ins, (uintptr_t)link - 4, 4))
-        return -1;
+        return FAIL;
       prev = frame - 8 * (2 + ((ins >> 8) & 0xff));
     } else {
       uintptr_t d = (uintptr_t)(link & ~(uint64_t)7);
-      if (!d || d > frame - stack) return -1;
+      if (!d || d > frame - stack) return FAIL;
       prev = frame - d;
     }
-    if (prev >= frame || prev < stack) return -1;
+    if (prev >= frame || prev < stack) return FAIL;
     calleelink = link;
     frame = prev;
+  }
+  if (n == max && sp && dist) {
+    /* the bottom frames, outermost last, after those recorded */
+    uint32_t d = dist > LJP_SPINE_BOTTOM ? dist - LJP_SPINE_BOTTOM : 0;
+    while (*nsp && sp[*nsp - 1].dist >= d) --*nsp;  /* among the last */
+    for (; d < dist; d++) sp[(*nsp)++] = last[d % LJP_SPINE_BOTTOM];
+    return n;                 /* the captured frames do not reach it */
   }
   *bottom = 1;
   return n;
 }
+#undef FAIL
 
 static inline uintptr_t read_curl(uintptr_t g)
 {
@@ -160,6 +198,7 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
   int32_t st;
   int n, bottom;
   rec->nlua = 0;
+  rec->nspine = 0;
   if (!ljp_lsl.ok || !g || !v->vmstate_ok || !(L = read_curl(g))) return 0;
   st = *(volatile int32_t *)(g + v->g_vmstate);
   if (st >= 0 || st == -3) {        /* a trace, or the GC under one */
@@ -231,9 +270,11 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
                                       (uintptr_t)v->fn_ffid);
     if (kind == 0) return 0;
   }
-  n = walk(read_direct, stack, base, rec->lua, LJP_LUA_MAX, &bottom);
+  n = walk(read_direct, stack, base, rec->lua, LJP_LUA_MAX, &bottom,
+           rec->spine, &rec->nspine);
   if (n <= 0) return 0;
   rec->lstack = stack;
+  rec->lthread = L;
   rec->lflags = bottom ? LJP_LUA_BOTTOM : 0;
   rec->nlua = (uint8_t)n;
   return n;
@@ -258,6 +299,7 @@ int ljp_luastack_capture_blocked(uintptr_t g, ljp_record *rec)
   int32_t st;
   int n, bottom;
   rec->nlua = 0;
+  rec->nspine = 0;
   if (!ljp_lsl.ok || !g || !v->vmstate_ok || ljp_lsl.l_maxstack < 0) return 0;
   /* g's own fields stay readable while the state lives (it is, while
   ** its run is: a stop joins the timer thread first). */
@@ -282,9 +324,11 @@ int ljp_luastack_capture_blocked(uintptr_t g, ljp_record *rec)
                          (uintptr_t)v->fn_ffid, 1) || kind == 0)
       return 0;
   }
-  n = walk(read_peek, stack, base, rec->lua, LJP_LUA_MAX, &bottom);
+  n = walk(read_peek, stack, base, rec->lua, LJP_LUA_MAX, &bottom,
+           rec->spine, &rec->nspine);
   if (n <= 0) return 0;
   rec->lstack = stack;
+  rec->lthread = L;
   rec->lflags = bottom ? LJP_LUA_BOTTOM : 0;
   rec->nlua = (uint8_t)n;
   return n;
@@ -302,7 +346,7 @@ int ljp_luastack_live(lua_State *L, ljp_lframe *out, int max, int *bottom,
   if (!ljp_lsl.ok) return -1;
   base = *(uintptr_t *)((uintptr_t)L + v->l_base);
   *stack = *(uintptr_t *)((uintptr_t)L + ljp_lsl.l_stack);
-  return walk(read_direct, *stack, base, out, max, bottom);
+  return walk(read_direct, *stack, base, out, max, bottom, NULL, NULL);
 }
 
 /* LJPROF_STACKS=check, read once; safe points of several threads may
@@ -428,7 +472,7 @@ static int probe_frames(lua_State *L)
   for (o = 0; o < LSNAP / 8; o++) {
     int n, bottom, same = 1;
     if (!pb.cand[o]) continue;
-    n = walk(peek_cached, words[o], base, fr, 64, &bottom);
+    n = walk(peek_cached, words[o], base, fr, 64, &bottom, NULL, NULL);
     if (n != want || !bottom) same = 0;
     for (k = 0; same && k < n; k++) same = fr[k].fn == fns[k];
     if (!same) {
@@ -455,7 +499,7 @@ static int probe_frames(lua_State *L)
   for (o++; o < LSNAP / 8; o++) {  /* the other candidates, checked only */
     int n, bottom, same = 1;
     if (!pb.cand[o]) continue;
-    n = walk(peek_cached, words[o], base, fr, 64, &bottom);
+    n = walk(peek_cached, words[o], base, fr, 64, &bottom, NULL, NULL);
     if (n != want || !bottom) same = 0;
     for (k = 0; same && k < n; k++) same = fr[k].fn == fns[k];
     if (!same) pb.cand[o] = 0;

@@ -190,6 +190,12 @@ struct ljp_object {
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(ljp_objsnap *) reg_cur;
 static uintptr_t reg_interp_lo, reg_interp_hi;
+
+int ljp_objects_interp_known(void)
+{
+  return __atomic_load_n(&reg_interp_lo, __ATOMIC_RELAXED) <
+         __atomic_load_n(&reg_interp_hi, __ATOMIC_RELAXED);
+}
 static _Atomic unsigned long long reg_gen = ~0ull; /* the snapshot's dlgen */
 
 const ljp_objsnap *ljp_objects_snap(void)

@@ -70,6 +70,9 @@ typedef struct ljp_objsnap {
 ** before the first refresh) and the span holding pc (NULL: none). */
 const ljp_objsnap *ljp_objects_snap(void);
 const ljp_span *ljp_objects_find(const ljp_objsnap *s, uintptr_t pc);
+/* Signal context: is the interpreter's own span known (split from its
+** object's)? */
+int ljp_objects_interp_known(void);
 /* Does pc lie in ljprof's own library? (Any context: an epoch section.) */
 int ljp_objects_is_self(uintptr_t pc);
 /* Signal context, inside an epoch section: the unwind table (cfi.h) of the

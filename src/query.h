@@ -33,6 +33,10 @@ typedef struct ljp_q_run {
   int exact;                 /* Lua frames are captured at the signal */
   int exact_lines;           /* ... and their PCs turned into lines */
   uint64_t lua_captures;     /* records with frames captured at the signal */
+  int host_detect;           /* L->cframe learnt: a tick with no Lua call
+                             ** active has no Lua frames (else it takes
+                             ** the next safe point's, as before) */
+  uint64_t host_ticks;       /* ticks with no Lua call active */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   const char *inline_frames;   /* "snapshots", or why not */
   uint64_t inline_samples, inline_undecoded, inline_estimated;

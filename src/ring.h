@@ -39,6 +39,9 @@
 
 #define LJP_LUA_MAX 20   /* Lua frames captured at signal time per record */
 #define LJP_LUA_BOTTOM 1 /* the capture reached the bottom of the stack */
+#define LJP_LUA_HOST 2   /* no Lua call was active on the running thread
+                            (the host's own code): no Lua frames at all,
+                            not even the safe point's (vmprobe.h) */
 
 /* A Lua frame live at the signal (luastack.c): its function object, the C
 ** entry of a C function or a Lua function's first instruction (which names
@@ -60,6 +63,20 @@ typedef struct ljp_lframe {
   uint8_t kind;
   uint8_t inl;
 } ljp_lframe;
+
+/* A frame below the captured ones (their spine): its function and slot,
+** at distances 0, 1, 3, 7, 15, 31 frames below the outermost captured
+** frame, then the stack's LJP_SPINE_BOTTOM outermost frames (dense: a
+** program's loop sits a few levels above its bottom). At the safe point the
+** nearest one still live joins the captured frames to the live stack when
+** the captured ones have all returned (complete.c). */
+#define LJP_SPINE_MAX 16
+#define LJP_SPINE_BOTTOM 10
+typedef struct ljp_spine {
+  uintptr_t fn;
+  uint32_t slot;
+  uint32_t dist;         /* frames between it and the captured ones */
+} ljp_spine;
 
 typedef struct ljp_record {
   uint64_t seq;          /* handler sequence number */
@@ -95,6 +112,10 @@ typedef struct ljp_record {
   uint8_t lflags;        /* LJP_LUA_* */
   uintptr_t lstack;      /* the captured thread's stack (L->stack) */
   ljp_lframe lua[LJP_LUA_MAX]; /* innermost first */
+  uintptr_t lthread;     /* the captured thread (its lua_State) */
+  uint8_t nspine;        /* entries in spine[] (a capture of LJP_LUA_MAX
+                            frames that did not reach the bottom) */
+  ljp_spine spine[LJP_SPINE_MAX];
 } ljp_record;
 
 typedef struct ljp_ring {

@@ -96,6 +96,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   atomic_store(&ctx->n_native_truncated, 0);
   atomic_store(&ctx->n_native_skipped, 0);
   atomic_store(&ctx->n_lua_captures, 0);
+  atomic_store(&ctx->n_host, 0);
   ctx->stack_checks = ctx->stack_mismatches = 0;
   ctx->inline_samples = ctx->inline_undecoded = 0;
   ctx->inline_estimated = 0;

@@ -5,7 +5,10 @@
 ** ljp_signal_handler runs in signal context: only async-signal-safe calls,
 ** no malloc, no locks, no stdio, bounded work, errno preserved. It records
 ** time, PC, VM state, zone, label set and weight into the context's ring
-** and arms the safe point. Every tick it cannot record is counted.
+** and arms the safe point. Every tick it cannot record is counted. A
+** tick with no Lua call active on the running thread (vmprobe.h:
+** ljp_vm_no_call) is the host's own: its native frames only, no Lua
+** capture, flagged LJP_LUA_HOST so that the safe point adds none.
 ** It writes to the ring only after taking ctx->ring_owner: the thread
 ** clock's timer thread writes a blocked thread's records there too
 ** (ljp_blocked_capture/push, normal context on that thread, below).
@@ -94,6 +97,21 @@ static inline size_t ljp_alt_room(void *ucv, const void *here)
   return SIZE_MAX;
 }
 
+/* Is a tick in state vm at pc the host's own code, with no Lua call
+** active on the running thread (L->cframe NULL: the host's Lua call
+** returned, its coroutine yielded or ended)? Not in a trace or the
+** compiler. In the interpreter's own code (its unwind entry) cur_L may
+** lag a coroutine switch by a few instructions (a resume from Lua that
+** just came back): never there. The GC with no call active is a step
+** the host's lua_* call took. peek: fault-safe reads (another thread).
+** Signal context. */
+static inline int host_tick(uintptr_t g, int vm, uintptr_t pc, int peek)
+{
+  if (vm != 'C' && vm != 'I' && vm != 'G') return 0;
+  if (ljp_vm_no_call(g, peek) != 1) return 0;
+  return vm == 'G' || !ljp_codemap_in_interp(pc);
+}
+
 /* Record one sample of weight w; lite: without the native walk and the
 ** Lua capture (little stack left). Signal context. A full ring with
 ** records pending gets the tick filled in on the stack, as a record would
@@ -106,7 +124,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w, int lite)
   uintptr_t pc = ucontext_pc(ucv), tobj = 0, cfunc;
   uint64_t t0 = ljp_now_ns();  /* CLOCK_MONOTONIC, vDSO: signal-safe */
   int32_t trace;
-  int vm;
+  int vm, host = 0;
   atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
   /* With native stacks the running C function is usually the outermost
@@ -134,6 +152,10 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w, int lite)
       trace = tr;
     }
   }
+  if (host_tick(ctx->vm_g, vm, pc, 0)) {
+    host = 1;                    /* no Lua frame, no Lua C function */
+    cfunc = 0;
+  }
   if (!(rec = ljp_ring_slot(&ctx->ring))) {
     if (!ljp_ring_pending(&ctx->ring)) {  /* nothing to merge into */
       atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
@@ -148,7 +170,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w, int lite)
   rec->trace = trace;
   rec->tobj = tobj;
   rec->cfunc = cfunc;
-  rec->vmstate = (uint8_t)vm;
+  rec->vmstate = (uint8_t)(host && vm == 'I' ? 'C' : vm);
   rec->zone = ctx->zones.cur;      /* the zone active at the tick */
   rec->labels = ctx->labels.cur;   /* and the label set (labels.c) */
   rec->nflags = 0;
@@ -157,13 +179,23 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w, int lite)
   rec->nleaf[0] = rec->nleaf[1] = 0;
   rec->tret = 0;
   if (ctx->native_on && !lite)
-    rec->nnative = (uint8_t)ljp_native_capture(ctx, ucv, pc, vm, rec->native,
-                                                &rec->nflags, &rec->tret,
-                                                &rec->nfuncs,
+    rec->nnative = (uint8_t)ljp_native_capture(ctx, ucv, pc, rec->vmstate,
+                                                rec->native, &rec->nflags,
+                                                &rec->tret, &rec->nfuncs,
                                                 rec->nleaf);
+  /* A host tick whose native walk still reached Lua code (a C function
+  ** that ran a call on another thread: cur_L is that idle thread) is not
+  ** one. */
+  if (host && (rec->tret || (rec->nflags & LJP_NATIVE_FROM_INTERP))) {
+    host = 0;
+    rec->vmstate = (uint8_t)vm;
+  }
   rec->nlua = 0;
-  rec->lflags = 0;
-  if (ctx->exact_on && !lite) {
+  rec->nspine = 0;
+  rec->lflags = host ? LJP_LUA_HOST : 0;
+  if (host)
+    atomic_fetch_add_explicit(&ctx->n_host, w, memory_order_relaxed);
+  if (ctx->exact_on && !lite && !host) {
     /* The Lua frames running now. A C function's stack is stable
     ** unless it is inside LuaJIT's own code (a lua_* call may resize
     ** it): when the native walk does not show that it is outside, the
@@ -189,7 +221,7 @@ static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w, int lite)
   /* The running C function, when neither the native walk (it reached
   ** the interpreter: the function is its outermost frame) nor the Lua
   ** capture has it: two fault-safe reads, system calls. */
-  if (ctx->native_on && !lite && vm == 'C' && !rec->cfunc &&
+  if (ctx->native_on && !lite && vm == 'C' && !rec->cfunc && !host &&
       !(rec->nflags & LJP_NATIVE_FROM_INTERP))
     rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
   rec->stack = 0;
@@ -220,7 +252,9 @@ arm:
 ** (EINTR). Only memory reads, as in the handler, of a thread that does not
 ** run: the caller reads its CPU time and system call before and after and
 ** keeps the record only if neither changed. pc: the thread's user PC (at
-** its system call). Returns the Lua frames captured (0: none, no record). */
+** its system call). Returns the Lua frames captured (0: none, no record),
+** or 1 for a host tick (no Lua call active: no Lua frames, its one native
+** frame the PC, when native frames are on). */
 int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec)
 {
   int32_t trace = 0;
@@ -232,8 +266,24 @@ int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec)
   rec->nfuncs = 0;
   rec->nleaf[0] = rec->nleaf[1] = 0;
   rec->nlua = 0;
+  rec->nspine = 0;
+  rec->lflags = 0;
   if (!ctx->exact_on || !ctx->vm_g) return 0;
-  vm = ljp_vm_read(ctx->vm_g, &trace, &cfunc, 1);
+  vm = ljp_vm_read(ctx->vm_g, &trace, &cfunc, 0);
+  if (host_tick(ctx->vm_g, vm, pc, 1)) {
+    rec->pc = pc;
+    rec->vmstate = (uint8_t)(vm == 'G' ? 'G' : 'C');
+    rec->zone = ctx->zones.cur;
+    rec->labels = ctx->labels.cur;
+    rec->lflags = LJP_LUA_HOST;
+    if (ctx->native_on && pc) {
+      rec->native[0] = pc;
+      rec->nnative = 1;
+      rec->nflags = LJP_NATIVE_TRUNCATED;
+    }
+    return 1;
+  }
+  if (vm == 'C') cfunc = ljp_vm_cfunc(ctx->vm_g);
   if (vm != 'C' && vm != 'N') return 0;  /* an FFI or C call, from the
                                          ** interpreter or a trace */
   rec->pc = pc;
@@ -262,10 +312,14 @@ int ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w)
     return 0;
   atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
   atomic_fetch_add_explicit(&ctx->n_idle, w, memory_order_relaxed);
+  if (proto->lflags & LJP_LUA_HOST)
+    atomic_fetch_add_explicit(&ctx->n_host, w, memory_order_relaxed);
   rec = ljp_ring_reserve(&ctx->ring, w, proto, &res);
   if (rec) {
     size_t lua_at = offsetof(ljp_record, nlua);
     memcpy(rec, proto, offsetof(ljp_record, native));
+    memcpy(rec->native, proto->native,
+           (size_t)proto->nnative * sizeof(proto->native[0]));
     memcpy((char *)rec + lua_at, (const char *)proto + lua_at,
            sizeof(ljp_record) - lua_at);
     rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);

@@ -29,7 +29,11 @@
 **   hookcount the int32 pair (countdown, start) lua_sethook sets, seen
 **            with two different counts
 ** and the whole chain is replayed in a coroutine, where it must lead back
-** to the probe function again.
+** to the probe function again. Last, L->cframe (learn_cframe): NULL while
+** no call into the VM is active on a thread, which tells a tick in the
+** host's own code, after its Lua call returned or its coroutine yielded
+** (ljp_vm_no_call), from one under a Lua call; unproven, such ticks keep
+** the old behaviour (stats: host_detect false).
 **
 ** One more field is learnt later, from real trace events (traces.c): the
 ** trace compiler's state (jit_State.state, which lies after G), the int32
@@ -148,6 +152,18 @@ uintptr_t ljp_vm_cfunc(uintptr_t g)
   return 0;
 }
 
+int ljp_vm_no_call(uintptr_t g, int peek)
+{
+  const ljp_vmlayout *v = &ljp_vml;
+  uintptr_t L, cf;
+  if (!v->cframe_ok || !v->curl_size || !g) return -1;
+  L = v->curl_size == 8 ? *(volatile uintptr_t *)(g + v->g_curl)
+                        : *(volatile uint32_t *)(g + v->g_curl);
+  if (!L) return 1;  /* cur_L is a live thread or NULL (freed: none runs) */
+  if (!peek) return *(volatile uintptr_t *)(L + v->l_cframe) == 0;
+  return peek_word(L + (uintptr_t)v->l_cframe, &cf) == 0 ? cf == 0 : -1;
+}
+
 int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc, int want_cf)
 {
   const ljp_vmlayout *v = &ljp_vml;
@@ -184,6 +200,9 @@ typedef struct probe_run {
   int have_c, have_co, have_h;
   int co_chain_ok;       /* chain replayed inside the coroutine */
   int calls;
+  uintptr_t cf_in[LSNAP / 8]; /* a thread's words inside cframe_cf */
+  uintptr_t cf_sp;       /* an address in cframe_cf's own frame */
+  int cf_have, cf_nocall;
   char why[96];
 } probe_run;
 
@@ -412,6 +431,119 @@ static void learn_g_fields(void)
              "thread", n);
 }
 
+/* -- L->cframe: is a Lua call active on a thread? -------------------------- */
+
+/* Called through lua_pcall and lua_resume: the thread's words, where its
+** own frame lies, and what ljp_vm_no_call says (once learnt); with a true
+** argument it yields (a C function may: LuaJIT's lua_yield). */
+static int cframe_cf(lua_State *L)
+{
+  volatile char here = 0;
+  if (!pr) return 0;
+  pr->cf_have = ljp_peek(pr->cf_in, (uintptr_t)L, sizeof(pr->cf_in)) == 0;
+  pr->cf_sp = (uintptr_t)&here;
+  pr->cf_nocall = ljp_vml.cframe_ok ? ljp_vm_no_call(pr->g, 0) : -2;
+  if (lua_toboolean(L, 1)) return lua_yield(L, 0);
+  return 0;
+}
+
+/* Find L->cframe, the end of the chain of C frames that entered the VM
+** on a thread (lua_call, lua_pcall, lua_resume; NULL when none is
+** active): the one pointer-sized word of lua_State that
+**   - reads 0 in a new thread, after its C function yielded to
+**     lua_resume, and after it returned (the coroutine is dead);
+**   - inside a C function run by lua_pcall (on the probing thread) or by
+**     lua_resume (a new thread) points into the C stack between that
+**     function's frame and ours (the VM entry's frame; resume adds flag
+**     bits below 8), and after lua_pcall reads what it read before.
+** Then ljp_vm_no_call is replayed: 0 inside both calls, 1 after the
+** coroutine's (cur_L is the dead coroutine) and after the thread's call
+** returned here (cur_L is that thread, idle). Normal context. */
+static void learn_cframe(lua_State *th)
+{
+  enum { N = LSNAP / 8 };
+  volatile char here = 0;
+  uintptr_t outer = (uintptr_t)&here, pre[N], post[N], fresh[N], yl[N],
+            dead[N], in1[N], in2[N], sp1, sp2;
+  int o, n = 0, nc1, nc2, after_pcall, after_co;
+  lua_State *co;
+  const char *why = NULL;
+  lua_settop(th, 0);
+  pr->cf_have = 0;
+  if (ljp_peek(pre, (uintptr_t)th, sizeof(pre)) != 0) return;
+  lua_pushcfunction(th, cframe_cf);
+  if (lua_pcall(th, 0, 0, 0) != 0 || !pr->cf_have) {
+    why = "lua_pcall probe failed";
+    goto out;
+  }
+  memcpy(in1, pr->cf_in, sizeof(in1));
+  sp1 = pr->cf_sp;
+  if (ljp_peek(post, (uintptr_t)th, sizeof(post)) != 0) goto out;
+  co = lua_newthread(th);
+  if (ljp_peek(fresh, (uintptr_t)co, sizeof(fresh)) != 0) goto out;
+  lua_pushcfunction(co, cframe_cf);
+  lua_pushboolean(co, 1);
+  pr->cf_have = 0;
+  if (lua_resume(co, 1) != LUA_YIELD || !pr->cf_have) {
+    why = "lua_resume probe did not yield";
+    goto out;
+  }
+  memcpy(in2, pr->cf_in, sizeof(in2));
+  sp2 = pr->cf_sp;
+  if (ljp_peek(yl, (uintptr_t)co, sizeof(yl)) != 0) goto out;
+  if (lua_resume(co, 0) != 0 || lua_status(co) != 0) {
+    why = "lua_resume probe did not end";
+    goto out;
+  }
+  if (ljp_peek(dead, (uintptr_t)co, sizeof(dead)) != 0) goto out;
+  for (o = 0; o < N; o++) {
+    if ((ptrdiff_t)o * 8 == ljp_vml.l_base ||
+        (ptrdiff_t)o * 8 == ljp_vml.l_glref)
+      continue;
+    if (fresh[o] || yl[o] || dead[o] || post[o] != pre[o] ||
+        in1[o] == pre[o] || !(in1[o] > sp1 && in1[o] < outer) ||
+        !((in2[o] & ~(uintptr_t)7) > sp2 && (in2[o] & ~(uintptr_t)7) < outer))
+      continue;
+    n++;
+    ljp_vml.l_cframe = (ptrdiff_t)o * 8;
+  }
+  if (n != 1) {
+    snprintf(pr->why, sizeof(pr->why), "%d candidates for the C frame "
+             "chain", n);
+    return;
+  }
+  /* Replay the handler's reads. */
+  ljp_vml.cframe_ok = 1;
+  after_co = ljp_vm_no_call(pr->g, 0);        /* cur_L: the dead coroutine */
+  lua_settop(th, 0);
+  lua_pushcfunction(th, cframe_cf);
+  pr->cf_have = 0;
+  pr->cf_nocall = -2;
+  if (lua_pcall(th, 0, 0, 0) != 0 || !pr->cf_have) {
+    why = "lua_pcall probe failed";
+    goto out;
+  }
+  nc1 = pr->cf_nocall;
+  after_pcall = ljp_vm_no_call(pr->g, 0);     /* cur_L: th, idle */
+  co = lua_newthread(th);
+  lua_pushcfunction(co, cframe_cf);
+  pr->cf_have = 0;
+  pr->cf_nocall = -2;
+  if (lua_resume(co, 0) != 0 || !pr->cf_have) {
+    why = "lua_resume probe failed";
+    goto out;
+  }
+  nc2 = pr->cf_nocall;
+  if (nc1 != 0 || nc2 != 0 || after_pcall != 1 || after_co != 1)
+    why = "the C frame chain could not be read back";
+out:
+  if (why) {
+    ljp_vml.cframe_ok = 0;
+    snprintf(pr->why, sizeof(pr->why), "%s", why);
+  }
+  lua_settop(th, 0);
+}
+
 /* Call 1 on the probing thread, call 2 in a coroutine. With LuaJIT's own
 ** coroutine functions: OpenResty's lua-nginx-module keeps them as
 ** coroutine._create/_resume/_wrap and replaces the public ones with
@@ -484,6 +616,8 @@ static void run_probe(lua_State *L)
                "be read back");
     }
   }
+  if (ljp_vml.vmstate_ok && ljp_vml.curl_size && ljp_vml.frame_ok)
+    learn_cframe(th);
 out:
   lua_sethook(L, uh, umask, ucount);
   lua_settop(L, top);

@@ -27,6 +27,9 @@ typedef struct ljp_vmlayout {
   ptrdiff_t fn_ffid;      /* function object: 0 Lua, 1 C, > 1 library */
   int curl_size;          /* bytes of a GC reference: 8 or 4 */
   int gc64;               /* stack slot encoding: 64-bit GC references */
+  int cframe_ok;          /* L->cframe located and proven */
+  ptrdiff_t l_cframe;     /* lua_State: innermost C frame that entered the
+                             VM on this thread, NULL when no call is active */
   int func_slot;          /* frame function: this many slots below base */
   char why[96];           /* why something is not used (must stay last) */
 } ljp_vmlayout;
@@ -42,6 +45,11 @@ uintptr_t ljp_vm_global(lua_State *L);
 ** 'N', the running C function for 'C' when known), or 0: use the PC. */
 int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc, int want_cf);
 uintptr_t ljp_vm_cfunc(uintptr_t g);  /* signal context; 0: unknown */
+/* Signal context: 1 when no Lua call is active on the running thread (its
+** L->cframe is NULL, or no thread runs: the host's own code), 0 when one
+** is, -1 when that is not known (cframe_ok not proven). peek: read the
+** thread with fault-safe reads (from another thread, timer_thread.c). */
+int ljp_vm_no_call(uintptr_t g, int peek);
 /* Normal context: learn the trace compiler's state field from what it
 ** must read at a trace "start" event, a "stop" event, and a safe point
 ** while nothing records. */

@@ -65,7 +65,7 @@ LJPROF_API const char *ljprof_dumpstack(lua_State *L, const char *fmt, int depth
 typedef enum ljprof_clock {
   LJPROF_CLOCK_CPU = 0, /* per-thread CPU time, timer_create (default) */
   LJPROF_CLOCK_WALL,    /* wall clock, CLOCK_MONOTONIC timer, same delivery */
-  LJPROF_CLOCK_ITIMER,  /* setitimer(ITIMER_PROF): process CPU, like jit.p */
+  LJPROF_CLOCK_ITIMER,  /* process CPU, SIGPROF, like jit.p's ITIMER_PROF */
   LJPROF_CLOCK_THREAD   /* wall clock: a timer thread signals the Lua thread */
 } ljprof_clock;
 

@@ -8,19 +8,20 @@
 ** libc. Loaded by require or -jprof (dlopen) it interposes nothing, and
 ** exec goes straight to the C library (docs/usage.md, "exec").
 **
-** A new program keeps the old one's interval timers and pending signals,
-** and gets the default action for every handled signal: ljprof's
-** ITIMER_PROF (clock itimer) then killed it with SIGPROF ("Profiling timer
-** expired", status 155). POSIX timers (clocks cpu and wall) and the timer
-** thread (clock thread) end at exec. Before the real exec, when runs of
+** A new program keeps the old one's pending signals and gets the default
+** action for every handled signal: a pending SIGPROF (clock itimer) would
+** kill it ("Profiling timer expired", status 155). ljprof's POSIX timers
+** (clocks cpu, itimer and wall) and the timer thread (clocks wall and
+** thread) end at exec. Before the real exec, when runs of
 ** this process are live: the run that traps exit signals (jit.prof's, so
 ** -jprof's and ljprof.auto's) is written by the same writer, in a state
 ** of its own on this thread (exit_signals.c, ljp_exit_write_now); a run
 ** that cannot be written (another thread's, the C API's) gets one line
-** saying so; ITIMER_PROF is disarmed when ljprof owns it, and the pending
-** signals ljprof handles are discarded (set ignored for a moment, then
-** its handler again). If exec fails the itimer is armed again and the
-** run goes on (its file is written again at its end).
+** saying so; clock itimer's process timer is paused (no new tick can be
+** pending at exec), and the pending signals ljprof handles are discarded
+** (set ignored for a moment, then its handler again). If exec fails the
+** timer is set again and the run goes on (its file is written again at
+** its end).
 **
 ** Normal context only; the exec call itself is the C library's (dlsym
 ** RTLD_NEXT). A forked child inherits the live-run count but not the
@@ -35,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "ljp.h"
@@ -48,17 +48,15 @@ typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 
-/* Before exec: 1 when something was disarmed (itimer saved in *it). */
-static int before_exec(const char *what, struct itimerval *it)
+/* Before exec: 1 when something was paused (itimer saved in *it). */
+static int before_exec(const char *what, struct itimerspec *it)
 {
-  static const struct itimerval zero;
   int sig, itimer = 0;
   sigset_t pend;
   if (atomic_load(&ljp_live_runs) <= 0 ||
       atomic_load(&ljp_live_pid) != (int)getpid())
     return 0;
-  if (ljp_itimer_bound() && setitimer(ITIMER_PROF, &zero, it) == 0)
-    itimer = 1;
+  itimer = ljp_itimer_pause(it);
   if (sigpending(&pend) == 0) {
     for (sig = 1; sig < _NSIG; sig++) {
       struct sigaction ign, cur;
@@ -81,10 +79,10 @@ static int before_exec(const char *what, struct itimerval *it)
 }
 
 /* exec failed: the run goes on. */
-static void after_exec(int itimer, const struct itimerval *it)
+static void after_exec(int itimer, const struct itimerspec *it)
 {
   int e = errno;
-  if (itimer) setitimer(ITIMER_PROF, it, NULL);
+  if (itimer) ljp_itimer_resume(it);
   errno = e;
 }
 
@@ -96,7 +94,7 @@ static void *next(const char *name)
 LJPROF_API int execve(const char *path, char *const argv[], char *const envp[])
 {
   execve_fn f = (execve_fn)next("execve");
-  struct itimerval it;
+  struct itimerspec it;
   int itimer, rc;
   if (!f) { errno = ENOSYS; return -1; }
   itimer = before_exec(path, &it);
@@ -113,7 +111,7 @@ LJPROF_API int execv(const char *path, char *const argv[])
 LJPROF_API int execvpe(const char *file, char *const argv[], char *const envp[])
 {
   execvpe_fn f = (execvpe_fn)next("execvpe");
-  struct itimerval it;
+  struct itimerspec it;
   int itimer, rc;
   if (!f) { errno = ENOSYS; return -1; }
   itimer = before_exec(file, &it);
@@ -130,7 +128,7 @@ LJPROF_API int execvp(const char *file, char *const argv[])
 LJPROF_API int fexecve(int fd, char *const argv[], char *const envp[])
 {
   fexecve_fn f = (fexecve_fn)next("fexecve");
-  struct itimerval it;
+  struct itimerspec it;
   int itimer, rc;
   char what[32];
   if (!f) { errno = ENOSYS; return -1; }

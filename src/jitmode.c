@@ -11,8 +11,8 @@
 ** "f": LuaJIT's built-in profiler is started with an interval so long
 ** (2e9 ms, 23 days) that its timer never fires, and a callback that does
 ** nothing. So jit.profile (jit.p) cannot run at the same time, and
-** clock=itimer, which needs the same process timer (ITIMER_PROF), is
-** refused. Normal context, on the profiled thread, at start and stop.
+** clock=itimer, which needs the same signal (SIGPROF, whose handler
+** LuaJIT's profiler takes), is refused. Normal context, on the profiled thread, at start and stop.
 */
 #include <stdio.h>
 
@@ -29,7 +29,7 @@ int ljp_jitmode_start(lua_State *L, int itimer, char *err, size_t n)
 {
   if (itimer) {
     snprintf(err, n, "ljprof: inline=exact cannot run with clock=itimer "
-             "(both need the process timer ITIMER_PROF; accepted clocks: "
+             "(both need SIGPROF; accepted clocks: "
              "cpu, wall, thread)");
     return -1;
   }

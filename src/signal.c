@@ -371,8 +371,10 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
   int from_kernel = 0, lend = 0;
   size_t room = ljp_alt_room(ucv, &token);
 
-  if (si->si_code == SI_TIMER) {        /* timer_create: cpu, wall's kernel timer */
+  if (si->si_code == SI_TIMER) {        /* timer_create: cpu, itimer, wall's kernel timer */
     token = (uint32_t)si->si_value.sival_int;
+    /* itimer's is process-directed: it may land on any thread */
+    from_kernel = sig == SIGPROF && token == ljp_itimer_bound();
   } else if (si->si_code == SI_QUEUE) { /* timer thread, or the export */
     token = (uint32_t)si->si_value.sival_int;  /* helper's lend request */
     /* (the magic first: the wall and thread clocks' timer thread

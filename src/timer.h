@@ -90,5 +90,11 @@ uint64_t ljp_timer_first_ns(ljp_ctx *ctx);
 ** phase only. Async-signal-safe (xorshift on ctx->tmr.rng). */
 uint64_t ljp_timer_gap_ns(ljp_ctx *ctx);
 
+/* Clock itimer's process timer around an exec (exec.c): paused, its
+** setting kept in *saved (0: there is none), then set again if the exec
+** failed. Normal context. */
+int ljp_itimer_pause(struct itimerspec *saved);
+void ljp_itimer_resume(const struct itimerspec *saved);
+
 
 #endif

@@ -113,5 +113,17 @@ for _, clock in ipairs({"itimer", "cpu", "wall", "thread"}) do
     end
   end)
 end
+-- Loaded by -jprof, ljprof cannot see the exec (the profile of the old
+-- program is lost, docs/usage.md "exec"), but nothing of it may outlive
+-- the exec: clock itimer's timer was ITIMER_PROF, which the new program
+-- inherited and died of (status 155).
+for _, clock in ipairs({"itimer", "cpu", "wall", "thread"}) do
+  t.case("exec of itself under -jprof: " .. clock .. " clock: the new program runs", function()
+    local res, code = t.sh_in(dir, string.format("timeout 60 env %s %s -jprof=/clock=%s,exec-jprof.txt exec.lua",
+      ENV, LUAJIT, clock))
+    t.eq(code, 0, "exit status (155: killed by SIGPROF)\n" .. res)
+    t.ok(res:find("new program done", 1, true) ~= nil, "the new program ran to its end:\n" .. res)
+  end)
+end
 os.execute("rm -rf " .. q(dir))
 t.done()

@@ -73,6 +73,9 @@ end
 -- with .before, scaled; before-only stacks with count 0), a = before, b =
 -- after, scale = after total / before total}.
 function M.compare(a, b)
+  -- One name per function over both profiles (a function named in one
+  -- run and unnamed in the other is one function).
+  model.unify_names_all({a, b})
   local p = {frames = {}, samples = {}, total = 0}
   local index = {}
   local keyof = keyer(a, b)

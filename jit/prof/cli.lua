@@ -236,23 +236,55 @@ local function parse_args(argv, first, anywhere)
   return o
 end
 
+local function shell_word(x) return "'" .. tostring(x):gsub("'", "'\\''") .. "'" end
+
+-- The raw profiles of one side of report --diff: a file, a directory (its
+-- *.ljprof files, sorted) or a comma-separated list of files.
+local function side_files(arg)
+  local list = {}
+  local p = io.popen("test -d " .. shell_word(arg) .. " && ls -1 " .. shell_word(arg) ..
+                     " 2>/dev/null")
+  local ls = p and p:read("*a") or ""
+  if p then p:close() end
+  if ls ~= "" then
+    for name in ls:gmatch("[^\n]+") do
+      if name:match("%.ljprof$") then list[#list + 1] = arg:gsub("/*$", "") .. "/" .. name end
+    end
+    table.sort(list)
+    if #list == 0 then fail("report --diff: directory " .. arg .. " holds no .ljprof file") end
+    return list
+  end
+  for f in (arg .. ","):gmatch("([^,]*),") do
+    if f ~= "" then list[#list + 1] = f end
+  end
+  return list
+end
+
 -- ljprof report --diff BEFORE AFTER: a text report or a differential
--- flame graph per output (jit.prof.diff).
+-- flame graph per output (jit.prof.diff). Each side is one raw profile,
+-- a directory of them or a comma-separated list: with several, the noise
+-- between runs is estimated and only changes beyond it are shown.
 local function report_diff(o)
   if #o.rest ~= 2 then
-    fail("report --diff needs two raw profiles, before and after (" .. #o.rest .. " given)")
+    fail("report --diff needs two sides, before and after: each a raw profile, a directory " ..
+         "of them or a comma-separated list (" .. #o.rest .. " given)")
   end
   local diff = require("jit.prof.diff")
   local svg = require("jit.prof.svg")
-  local a, ma = raw.read(o.rest[1])
-  if not a then fail(ma) end
-  local b, mb = raw.read(o.rest[2])
-  if not b then fail(mb) end
-  if a.total == 0 or b.total == 0 then
-    fail("report --diff: " .. (a.total == 0 and o.rest[1] or o.rest[2]) ..
-         " has no samples (nothing to compare)")
+  local sides, mb = {}, nil
+  for i = 1, 2 do
+    local list = {}
+    for _, f in ipairs(side_files(o.rest[i])) do
+      local p, m = raw.read(f)
+      if not p then fail(m) end
+      if p.total == 0 then fail("report --diff: " .. f .. " has no samples (nothing to compare)") end
+      list[#list + 1] = p
+      if i == 2 then mb = mb or m end
+    end
+    if #list == 0 then fail("report --diff: no raw profile in '" .. o.rest[i] .. "'") end
+    sides[i] = list
   end
-  local d = diff.compare(a, b)
+  local d = diff.compare_sets(sides[1], sides[2])
   local outputs = #o.outputs > 0 and o.outputs or {"-"}
   for _, path in ipairs(outputs) do
     local fmt = output.format(path, o.format, #outputs)
@@ -273,7 +305,7 @@ local function report_diff(o)
     if not ok then fail(werr) end
   end
   if #o.outputs > 0 then
-    io.stderr:write(string.format("Diff: %d samples -> %d samples -> %s\n", a.total, b.total,
+    io.stderr:write(string.format("Diff: %d samples -> %d samples -> %s\n", d.a.total, d.b.total,
       table.concat(o.outputs, ", ")))
   end
   return 0

@@ -14,10 +14,11 @@
 --       Renders a saved raw profile (.ljprof) into any format.
 --       ljprof report --help prints its own usage.
 --   ljprof report --diff BEFORE AFTER [-o FILE] [-f text|svg]
---       What changed between two raw profiles: a text report (the
---       functions whose share of samples grew most first) or a
---       differential flame graph (.svg: red grew, blue shrank), shares
---       normalized by each profile's total (jit.prof.diff).
+--       What changed between two sides, each a raw profile, a directory
+--       of them or a comma-separated list: a text report (the functions
+--       whose share changed beyond the noise, grown most first) or a
+--       differential flame graph (.svg: red grew, blue shrank, grey within
+--       the noise), shares normalized by each side's total (jit.prof.diff).
 --   ljprof --version
 --       Prints "ljprof <version>" (meson's project version, which the
 --       launcher src/ljprof.in passes in LJPROF_VERSION).
@@ -50,7 +51,7 @@ local function usage()
 usage: ljprof [options] app.lua [args...]
        ljprof record [options] -- luajit [luajit options] app.lua [args...]
        ljprof report RAW.ljprof [-f FORMAT] [-o FILE] [-v VIEW]
-       ljprof report --diff BEFORE.ljprof AFTER.ljprof [-o FILE]
+       ljprof report --diff BEFORE AFTER [-o FILE]
        ljprof --version
 
 The first two run the script under luajit with ljprof sampling (-jprof is
@@ -101,18 +102,21 @@ end
 local function report_usage()
   return [[
 usage: ljprof report RAW.ljprof [-f FORMAT] [-o FILE]... [-v VIEW] [-z] [-N]
-       ljprof report --diff BEFORE.ljprof AFTER.ljprof [-f text|svg] [-o FILE]...
+       ljprof report --diff BEFORE AFTER [-f text|svg] [-o FILE]...
 
 Renders a raw profile saved by "ljprof -o app.ljprof" or
 "luajit -jprof=...,app.ljprof" into any format, without running the
 script again. Without -o, the report goes to standard output (the text
 report unless -f says otherwise).
 
-With --diff, compares two raw profiles of one program: the text report
-lists the functions whose share of samples grew most first (self and
-total, before, after and the change), and an .svg output is a
-differential flame graph (widths from AFTER; red grew, blue shrank).
-Shares are normalized by each profile's total samples, so runs of
+With --diff, compares two sides of one program, each a raw profile, a
+directory of them (*.ljprof) or a comma-separated list; give several
+runs per side (e.g. 5). The text report lists the functions whose self
+or total share changed beyond the noise (the spread between a side's
+profiles, at least sampling noise; 5% family-wise), grown most first,
+with the threshold ("noise") of each; an .svg output is a differential
+flame graph (widths from AFTER; red grew, blue shrank, grey within the
+noise). Shares are normalized by each side's total samples, so runs of
 different lengths compare.
 
 options:
@@ -127,7 +131,7 @@ options:
                    of folded stacks (default f)
   -z, --zones      zones as root frames ("[zone AI]") in the stack formats
   -N, --show-native  text reports show the C frames above the Lua caller
-      --diff       compare two raw profiles (text or svg outputs only)
+      --diff       compare two sides (text or svg outputs only)
       --private    output files 0600 (owner only) instead of 0644
   -h, --help       this text
 Long options take their value as "--format pprof" or "--format=pprof".

@@ -362,7 +362,6 @@ function M.rename_merge(p, protos, calls_file)
     if not nid then
       nid = #frames + 1
       frames[nid] = fr
-      fr.id = nid
       index[k] = nid
     end
     of[id] = nid
@@ -374,6 +373,13 @@ function M.rename_merge(p, protos, calls_file)
     end
   end
   if #frames == #p.frames then return changed end
+  -- (copies: another profile may share these frame objects)
+  for nid, fr in ipairs(frames) do
+    local c = {}
+    for f, v in pairs(fr) do c[f] = v end
+    c.id = nid
+    frames[nid] = c
+  end
   p.frames = frames
   p.keyers = nil
   local by, samples = {}, {}

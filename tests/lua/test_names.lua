@@ -183,5 +183,44 @@ t.case("names_prog: every prototype one name in every format, the same in every 
   t.same_keys(all["names_prog.lua:12"] or {}, {task_a = true}, "the coroutine's task_a")
 end)
 
+-- The raw names the issue saw, in the text views (Lua views) and the
+-- folded stacks of bench workloads and of a C host: no "luajit+0x..."
+-- (the interpreter's unnamed pmain), no "[builtin#N]", no "@@GLIBC".
+local function no_raw_names(what, text, folded)
+  t.ok(not text:find("luajit+0x", 1, true) and not text:find("@0x", 1, true),
+       what .. ": no unnamed interpreter code in the text view:\n" .. text)
+  t.ok(not text:find("[builtin#", 1, true), what .. ": no [builtin#N]:\n" .. text)
+  for _, s in ipairs({text, folded}) do
+    t.ok(not s:find("@@", 1, true) and not s:find("@GLIBC", 1, true),
+         what .. ": no symbol versions:\n" .. s:sub(1, 2000))
+  end
+end
+
+t.case("bench workloads: no raw names in the Lua views", function()
+  for _, w in ipairs({"coroutines", "mixed"}) do
+    local script = t.SRC .. "/bench/workloads/" .. w .. ".lua"
+    local out, rc = sh(t.CHILD_ENV .. t.q(t.LUAJIT) .. " -jprof=/rate=1000," .. w .. ".txt," ..
+                       w .. ".folded " .. t.q(script))
+    t.eq(rc, 0, w .. ": " .. out)
+    no_raw_names(w, t.read(dir .. "/" .. w .. ".txt") or "", t.read(dir .. "/" .. w .. ".folded") or "")
+  end
+end)
+
+t.case("a C host (LD_PRELOAD, LJPROF): pcall by name, no raw names", function()
+  local host = os.getenv("LJPROF_PLAIN_HOST") or (t.BUILD .. "/tests/plain_host")
+  t.write(dir .. "/host_work.lua", [[
+local function busy(n) local s = 0 for i = 1, n do s = s + math.sin(i) end return s end
+local t0 = os.clock()
+while os.clock() - t0 < 0.5 do pcall(busy, 1e5) end
+return "ok"
+]])
+  local out, rc = sh(t.CHILD_ENV .. "LD_PRELOAD=" .. t.q(t.BUILD .. "/libljprof.so") ..
+                     " LJPROF='output=host.txt,output=host.folded' " .. t.q(host) .. " host_work.lua")
+  t.eq(rc, 0, "host: " .. out)
+  local text, folded = t.read(dir .. "/host.txt") or "", t.read(dir .. "/host.folded") or ""
+  no_raw_names("C host", text, folded)
+  t.ok(folded:find(";pcall;", 1, true), "pcall by name:\n" .. folded)
+end)
+
 os.execute("rm -rf " .. t.q(dir))
 t.done()

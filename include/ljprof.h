@@ -160,7 +160,10 @@ typedef struct ljprof_stats {
 LJPROF_API int ljprof_get_stats(lua_State *L, ljprof_stats *st);
 
 /* Visit every aggregated entry of the current or last run (the ring is
-** aggregated first). count is in ticks. zone is "" without a zone. */
+** aggregated first). count is in ticks. zone is "" without a zone. The
+** stack is in the run's dumpstack format, except that a fast function is
+** named as Lua names it ("pcall", "string.byte") rather than
+** "[builtin#N]" (an id without a learnt name stays so). */
 typedef void (*ljprof_visit)(void *data, const char *stack, size_t len,
                              int vmstate, const char *zone, uint64_t count);
 LJPROF_API int ljprof_summary(lua_State *L, ljprof_visit fn, void *data);

@@ -19,6 +19,7 @@
 
 #include "ljp.h"
 #include "luastack.h"
+#include "names.h"
 #include "objects.h"
 #include "ownstate.h"
 #include "query.h"
@@ -405,14 +406,55 @@ typedef struct summary_cb {
   ljprof_visit fn;
   ljprof_entry_visit efn;
   void *data;
+  int ffnames;              /* [builtin#N] -> its Lua name (C callers) */
+  ljp_buf nb;               /* the key so named */
 } summary_cb;
+
+/* The key t for a C caller: each fast function by its Lua name ("pcall",
+** not "[builtin#20]": a C host has no jit.vmdef to map ids with); ids
+** without a learnt name stay. The Lua binding keeps jit.profile's form
+** (its writers map ids themselves). */
+static const char *summary_text(summary_cb *cb, const ljp_str *t, size_t *len)
+{
+  static const char tag[] = "[builtin#";
+  const char *s = t->s, *end = t->s + t->len, *p;
+  if (!cb->ffnames || !memmem(t->s, t->len, tag, 9)) {
+    *len = t->len;
+    return t->s;
+  }
+  cb->nb.n = 0;
+  while ((p = memmem(s, (size_t)(end - s), tag, 9)) != NULL) {
+    const char *q = p + 9;
+    int id = 0;
+    char name[64];
+    ljp_buf_put(&cb->nb, s, (size_t)(p - s));
+    while (q < end && *q >= '0' && *q <= '9' && id < 100000) id = id * 10 + (*q++ - '0');
+    if (q < end && *q == ']' && q > p + 9 && ljp_ffid_name(id, name, sizeof(name))) {
+      ljp_buf_put(&cb->nb, name, strlen(name));
+      s = q + 1;
+    } else {
+      ljp_buf_put(&cb->nb, tag, 9);
+      s = p + 9;
+    }
+  }
+  ljp_buf_put(&cb->nb, s, (size_t)(end - s));
+  if (!cb->nb.b) {                  /* out of memory: the key as it is */
+    *len = t->len;
+    return t->s;
+  }
+  cb->nb.b[cb->nb.n] = '\0';       /* (reserve keeps room for it) */
+  *len = cb->nb.n;
+  return cb->nb.b;
+}
 
 static void summary_plain(void *d, const ljp_str *t, int vmstate,
                           uint16_t zone, uint16_t labels, uint64_t count)
 {
   summary_cb *cb = d;
+  size_t len;
+  const char *s = summary_text(cb, t, &len);
   (void)labels;
-  cb->fn(cb->data, t->s, t->len, vmstate,
+  cb->fn(cb->data, s, len, vmstate,
          ljp_zone_name(&cb->ctx->zones, zone), count);
 }
 
@@ -438,8 +480,7 @@ static void summary_entry(void *d, const ljp_str *t, int vmstate,
   label_ptrs lp;
   lp.n = 0;
   ljp_label_each(&cb->ctx->labels, labels, label_ptr, &lp);
-  e.stack = t->s;
-  e.len = t->len;
+  e.stack = summary_text(cb, t, &e.len);
   e.vmstate = vmstate;
   e.zone = ljp_zone_name(&cb->ctx->zones, zone);
   e.nlabels = lp.n / 2;
@@ -452,22 +493,43 @@ int ljprof_summary(lua_State *L, ljprof_visit fn, void *data)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   summary_cb cb;
+  int r;
   if (!ctx) return -1;
+  memset(&cb, 0, sizeof(cb));
   cb.ctx = ctx;
   cb.fn = fn;
   cb.data = data;
-  return summary_each(ctx, 0, summary_plain, &cb);
+  cb.ffnames = 1;
+  r = summary_each(ctx, 0, summary_plain, &cb);
+  ljp_buf_free(&cb.nb);
+  return r;
+}
+
+static int summary_ex(lua_State *L, ljprof_entry_visit fn, void *data,
+                      int ffnames)
+{
+  ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  summary_cb cb;
+  int r;
+  if (!ctx) return -1;
+  memset(&cb, 0, sizeof(cb));
+  cb.ctx = ctx;
+  cb.efn = fn;
+  cb.data = data;
+  cb.ffnames = ffnames;
+  r = summary_each(ctx, 1, summary_entry, &cb);
+  ljp_buf_free(&cb.nb);
+  return r;
 }
 
 int ljprof_summary_ex(lua_State *L, ljprof_entry_visit fn, void *data)
 {
-  ljp_ctx *ctx = ljp_ctx_get(L, 0);
-  summary_cb cb;
-  if (!ctx) return -1;
-  cb.ctx = ctx;
-  cb.efn = fn;
-  cb.data = data;
-  return summary_each(ctx, 1, summary_entry, &cb);
+  return summary_ex(L, fn, data, 1);
+}
+
+int ljp_q_summary(lua_State *L, ljprof_entry_visit fn, void *data)
+{
+  return summary_ex(L, fn, data, 0);
 }
 
 /* The samples as frames (query.h): each count with its stack as frame

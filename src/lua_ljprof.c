@@ -384,7 +384,7 @@ static int l_summary(lua_State *L)
   a.L = L;
   a.n = 0;
   lua_newtable(L);
-  ljprof_summary_ex(L, summary_visit, &a);
+  ljp_q_summary(L, summary_visit, &a);
   sort_by(L, "count", "stack");  /* ties by stack: stable output */
   return 1;
 }

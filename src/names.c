@@ -168,6 +168,40 @@ static void cname_put(lua_CFunction cf, const char *name, size_t len)
 }
 
 /* Caller holds ff_mu. */
+
+/* The Lua name of each fast function ("pcall", "string.byte"), by id,
+** learnt on the same walk: what a C host's summary prints instead of
+** [builtin#N]. Several names: the shortest (ties: alphabetical). Guarded
+** by ff_mu. */
+#define FFNAME_MAX 256
+static char *ff_names[FFNAME_MAX];
+
+static void ffname_put(int ffid, const char *name, size_t len)
+{
+  char *o, *n;
+  if (ffid <= 0 || ffid >= FFNAME_MAX || !name) return;
+  o = ff_names[ffid];
+  if (o && (strlen(o) < len || (strlen(o) == len && memcmp(o, name, len) <= 0)))
+    return;
+  if (!(n = malloc(len + 1))) return;
+  memcpy(n, name, len);
+  n[len] = '\0';
+  free(o);
+  ff_names[ffid] = n;
+}
+
+int ljp_ffid_name(int ffid, char *buf, size_t n)
+{
+  int ok = 0;
+  if (ffid <= 0 || ffid >= FFNAME_MAX || n == 0) return 0;
+  pthread_mutex_lock(&ff_mu);
+  if (ff_names[ffid]) {
+    snprintf(buf, n, "%s", ff_names[ffid]);
+    ok = 1;
+  }
+  pthread_mutex_unlock(&ff_mu);
+  return ok;
+}
 static const char *cname_get(lua_CFunction cf)
 {
   uint32_t i, h;
@@ -222,9 +256,12 @@ static void learn_fn(lua_State *L, int fi, int idx, const char *name,
   lua_CFunction cf = lua_tocfunction(L, idx);
   const void *fn = lua_topointer(L, idx);
   int ffid;
+  const ffentry *known;
   pthread_mutex_lock(&ff_mu);
   if (name) cname_put(cf, name, len);
-  if (!fi || ff_get(ff_obj, ff_objcap, 1, fn, cf)) {  /* fi 0: names only */
+  known = fi ? ff_get(ff_obj, ff_objcap, 1, fn, cf) : NULL;
+  if (!fi || known) {  /* fi 0: names only */
+    if (known && name) ffname_put(known->ffid, name, len);
     pthread_mutex_unlock(&ff_mu);
     return;
   }
@@ -233,6 +270,7 @@ static void learn_fn(lua_State *L, int fi, int idx, const char *name,
   pthread_mutex_lock(&ff_mu);
   ff_put(&ff_obj, &ff_nobj, &ff_objcap, 1, fn, cf, ffid);
   if (ffid) ff_put(&ff_entry, &ff_nentry, &ff_entrycap, 0, NULL, cf, ffid);
+  if (name) ffname_put(ffid, name, len);
   pthread_mutex_unlock(&ff_mu);
 }
 
@@ -339,6 +377,10 @@ void ljp_names_release(void)
   uint32_t i;
   pthread_mutex_lock(&ff_mu);
   for (i = 0; i < cn_cap; i++) free(cn_tab[i].name);
+  for (i = 0; i < FFNAME_MAX; i++) {
+    free(ff_names[i]);
+    ff_names[i] = NULL;
+  }
   free(cn_tab);
   free(ff_obj);
   free(ff_entry);

@@ -36,6 +36,10 @@ void ljp_ffid_learn_own(void);
 /* Forget every name learnt (the library is being unloaded). */
 void ljp_names_release(void);
 
+/* The Lua name of fast function ffid ("pcall", "string.byte") into buf;
+** 1 if one was learnt. Normal context (a mutex). */
+int ljp_ffid_name(int ffid, char *buf, size_t n);
+
 /* Learn names of C functions in package.loaded; raw access only, so it
 ** may run at the safe point. */
 void ljp_cname_refresh(lua_State *L);

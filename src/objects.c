@@ -23,7 +23,8 @@
 ** file, else .dynsym; the vDSO from memory; see load_symbols), plus the
 ** IFUNC implementations the program calls that no symbol names, named by
 ** their public names ("sin", "memcpy"; see add_ifunc_impls), and its PLT
-** stubs ("realloc@plt"; see add_plt_syms).
+** stubs ("realloc@plt"; see add_plt_syms). A looked-up name is without
+** its symbol version ("clock_nanosleep", not "...@@GLIBC_2.17").
 ** Objects still loaded are shared by consecutive snapshots; an object
 ** that is gone is retired.
 **
@@ -1441,6 +1442,19 @@ static int demangle_sym(const char *name, char *buf, size_t len)
   return 1;
 }
 
+/* A symbol's version ("clock_nanosleep@@GLIBC_2.17", "memcpy@GLIBC_2.2.5"
+** in a .symtab) is not part of its name, as perf shows it; a PLT stub
+** keeps its "@plt". */
+static void drop_version(char *s)
+{
+  char *at = strchr(s, '@');
+  size_t n;
+  if (!at || at == s) return;
+  n = strlen(at);
+  if (n > 4 && !strcmp(at + n - 4, "@plt")) memmove(at, at + n - 4, 5);
+  else if (n != 4 || strcmp(at, "@plt") != 0) *at = '\0';
+}
+
 int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out)
 {
   const ljp_span *e;
@@ -1467,6 +1481,7 @@ int ljp_objects_lookup(uintptr_t a, ljp_objinfo *out)
   out->sym_hi = s ? s->hi : 0;
   if (!s || !demangle_sym(ob->names + s->name, out->sym, sizeof(out->sym)))
     snprintf(out->sym, sizeof(out->sym), "%s", s ? ob->names + s->name : "");
+  drop_version(out->sym);
   pthread_mutex_unlock(&reg_mu);
   return 1;
 }

@@ -13,6 +13,7 @@
 #include "buf.h"
 #include "labels.h"
 #include "store.h"
+#include "../include/ljprof.h"
 
 typedef struct ljp_q_run {
   const char *clock;         /* timer name, "none" before any run */
@@ -108,6 +109,9 @@ typedef void (*ljp_q_sample_fn)(void *d, const uint32_t *frames, uint32_t n,
                                 int vmstate, const char *zone, int labels,
                                 uint64_t count);
 int ljp_q_samples(lua_State *L, ljp_q_sample_fn fn, void *d);
+/* ljprof_summary_ex with keys in jit.profile's form (fast functions as
+** [builtin#N], which the Lua writers map): ljprof.summary(). */
+int ljp_q_summary(lua_State *L, ljprof_entry_visit fn, void *data);
 /* One frame: kind 'L' (a Lua function: file, line, linedefined and its
 ** name when it has one), 'C' (a C function or builtin, by name, stable
 ** across runs) or 'N' (a native frame, by name). Texts are in sb: the

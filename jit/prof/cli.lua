@@ -14,10 +14,11 @@
 --       Renders a saved raw profile (.ljprof) into any format.
 --       ljprof report --help prints its own usage.
 --   ljprof report --diff BEFORE AFTER [-o FILE] [-f text|svg]
---       What changed between two raw profiles: a text report (the
---       functions whose share of samples grew most first) or a
---       differential flame graph (.svg: red grew, blue shrank), shares
---       normalized by each profile's total (jit.prof.diff).
+--       What changed between two sides, each a raw profile, a directory
+--       of them or a comma-separated list: a text report (the functions
+--       whose share changed beyond the noise, grown most first) or a
+--       differential flame graph (.svg: red grew, blue shrank, grey within
+--       the noise), shares normalized by each side's total (jit.prof.diff).
 --   ljprof --version
 --       Prints "ljprof <version>" (meson's project version, which the
 --       launcher src/ljprof.in passes in LJPROF_VERSION).
@@ -50,7 +51,7 @@ local function usage()
 usage: ljprof [options] app.lua [args...]
        ljprof record [options] -- luajit [luajit options] app.lua [args...]
        ljprof report RAW.ljprof [-f FORMAT] [-o FILE] [-v VIEW]
-       ljprof report --diff BEFORE.ljprof AFTER.ljprof [-o FILE]
+       ljprof report --diff BEFORE AFTER [-o FILE]
        ljprof --version
 
 The first two run the script under luajit with ljprof sampling (-jprof is
@@ -101,18 +102,21 @@ end
 local function report_usage()
   return [[
 usage: ljprof report RAW.ljprof [-f FORMAT] [-o FILE]... [-v VIEW] [-z] [-N]
-       ljprof report --diff BEFORE.ljprof AFTER.ljprof [-f text|svg] [-o FILE]...
+       ljprof report --diff BEFORE AFTER [-f text|svg] [-o FILE]...
 
 Renders a raw profile saved by "ljprof -o app.ljprof" or
 "luajit -jprof=...,app.ljprof" into any format, without running the
 script again. Without -o, the report goes to standard output (the text
 report unless -f says otherwise).
 
-With --diff, compares two raw profiles of one program: the text report
-lists the functions whose share of samples grew most first (self and
-total, before, after and the change), and an .svg output is a
-differential flame graph (widths from AFTER; red grew, blue shrank).
-Shares are normalized by each profile's total samples, so runs of
+With --diff, compares two sides of one program, each a raw profile, a
+directory of them (*.ljprof) or a comma-separated list; give several
+runs per side (e.g. 5). The text report lists the functions whose self
+or total share changed beyond the noise (the spread between a side's
+profiles, at least sampling noise; 5% family-wise), grown most first,
+with the threshold ("noise") of each; an .svg output is a differential
+flame graph (widths from AFTER; red grew, blue shrank, grey within the
+noise). Shares are normalized by each side's total samples, so runs of
 different lengths compare.
 
 options:
@@ -127,7 +131,7 @@ options:
                    of folded stacks (default f)
   -z, --zones      zones as root frames ("[zone AI]") in the stack formats
   -N, --show-native  text reports show the C frames above the Lua caller
-      --diff       compare two raw profiles (text or svg outputs only)
+      --diff       compare two sides (text or svg outputs only)
       --private    output files 0600 (owner only) instead of 0644
   -h, --help       this text
 Long options take their value as "--format pprof" or "--format=pprof".
@@ -236,23 +240,55 @@ local function parse_args(argv, first, anywhere)
   return o
 end
 
+local function shell_word(x) return "'" .. tostring(x):gsub("'", "'\\''") .. "'" end
+
+-- The raw profiles of one side of report --diff: a file, a directory (its
+-- *.ljprof files, sorted) or a comma-separated list of files.
+local function side_files(arg)
+  local list = {}
+  local p = io.popen("test -d " .. shell_word(arg) .. " && ls -1 " .. shell_word(arg) ..
+                     " 2>/dev/null")
+  local ls = p and p:read("*a") or ""
+  if p then p:close() end
+  if ls ~= "" then
+    for name in ls:gmatch("[^\n]+") do
+      if name:match("%.ljprof$") then list[#list + 1] = arg:gsub("/*$", "") .. "/" .. name end
+    end
+    table.sort(list)
+    if #list == 0 then fail("report --diff: directory " .. arg .. " holds no .ljprof file") end
+    return list
+  end
+  for f in (arg .. ","):gmatch("([^,]*),") do
+    if f ~= "" then list[#list + 1] = f end
+  end
+  return list
+end
+
 -- ljprof report --diff BEFORE AFTER: a text report or a differential
--- flame graph per output (jit.prof.diff).
+-- flame graph per output (jit.prof.diff). Each side is one raw profile,
+-- a directory of them or a comma-separated list: with several, the noise
+-- between runs is estimated and only changes beyond it are shown.
 local function report_diff(o)
   if #o.rest ~= 2 then
-    fail("report --diff needs two raw profiles, before and after (" .. #o.rest .. " given)")
+    fail("report --diff needs two sides, before and after: each a raw profile, a directory " ..
+         "of them or a comma-separated list (" .. #o.rest .. " given)")
   end
   local diff = require("jit.prof.diff")
   local svg = require("jit.prof.svg")
-  local a, ma = raw.read(o.rest[1])
-  if not a then fail(ma) end
-  local b, mb = raw.read(o.rest[2])
-  if not b then fail(mb) end
-  if a.total == 0 or b.total == 0 then
-    fail("report --diff: " .. (a.total == 0 and o.rest[1] or o.rest[2]) ..
-         " has no samples (nothing to compare)")
+  local sides, mb = {}, nil
+  for i = 1, 2 do
+    local list = {}
+    for _, f in ipairs(side_files(o.rest[i])) do
+      local p, m = raw.read(f)
+      if not p then fail(m) end
+      if p.total == 0 then fail("report --diff: " .. f .. " has no samples (nothing to compare)") end
+      list[#list + 1] = p
+      if i == 2 then mb = mb or m end
+    end
+    if #list == 0 then fail("report --diff: no raw profile in '" .. o.rest[i] .. "'") end
+    sides[i] = list
   end
-  local d = diff.compare(a, b)
+  local d = diff.compare_sets(sides[1], sides[2])
   local outputs = #o.outputs > 0 and o.outputs or {"-"}
   for _, path in ipairs(outputs) do
     local fmt = output.format(path, o.format, #outputs)
@@ -273,7 +309,7 @@ local function report_diff(o)
     if not ok then fail(werr) end
   end
   if #o.outputs > 0 then
-    io.stderr:write(string.format("Diff: %d samples -> %d samples -> %s\n", a.total, b.total,
+    io.stderr:write(string.format("Diff: %d samples -> %d samples -> %s\n", d.a.total, d.b.total,
       table.concat(o.outputs, ", ")))
   end
   return 0

@@ -200,15 +200,281 @@ function M.from_profile(t)
   return p
 end
 
--- stack without the native frames on top (they are always innermost):
--- the Lua side of a sample, for -jp text views. stack itself when it has
--- none.
+-- -- One function, one name ------------------------------------------------
+-- A Lua frame is its prototype: chunk and first line. Names come from where
+-- a sample found the function called (LuaJIT's call-site name: a field, a
+-- method, a local, none for pcall'd or coroutine functions, the caller's
+-- call for a tail call), so one prototype may carry several names, or
+-- sometimes none, in one profile and across runs. unify_names gives each
+-- prototype one name in every frame (and every call count) of p, by a
+-- stable rule:
+--   1. with opts.source (the writer in the profiled process, where the
+--      chunk's file can be read): the name the source gives it on its
+--      first line ("local function NAME", "function a.b:NAME", "NAME =
+--      function", "[\"NAME\"] = function"; the last component); none when
+--      that line defines no function by name or defines several;
+--   2. else, of the names samples found it by, the first in byte order
+--      (not the most frequent: counts differ from run to run, and a name
+--      chosen by them flips between runs);
+--   3. else none (chunk:firstline).
+-- Frames that then are equal are merged and samples that then are equal
+-- too. Named frames without a first line (summary keys) are left alone.
+
+-- The name the source gives the function whose first line is text, or
+-- nil.
+function M.def_name(text)
+  if not text then return nil end
+  local code = text:gsub("%-%-.*$", "")
+  local n = 0
+  for _ in code:gmatch("%f[%w_]function%f[^%w_]") do n = n + 1 end
+  if n ~= 1 then return nil end
+  local path = code:match("%f[%w_]function%s+([%a_][%w_]*[%w_.:]*)%s*%(")
+  if path then return path:match("([%a_][%w_]*)$") end
+  local lhs = code:match("([%a_][%w_]*)%s*=%s*function%f[^%w_]")
+  if lhs then return lhs end
+  return code:match("%[%s*[\"']([%a_][%w_]*)[\"']%s*%]%s*=%s*function%f[^%w_]")
+end
+
+-- The lines of file (a chunk name as frames carry it) whose numbers are
+-- keys of want, as {[line] = text}; nil when the file cannot be read. At
+-- most 8 MB read.
+local function read_lines(file, want)
+  local f = io.open(file, "rb")
+  if not f then return nil end
+  local maxl = 0
+  for l in pairs(want) do if l > maxl then maxl = l end end
+  local got, n, bytes = {}, 0, 0
+  for text in f:lines() do
+    n = n + 1
+    bytes = bytes + #text
+    if want[n] then got[n] = text end
+    if n >= maxl or bytes > 8e6 then break end
+  end
+  f:close()
+  return got
+end
+
+function M.unify_names_all(list, opts)
+  opts = opts or {}
+  local protos, order = {}, {}  -- "file\0linedefined" -> {names = {name -> samples}}
+  local function proto(file, ld)
+    local k = file .. "\0" .. ld
+    local g = protos[k]
+    if not g then
+      g = {file = file, ld = ld, names = {}}
+      protos[k] = g
+      order[#order + 1] = g
+    end
+    return g
+  end
+  for _, p in ipairs(list) do
+    local weight = {}           -- frame id -> samples
+    for _, s in ipairs(p.samples) do
+      for _, id in ipairs(s.stack) do weight[id] = (weight[id] or 0) + s.count end
+    end
+    for id, fr in ipairs(p.frames) do
+      if fr.lua and fr.linedefined and fr.file then
+        local g = proto(fr.file, fr.linedefined)
+        if fr.name then g.names[fr.name] = (g.names[fr.name] or 0) + (weight[id] or 0) end
+      end
+    end
+  end
+  local function calls_file(c)
+    local src = c.source or ""
+    local ch = src:sub(1, 1)
+    if ch == "@" or ch == "=" then return src:sub(2) end
+    return "[string]"
+  end
+  for _, p in ipairs(list) do
+    for _, c in ipairs(p.calls or {}) do
+      if c.what ~= "C" and c.linedefined and c.linedefined >= 0 and c.source then
+        local g = proto(calls_file(c), c.linedefined)
+        if c.name and not g.names[c.name] then g.names[c.name] = 0 end
+      end
+    end
+  end
+  -- 1. the source's names, per file
+  if opts.source then
+    local byfile = {}
+    for _, g in ipairs(order) do
+      if g.ld > 0 and g.file:sub(1, 1) ~= "[" and g.file:sub(1, 1) ~= "=" then
+        local w = byfile[g.file]
+        if not w then w = {}; byfile[g.file] = w end
+        w[g.ld] = true
+      end
+    end
+    for file, want in pairs(byfile) do
+      local lines = read_lines(file, want)
+      if lines then
+        for ld in pairs(want) do
+          local name = M.def_name(lines[ld])
+          if name then protos[file .. "\0" .. ld].chosen = name end
+        end
+      end
+    end
+  end
+  -- 2. the first in byte order of the names found
+  for _, g in ipairs(order) do
+    if not g.chosen then
+      local best
+      for name in pairs(g.names) do
+        if not best or name < best then best = name end
+      end
+      g.chosen = best
+    end
+  end
+  local changed = false
+  for _, p in ipairs(list) do
+    if M.rename_merge(p, protos, calls_file) then changed = true end
+    M.rename_functions(p, protos)
+  end
+  return changed
+end
+
+-- p.functions and p.aborts name a Lua function "chunk:firstline" (the
+-- chunk's last path component): "chunk:name" when its prototype has a name
+-- (and no other file of that last component has a function there), the
+-- -jp F label; functions that then are equal are merged.
+function M.rename_functions(p, protos)
+  if not p.functions and not p.aborts then return end
+  local by = {}
+  for _, g in pairs(protos) do
+    local k = M.chunk(g.file) .. ":" .. g.ld
+    by[k] = by[k] == nil and g or false
+  end
+  local function name_of(func)
+    local g = by[func]
+    if g and g.chosen and func:match(":%d+$") then
+      return M.chunk(g.file) .. ":" .. g.chosen
+    end
+    return func
+  end
+  if p.functions then
+    local out, at = {}, {}
+    for _, f in ipairs(p.functions) do
+      f.func = name_of(f.func)
+      local e = at[f.func]
+      if e then
+        for _, k in ipairs({"total", "N", "I", "C", "G", "J"}) do
+          e[k] = (e[k] or 0) + (f[k] or 0)
+        end
+      else
+        at[f.func] = f
+        out[#out + 1] = f
+      end
+    end
+    p.functions = out
+  end
+  for _, a in ipairs(p.aborts or {}) do a.func = name_of(a.func) end
+end
+
+-- Rename p's frames and calls to their prototype's chosen name, then merge
+-- equal frames and equal samples; true if anything changed.
+function M.rename_merge(p, protos, calls_file)
+  local index, of, frames = {}, {}, {}
+  local changed = false
+  for id, fr in ipairs(p.frames) do
+    if fr.lua and fr.linedefined and fr.file then
+      local name = protos[fr.file .. "\0" .. fr.linedefined].chosen
+      if name ~= fr.name then fr.name = name; changed = true end
+    end
+    if not fr.lua and fr.name then fr.name = M.drop_version(fr.name) end
+    local k
+    if fr.lua then
+      k = "L\0" .. fr.file .. "\0" .. tostring(fr.line) .. "\0" .. tostring(fr.linedefined) ..
+          "\0" .. (fr.name or "")
+    else
+      k = (fr.native and "N\0" or "C\0") .. tostring(fr.name)
+    end
+    local nid = index[k]
+    if not nid then
+      nid = #frames + 1
+      frames[nid] = fr
+      index[k] = nid
+    end
+    of[id] = nid
+  end
+  for _, c in ipairs(p.calls or {}) do
+    if c.what ~= "C" and c.linedefined and c.source then
+      local g = protos[calls_file(c) .. "\0" .. c.linedefined]
+      if g and g.chosen then c.name = g.chosen end
+    end
+  end
+  if #frames == #p.frames then return changed end
+  -- (copies: another profile may share these frame objects)
+  for nid, fr in ipairs(frames) do
+    local c = {}
+    for f, v in pairs(fr) do c[f] = v end
+    c.id = nid
+    frames[nid] = c
+  end
+  p.frames = frames
+  p.keyers = nil
+  local by, samples = {}, {}
+  for _, s in ipairs(p.samples) do
+    local st = s.stack
+    for i = 1, #st do st[i] = of[st[i]] end
+    local k = table.concat(st, ",") .. "\0" .. tostring(s.vmstate) .. "\0" ..
+              tostring(s.zone or "") .. "\0" .. M.labels_key(s.labels)
+    local e = by[k]
+    if e then
+      e.count = e.count + s.count
+    else
+      by[k] = s
+      samples[#samples + 1] = s
+    end
+  end
+  p.samples = samples
+  return true
+end
+
+
+-- A symbol's version is not part of its name, as perf shows it:
+-- "clock_nanosleep@@GLIBC_2.17" -> "clock_nanosleep" (a PLT stub keeps its
+-- "@plt"; "@0x..." is an address, not a version).
+function M.drop_version(name)
+  local base, ver = name:match("^([^@]+)(@@?[%w_.]+)$")
+  if base and ver ~= "@plt" then return base end
+  base = name:match("^([^@]+)@@?[%w_.]+@plt$")
+  if base then return base .. "@plt" end
+  return name
+end
+
+-- One profile (p itself, changed in place; see above). Returns p.
+function M.unify_names(p, opts)
+  M.unify_names_all({p}, opts)
+  return p
+end
+
+-- Is fr code of the interpreter or of the host program that has no name
+-- ("luajit+0x92c0": luajit's pmain, below the main chunk; "host+0x1234",
+-- "@0x7f...")? It is no Lua function: not shown in Lua views. A shared
+-- object's unnamed code ("libfoo.so+0x10") is a C function and stays.
+function M.unnamed_code(fr)
+  if fr.lua or fr.native or not fr.name then return false end
+  local name = fr.name
+  if name:find("^@0x%x+$") then return true end
+  local obj = name:match("^([^/+]+)%+0x%x+$")
+  return obj ~= nil and not obj:find("%.so")
+end
+
+-- The Lua side of a sample, for -jp text views and the diff's rows: stack
+-- without the native frames on top (they are always innermost) and
+-- without unnamed code of the interpreter or host (M.unnamed_code). stack
+-- itself when it has none.
 function M.lua_stack(p, stack)
   local n = #stack
-  while n > 0 and p.frames[stack[n]].native do n = n - 1 end
-  if n == #stack then return stack end
+  local frames = p.frames
+  while n > 0 and frames[stack[n]].native do n = n - 1 end
+  local drop = false
+  for i = 1, n do
+    if M.unnamed_code(frames[stack[i]]) then drop = true break end
+  end
+  if n == #stack and not drop then return stack end
   local t = {}
-  for i = 1, n do t[i] = stack[i] end
+  for i = 1, n do
+    if not (drop and M.unnamed_code(frames[stack[i]])) then t[#t + 1] = stack[i] end
+  end
   return t
 end
 

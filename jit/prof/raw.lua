@@ -384,6 +384,9 @@ function M.parse(data, name)
     return bad(meta_at.samples, "meta samples: ticks whose time (times interval_us) is below " ..
       "2^53 ns", meta.samples)
   end
+  -- One name per function (a file written before names were unified, or
+  -- by another writer): the profile's own rule, no source read.
+  model.unify_names(p)
   return p, meta
 end
 

@@ -62,8 +62,10 @@
 -- scaled count of the before profile in .before): widths are the after
 -- profile's; a frame's colour is its change, after minus before (its own
 -- samples and its callees'), red grew and blue shrank, deeper the larger
--- the change relative to the largest one, light grey unchanged; the
--- tooltip gives before, after and the change; the legend says how the
+-- the change relative to the largest one, light grey unchanged or changed
+-- within the noise (a frame marked .noise by jit.prof.diff: its function
+-- did not change significantly; a native frame follows the function
+-- below it); the tooltip gives before, after and the change; the legend says how the
 -- before counts were scaled (meta.diff_scale).
 --
 -- Zoom (script): clicking a frame widens it to the full width with its
@@ -231,6 +233,9 @@ local function child(parent, fi, fr)
     node.rank, node.shade = fi.rank, fi.shade
     parent.children[key] = node
   end
+  -- a differential graph's frame whose function did not change beyond the
+  -- noise (jit.prof.diff; a native frame as the function below it)
+  if fr and (fr.noise or (fr.native and parent.noise)) then node.noise = true end
   if fr and fr.lua then
     node.files[fr.file] = true
     local line = fr.linedefined or fr.line
@@ -667,7 +672,7 @@ function M.render(p, meta)
       (k and format(" (before scaled x%.3g to the same total):", k) or ":")
     items[1] = {{[3] = {0xff, 0x50, 0x50}, [4] = {0xff, 0x50, 0x50}}, "grew"}
     items[2] = {{[3] = {0x50, 0x50, 0xff}, [4] = {0x50, 0x50, 0xff}}, "shrank"}
-    items[3] = {{[3] = {0xe8, 0xe8, 0xe8}, [4] = {0xe8, 0xe8, 0xe8}}, "unchanged; width = after"}
+    items[3] = {{[3] = {0xe8, 0xe8, 0xe8}, [4] = {0xe8, 0xe8, 0xe8}}, "within the noise; width = after"}
   else
     for _, s in ipairs(M.STATES) do
       local n = root.states[s[1]] or 0
@@ -718,7 +723,9 @@ function M.render(p, meta)
   local maxd = 0
   if diff then
     for _, node in ipairs(drawn) do
-      if node.parent then maxd = math.max(maxd, math.abs(node.count - node.before)) end
+      if node.parent and not node.noise then
+        maxd = math.max(maxd, math.abs(node.count - node.before))
+      end
     end
   end
   for _, r in pairs(rows) do
@@ -728,7 +735,7 @@ function M.render(p, meta)
       if not node.parent then
         node.rgb = {0xc4, 0xc4, 0xc4}
       elseif diff then
-        node.rgb = diff_rgb(node.count - node.before, maxd)
+        node.rgb = diff_rgb(node.noise and 0 or node.count - node.before, maxd)
       else
         local st, v = dominant(node.states), node.shade
         local c = rgb_at(st, v)

@@ -3,6 +3,7 @@
 ** ljprof_dumpstack must equal luaJIT_profile_dumpstack on the interrupted
 ** thread for several formats; samples add up to the stats; stop twice and
 ** dumpstack after stop are safe; starting twice fails with a message. */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
 
@@ -111,6 +112,53 @@ static void test_labels(lua_State *L)
   CHECK_EQ(s.plain, s.total);
 }
 
+/* A C host's summary names fast functions as Lua does ("pcall"), not
+** "[builtin#20]" (issue 27): a C host has no jit.vmdef to map ids. */
+typedef struct ffsum {
+  uint64_t pcall, builtin, total;
+} ffsum;
+
+static void ff_visit(void *data, const char *stack, size_t len,
+                     int vmstate, const char *zone, uint64_t count)
+{
+  ffsum *s = data;
+  (void)vmstate; (void)zone;
+  s->total += count;
+  if (memmem(stack, len, ";pcall;", 7)) s->pcall += count;
+  if (memmem(stack, len, "[builtin#", 9)) s->builtin += count;
+}
+
+static void ff_entry_visit(void *data, const ljprof_entry *e)
+{
+  ff_visit(data, e->stack, e->len, e->vmstate, e->zone, e->count);
+}
+
+static void test_ffnames(lua_State *L)
+{
+  ljprof_options opt;
+  char err[256];
+  ffsum s, x;
+  memset(&s, 0, sizeof(s));
+  memset(&x, 0, sizeof(x));
+  ljprof_options_init(&opt);
+  opt.clock = LJPROF_CLOCK_WALL;
+  opt.interval_us = 500;
+  CHECK_EQ(ljprof_start_ex(L, &opt, err, sizeof(err)), 0);
+  CHECK_EQ(luaL_dostring(L, "jit.off() local function busy(n) local s = 0 "
+                            "for i = 1, n do s = s + i % 7 end return s end "
+                            "for k = 1, 60 do pcall(busy, 100000) end"), 0);
+  ljprof_stop(L);
+  CHECK_EQ(ljprof_summary(L, ff_visit, &s), 0);
+  CHECK_EQ(ljprof_summary_ex(L, ff_entry_visit, &x), 0);
+  printf("capi ffnames: %llu samples, %llu under pcall, %llu [builtin#N]\n",
+         (unsigned long long)s.total, (unsigned long long)s.pcall,
+         (unsigned long long)s.builtin);
+  CHECK(s.pcall > 0);
+  CHECK_EQ(s.builtin, 0);
+  CHECK(x.pcall > 0);
+  CHECK_EQ(x.builtin, 0);
+}
+
 int main(void)
 {
   lua_State *L = luaL_newstate();
@@ -187,6 +235,7 @@ int main(void)
     CHECK(0);
   }
   test_labels(L);
+  test_ffnames(L);
   CHECK_EQ(ljprof_start_ex(L, &opt, err, sizeof(err)), 0);
   CHECK_EQ(luaL_dostring(L, "for i = 1, 1000 do tostring(i) end"), 0);
   lua_close(L);

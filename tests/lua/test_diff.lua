@@ -24,11 +24,13 @@ end
 local function rows(text)
   local r = {}
   for l in text:gmatch("[^\n]+") do
-    local a, b, d, ta, tb, td, name = l:match(
-      "^%s*([%d.]+)%%%s+([%d.]+)%%%s+([%+%-][%d.]+)%%%s+([%d.]+)%%%s+([%d.]+)%%%s+([%+%-][%d.]+)%%%s+(.+)$")
+    local a, b, d, n, ta, tb, td, tn, name = l:match(
+      "^%s*([%d.]+)%%%s+([%d.]+)%%%s+([%+%-][%d.]+)%%%s+([%d.]+)%%%s+([%d.]+)%%%s+([%d.]+)%%%s+" ..
+      "([%+%-][%d.]+)%%%s+([%d.]+)%%%s+(.+)$")
     if a then
       r[#r + 1] = {name = name, a = tonumber(a), b = tonumber(b), d = tonumber(d),
-                   ta = tonumber(ta), tb = tonumber(tb), td = tonumber(td)}
+                   ta = tonumber(ta), tb = tonumber(tb), td = tonumber(td),
+                   noise = tonumber(n), tnoise = tonumber(tn)}
     end
   end
   return r
@@ -81,9 +83,9 @@ t.case("synthetic: normalized shares, grew most first, vanished last", function(
   local d = diff.compare(A, B)
   t.eq(d.scale, 2, "before scaled by 400 / 200")
   local text = diff.text(d, {before = "a.ljprof", after = "b.ljprof"})
-  t.ok(text:find("^Diff: a%.ljprof %(200 samples%) %-> b%.ljprof %(400 samples%)\n"),
+  t.ok(text:find("^Diff: a%.ljprof %(1 profile, 200 samples%) %-> b%.ljprof %(1 profile, 400 samples%)\n"),
        "header names both profiles:\n" .. text)
-  t.ok(text:find("Shares are of each profile's own total samples (normalized", 1, true),
+  t.ok(text:find("Shares are of each side's own total samples (normalized", 1, true),
        "says it is normalized:\n" .. text)
   local r = rows(text)
   t.eq(r[1] and r[1].name, "render", "the function whose share grew most first:\n" .. text)
@@ -126,6 +128,115 @@ t.case("synthetic: the differential graph (red grew, blue shrank, grey unchanged
   for _, x in ipairs(diff.rows(same)) do
     t.ok(math.abs(x.delta) < 1e-9 and math.abs(x.tdelta) < 1e-9, "no change: " .. x.name)
   end
+end)
+
+t.case("critical values: normal and Student's t", function()
+  t.ok(math.abs(diff.critical(0.05, math.huge) - 1.95996) < 1e-4, "z 0.975")
+  t.ok(math.abs(diff.critical(0.05, 4) - 2.77645) < 1e-4, "t(4) 0.975")
+  t.ok(math.abs(diff.critical(0.01, 1) - 63.6567) < 1e-3, "t(1) 0.995")
+  t.ok(math.abs(diff.critical(0.001, 10) - 4.5869) < 1e-3, "t(10) 0.9995")
+end)
+
+-- Generated profiles (a fixed seed: the same numbers every time): five
+-- functions under a main chunk, each profile with run-to-run variation
+-- (each function's work times 1 + 1% x a normal deviate) and sampling
+-- noise (N samples drawn at random by the shares); hotmul scales hot's
+-- work (1.1: 10% more).
+local GEN_NAMES = {"hot", "parse", "check", "emit", "misc"}
+local GEN_BASE = {0.30, 0.25, 0.20, 0.15, 0.10}
+local function gauss()
+  return math.sqrt(-2 * math.log(1 - math.random())) * math.cos(2 * math.pi * math.random())
+end
+local function generated(n, hotmul)
+  local w, sum = {}, 0
+  for j, b in ipairs(GEN_BASE) do
+    w[j] = b * (1 + 0.01 * gauss()) * (j == 1 and hotmul or 1)
+    sum = sum + w[j]
+  end
+  local cum, c = {}, 0
+  for j = 1, #w do c = c + w[j] / sum; cum[j] = c end
+  local counts = {0, 0, 0, 0, 0}
+  for _ = 1, n do
+    local u, j = math.random(), 1
+    while j < #cum and u > cum[j] do j = j + 1 end
+    counts[j] = counts[j] + 1
+  end
+  local fr = {{id = 1, lua = true, file = "app.lua", line = 0, linedefined = 0}}
+  local samples = {}
+  for j, name in ipairs(GEN_NAMES) do
+    fr[j + 1] = {id = j + 1, lua = true, file = "app.lua", line = j * 10 + 1,
+                 linedefined = j * 10, name = name}
+    samples[#samples + 1] = {stack = {1, j + 1}, vmstate = "N", zone = "", count = counts[j]}
+  end
+  return {frames = fr, samples = samples, total = n}
+end
+
+t.case("several profiles per side: identical sides show nothing, a 10% change always", function()
+  math.randomseed(27)
+  for trial = 1, 10 do
+    local A, A2, B = {}, {}, {}
+    for i = 1, 5 do
+      A[i], A2[i], B[i] = generated(20000, 1), generated(20000, 1), generated(20000, 1.1)
+    end
+    local same = diff.compare_sets(A, A2)
+    local text = diff.text(same)
+    t.eq(#rows(text), 0, "trial " .. trial .. ": 5 vs 5 identical, nothing significant:\n" .. text)
+    t.ok(text:find("(no function changed beyond the noise)", 1, true), "says so")
+    t.ok(text:find("5 profiles, 100,000 samples", 1, true), "header: profiles and samples")
+    local changed = diff.compare_sets(A, B)
+    text = diff.text(changed)
+    local r = rows(text)
+    t.eq(r[1] and r[1].name, "hot", "trial " .. trial .. ": hot's 10% reported first:\n" .. text)
+    t.ok(r[1] and r[1].d > r[1].noise, "beyond its noise")
+  end
+end)
+
+t.case("several profiles per side: one profile per side says the spread is unknown", function()
+  math.randomseed(28)
+  local text = diff.text(diff.compare(generated(20000, 1), generated(20000, 1)))
+  t.ok(text:find("One profile on a side: only sampling noise", 1, true), "said:\n" .. text)
+end)
+
+t.case("several profiles per side: the command, directories and lists; grey within the noise", function()
+  math.randomseed(29)
+  local raw = require("jit.prof.raw")
+  local meta = {clock = "wall", interval_us = 250, program = "app.lua"}
+  for _, side in ipairs({"a", "b", "c"}) do
+    assert(os.execute("mkdir -p " .. t.q(dir .. "/" .. side)) == 0)
+    for i = 1, 5 do
+      t.write(dir .. "/" .. side .. "/" .. i .. ".ljprof",
+              raw.render(generated(20000, side == "c" and 1.1 or 1), meta))
+    end
+  end
+  local rc, text = sh(string.format("%s report --diff %s %s", t.q(CLI), t.q(dir .. "/a"),
+                                    t.q(dir .. "/b")))
+  t.eq(rc, 0, "report --diff a/ b/:\n" .. text)
+  t.eq(#rows(text), 0, "identical sides: nothing\n" .. text)
+  local list = {}
+  for i = 1, 5 do list[i] = dir .. "/c/" .. i .. ".ljprof" end
+  rc, text = sh(string.format("%s report --diff %s %s", t.q(CLI), t.q(dir .. "/a"),
+                              t.q(table.concat(list, ","))))
+  t.eq(rc, 0, "report --diff a/ c1,...,c5:\n" .. text)
+  t.eq(rows(text)[1] and rows(text)[1].name, "hot", "hot first:\n" .. text)
+  t.ok(text:find("-> " .. dir .. "/c/1.ljprof", 1, true) or text:find("5 profiles", 1, true),
+       "header")
+  rc = sh(string.format("%s report --diff %s %s -o %s", t.q(CLI), t.q(dir .. "/a"),
+                        t.q(dir .. "/b"), t.q(dir .. "/same.svg")))
+  t.eq(rc, 0, "svg of identical sides")
+  local doc = t.read(dir .. "/same.svg") or ""
+  for _, name in ipairs(GEN_NAMES) do
+    local r, g, b = fill_of(doc, "app.lua:" .. name)
+    t.ok(r == 0xe8 and g == 0xe8 and b == 0xe8, name .. " grey (within the noise): " ..
+         tostring(r) .. "," .. tostring(g) .. "," .. tostring(b))
+  end
+  rc = sh(string.format("%s report --diff %s %s -o %s", t.q(CLI), t.q(dir .. "/a"),
+                        t.q(dir .. "/c"), t.q(dir .. "/changed.svg")))
+  doc = t.read(dir .. "/changed.svg") or ""
+  local r, g = fill_of(doc, "app.lua:hot")
+  t.ok(r == 255 and g and g < 255, "hot red")
+  local mr, mg, mb = fill_of(doc, "app.lua:misc")
+  t.ok(mr == 0xe8 and mg == 0xe8 and mb == 0xe8 or (mb == 255 and mr < 255),
+       "misc grey or blue, never red")
 end)
 
 -- The real thing: the same workload twice, render three times slower the
@@ -175,7 +286,7 @@ end)
 t.case("report --diff: bad uses are one line each, status 2", function()
   local before = dir .. "/before.ljprof"
   local cases = {
-    {"report --diff " .. t.q(before), "report --diff needs two raw profiles, before and after (1 given)"},
+    {"report --diff " .. t.q(before), "report --diff needs two sides, before and after: each a raw profile, a directory of them or a comma-separated list (1 given)"},
     {"report --diff " .. t.q(before) .. " " .. t.q(before) .. " -o x.pb.gz",
      "x.pb.gz: report --diff writes text or svg (got pprof)"},
     {"report --diff " .. t.q(before) .. " " .. t.q(dir .. "/none.ljprof"), "cannot read raw profile"},

@@ -110,6 +110,10 @@ local function shape(l)
   -- -jp prints an unnamed C function as its address; ljprof by object
   -- and offset (stable across runs): the same frame
   l = l:gsub("@0x%x+", "@0x"):gsub("luajit%+0x%x+", "@0x")
+  -- ljprof's text views leave the interpreter's unnamed C function
+  -- (luajit's pmain, below the main chunk) out: it is no Lua function
+  -- (issue 27). Folded stacks (G) keep it, as -jp's do.
+  if not l:find(";", 1, true) then l = l:gsub(" < @0x", ""):gsub("@0x > ", "") end
   local n
   l, n = l:gsub("^  ([%-<>][%-<>]) %s*%d+(%%?)  ", "  %1 N%2  ")  -- second level
   if n == 0 then l, n = l:gsub("^%s*%d+(%%?)  ", "N%1  ") end        -- top level
@@ -153,12 +157,12 @@ t.case("hot but interpreted: its own section after the -jp lines", function()
   local sec = s:match("\n\n(Hot but interpreted.*)$")
   t.ok(sec, "section present:\n" .. s)
   if sec then
-    t.ok(sec:find("\n%s?%d+%%  [^\n]*:%d+  %(why its traces aborted: run with /aborts=on%)") ~= nil,
+    t.ok(sec:find("\n%s?%d+%%  [^\n]*:[%w_]+  %(why its traces aborted: run with /aborts=on%)") ~= nil,
       "jit.off functions listed, aborts not recorded:\n" .. sec)
   end
   local sa = run("-jprof=f/aborts=on", workload)
   local seca = sa:match("\n\n(Hot but interpreted.*)$")
-  t.ok(seca and seca:find("\n%s?%d+%%  [^\n]*:%d+  no trace aborts reported") ~= nil,
+  t.ok(seca and seca:find("\n%s?%d+%%  [^\n]*:[%w_]+  no trace aborts reported") ~= nil,
     "/aborts=on: jit.off functions listed without aborts:\n" .. sa)
   -- The section's heading at the start of a line: whole-file annotation
   -- may print jit/prof.lua itself (a sample can land in the profiler's

@@ -642,26 +642,17 @@ static uint32_t own_frame(ljp_ctx *ctx)
   return ctx->own_frame;
 }
 
-/* "[truncated]": Lua frames that were not captured, between the frames
-** of a sample and the callers still live at its safe point (or the root,
-** when none is known). */
-static uint32_t truncated_frame(ljp_ctx *ctx)
+/* A frame named by text alone: "[truncated]" (Lua frames that were not
+** captured, between the frames of a sample and the callers still live at
+** its safe point, or the root when none is known) and "[host]" (a tick
+** in the host's own code, ring.h's LJP_LUA_HOST, with no native frame of
+** its own). */
+static uint32_t marker_frame(ljp_ctx *ctx, const char *what)
 {
   ljp_frame f;
   memset(&f, 0, sizeof(f));
   f.kind = LJP_FR_NATIVE;
-  f.source = text(ctx, "[truncated]");
-  return f.source ? ljp_store_frame(&ctx->store, &f) : 0;
-}
-
-/* "[host]": a tick in the host's own code (no Lua call active, ring.h's
-** LJP_LUA_HOST) with no native frame of its own. */
-static uint32_t host_frame(ljp_ctx *ctx)
-{
-  ljp_frame f;
-  memset(&f, 0, sizeof(f));
-  f.kind = LJP_FR_NATIVE;
-  f.source = text(ctx, "[host]");
+  f.source = text(ctx, what);
   return f.source ? ljp_store_frame(&ctx->store, &f) : 0;
 }
 
@@ -712,7 +703,7 @@ static uint32_t stack_of(ljp_ctx *ctx, lua_State *L, livestack *ls,
     n++;
   }
   if (lf->truncated && i == lf->nsyn && n < limit &&
-      !(ids[n] = truncated_frame(ctx)))
+      !(ids[n] = marker_frame(ctx, "[truncated]")))
     i = -1;                          /* out of memory: the stack ends */
   else if (lf->truncated && i == lf->nsyn && n < limit)
     n++;
@@ -825,7 +816,7 @@ static const variant *variant_for(ljp_ctx *ctx, lua_State *L,
   variant *e;
   int i, exact = -1;
   if (ti && !ti->name && ctx->tr.mem) name_trace_start(ctx, L, ls, ti);
-  if (host && !nn && (nat[0] = host_frame(ctx)) != 0) nn = 1;
+  if (host && !nn && (nat[0] = marker_frame(ctx, "[host]")) != 0) nn = 1;
   for (i = 0; i < *nv; i++)
     if (v[i].cfunc == cf && v[i].trace == tr && v[i].nn == nn &&
         v[i].selfpc == selfpc && v[i].host == host &&
@@ -1074,7 +1065,7 @@ static int offline_one(ljp_ctx *ctx, lua_State *E, ljp_record *r)
   memset(&lf, 0, sizeof(lf));
   nn = ctx->opt.cb ? 0 : ljp_native_names(ctx, r, nat);
   if (r->lflags & LJP_LUA_HOST) {            /* the host's own frames */
-    if (!nn && !ctx->opt.cb && (nat[0] = host_frame(ctx)) != 0) nn = 1;
+    if (!nn && !ctx->opt.cb && (nat[0] = marker_frame(ctx, "[host]")) != 0) nn = 1;
   } else if (r->vmstate == 'C' && r->cfunc) {
     if (E)
       ljp_name_cfunc(&ctx->cnames, E, (lua_CFunction)r->cfunc, &ctx->scratch);

@@ -1,7 +1,9 @@
 /*
 ** Names of C functions and fast functions (see names.h): fast-function
 ** ids, C-function names from package.loaded, and naming a C function at
-** the safe point or in the call hook.
+** the safe point or in the call hook; Lua functions named by the variable
+** or field holding them, through an index in the registry whose walks
+** are bounded per run (ljp_lname_by_value).
 **
 ** Rules: normal context only (a mutex and malloc; never the signal
 ** handler). Lua is called only by ljp_ffid_learn and by ljp_put_ffunc

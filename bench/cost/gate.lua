@@ -176,6 +176,22 @@ local budgets = {}
 local bf = loadfile(opt.budgets)
 if bf then budgets = bf() end
 local fail = 0
+if opt.check then
+  -- every budget must meet its figure: a workload left out, a figure
+  -- renamed, or no budget file fails the check rather than passing it
+  if not bf then
+    print("cost gate: no budgets (" .. opt.budgets .. ")")
+    os.exit(1)
+  end
+  local have = {}
+  for _, f in ipairs(figures) do have[f[1]] = true end
+  for k in pairs(budgets) do
+    if not have[k] then
+      print("cost gate: budget " .. k .. " has no figure (workload not run?)")
+      fail = fail + 1
+    end
+  end
+end
 print(string.format("cost gate: %d runs under callgrind in %.0f s", #runs, elapsed))
 for _, f in ipairs(figures) do
   local b = budgets[f[1]]

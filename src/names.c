@@ -640,7 +640,8 @@ void ljp_fnames_proto_learn(ljp_fnames *t, uintptr_t bc, const char *name)
 ** with it, so a prototype's address reused later is not named by the
 ** old one) and -> the key's name; the first name found for a prototype
 ** is kept. A lookup is two raw table reads, whatever the size of the
-** program. On a miss, the locals and upvalues of the innermost
+** program. Tables with an array part are not looked through (see
+** byval_table). On a miss, the locals and upvalues of the innermost
 ** BYVAL_LEVELS live levels (and a table held there, one level deep) are
 ** put in, at most BYVAL_LIVE_BUDGET table entries (bounded by the stack,
 ** not by the program); if still missing, the globals (and the tables they
@@ -693,9 +694,14 @@ static void byval_put(lua_State *L, int idx, const char *name, byval *b)
 
 /* The string keys of the table at idx (absolute); with deep, also the
 ** fields of the tables held there (a class's methods: Device.step is
-** called as task:step()). */
+** called as task:step()). A table with an array part (a list of
+** objects, of functions under numbers) is not looked through: its
+** entries have no names, and walking them would spend the budget before
+** the tables that do (test_inline's class V came after two lists of
+** 1,000 objects). */
 static void byval_table(lua_State *L, int idx, byval *b, int deep)
 {
+  if (lua_objlen(L, idx) > 0) return;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (lua_type(L, -2) == LUA_TSTRING) {

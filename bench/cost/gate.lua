@@ -82,7 +82,9 @@ for _, w in ipairs(opt.workloads) do
     local script, args = WORK[w]:match("^(%S+)%s*(.*)$")
     runs[#runs + 1] = {w = w, c = c, id = id}
     local cmd = string.format(
-      "env LUA_PATH=%s LUA_CPATH=%s LJPROF_BENCH_SEED=1 LD_PRELOAD=%s " ..
+      -- (meson test sets MALLOC_PERTURB_: glibc then fills every block
+      -- malloc hands out or frees, which ljprof's counts would carry)
+      "env -u MALLOC_PERTURB_ LUA_PATH=%s LUA_CPATH=%s LJPROF_BENCH_SEED=1 LD_PRELOAD=%s " ..
       "setarch -R valgrind --tool=callgrind --callgrind-out-file=%s/%s.cg " ..
       "luajit bench/cost/run.lua %s %d %s %s >/dev/null 2>%s/%s.err",
       proc.shellquote(ROOT .. "/?.lua;" .. ROOT .. "/jit/?.lua;;"),

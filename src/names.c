@@ -1,7 +1,9 @@
 /*
 ** Names of C functions and fast functions (see names.h): fast-function
 ** ids, C-function names from package.loaded, and naming a C function at
-** the safe point or in the call hook.
+** the safe point or in the call hook; Lua functions named by the variable
+** or field holding them, through an index in the registry whose walks
+** are bounded per run (ljp_lname_by_value).
 **
 ** Rules: normal context only (a mutex and malloc; never the signal
 ** handler). Lua is called only by ljp_ffid_learn and by ljp_put_ffunc
@@ -674,95 +676,138 @@ void ljp_fnames_proto_learn(ljp_fnames *t, uintptr_t bc, const char *name)
 
 /* -- Lua functions named by where they are kept ----------------------------- */
 
+/* An index, per Lua state (in the registry), of the Lua functions kept
+** under a string key: prototype (first instruction, a light userdata) ->
+** one function of it (weak values: a collected function takes its entry
+** with it, so a prototype's address reused later is not named by the
+** old one) and -> the key's name; the first name found for a prototype
+** is kept. A lookup is two raw table reads, whatever the size of the
+** program. Tables with an array part are not looked through (see
+** byval_table). On a miss, the locals and upvalues of the innermost
+** BYVAL_LEVELS live levels (and a table held there, one level deep) are
+** put in, at most BYVAL_LIVE_BUDGET table entries (bounded by the stack,
+** not by the program); if still missing, the globals (and the tables they
+** hold) and the fields of loaded modules are walked, at most BYVAL_BUDGET
+** entries, but only after twice as many misses as at the last walk and at
+** most BYVAL_WALKS times per state. The global search so costs at most
+** BYVAL_WALKS walks per run (about 0.56M instructions each), not one per
+** prototype as before (1,126 prototypes cost 275M instructions on a
+** program with 2,000 functions). A function none of these finds keeps
+** its chunk and first line. */
+#define BYVAL_BUDGET 4096
+#define BYVAL_WALKS 4
+#define BYVAL_LEVELS 8
+#define BYVAL_LIVE_BUDGET 256
+
+static int byval_key;  /* its address: the registry key of the index */
+
+enum { BV_FN = 1, BV_NAME, BV_WALKS, BV_MISSES, BV_NEXT };
+
 typedef struct byval {
-  uintptr_t bc;
+  int fn, name;             /* stack slots of the index's two tables */
   int budget;               /* table entries left to look at */
-  int slot;                 /* stack slot receiving the function found */
-  char *buf;
-  size_t n;
 } byval;
 
-/* Is the value at idx a Lua function of the prototype b->bc? Then its
-** name (the variable's or the key's) is copied, and the function put in
-** the result slot. */
-static int byval_hit(lua_State *L, int idx, const char *name, byval *b)
+/* The value at idx, found under name: a Lua function is put in the index
+** unless its prototype is there already. */
+static void byval_put(lua_State *L, int idx, const char *name, byval *b)
 {
+  uintptr_t bc;
   if (!name || !*name || name[0] == '(' || !lua_isfunction(L, idx) ||
-      lua_iscfunction(L, idx) ||
-      ljp_fn_bc((uintptr_t)lua_topointer(L, idx)) != b->bc)
-    return 0;
-  snprintf(b->buf, b->n, "%s", name);
+      lua_iscfunction(L, idx))
+    return;
+  bc = ljp_fn_bc((uintptr_t)lua_topointer(L, idx));
+  if (!bc) return;
+  if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  lua_pushlightuserdata(L, (void *)bc);
+  lua_rawget(L, b->fn);
+  if (!lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pop(L, 1);
+  lua_pushlightuserdata(L, (void *)bc);
   lua_pushvalue(L, idx);
-  lua_replace(L, b->slot);
-  return 1;
+  lua_rawset(L, b->fn);
+  lua_pushlightuserdata(L, (void *)bc);
+  lua_pushstring(L, name);
+  lua_rawset(L, b->name);
 }
 
 /* The string keys of the table at idx (absolute); with deep, also the
 ** fields of the tables held there (a class's methods: Device.step is
-** called as task:step()). */
-static int byval_table(lua_State *L, int idx, byval *b, int deep)
+** called as task:step()). A table with an array part (a list of
+** objects, of functions under numbers) is not looked through: its
+** entries have no names, and walking them would spend the budget before
+** the tables that do (test_inline's class V came after two lists of
+** 1,000 objects). */
+static void byval_table(lua_State *L, int idx, byval *b, int deep)
 {
+  if (lua_objlen(L, idx) > 0) return;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    int hit = lua_type(L, -2) == LUA_TSTRING &&
-              (byval_hit(L, -1, lua_tostring(L, -2), b) ||
-               (deep && lua_istable(L, -1) &&
-                byval_table(L, lua_gettop(L), b, 0)));
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      if (deep && lua_istable(L, -1))
+        byval_table(L, lua_gettop(L), b, 0);
+      else
+        byval_put(L, -1, lua_tostring(L, -2), b);
+    }
     lua_pop(L, 1);
-    if (hit || --b->budget <= 0) {
+    if (--b->budget <= 0) {
       lua_pop(L, 1);                          /* the key */
-      return hit;
+      return;
     }
   }
-  return 0;
 }
 
 /* The value at the top: the function itself, or a table holding it. */
-static int byval_value(lua_State *L, const char *name, byval *b)
+static void byval_value(lua_State *L, const char *name, byval *b)
 {
-  if (lua_istable(L, -1))
-    return name && name[0] != '(' && byval_table(L, lua_gettop(L), b, 0);
-  return byval_hit(L, -1, name, b);
+  if (lua_istable(L, -1)) {
+    if (name && name[0] != '(') byval_table(L, lua_gettop(L), b, 0);
+  } else {
+    byval_put(L, -1, name, b);
+  }
 }
 
-int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
+/* The locals and upvalues of the innermost BYVAL_LEVELS live levels (and
+** the tables held there, one level deep), into the index's tables at
+** slots b->fn, b->name. */
+static void byval_live(lua_State *L, byval *b)
 {
-  byval b;
   lua_Debug ar;
   const char *nm;
-  int top, level, i, found = 0;
-  if (!bc || n < 2) return 0;
-  lua_pushnil(L);                             /* the function found */
-  top = lua_gettop(L);
-  b.slot = top;
-  b.bc = bc;
-  b.budget = 4096;
-  b.buf = buf;
-  b.n = n;
-  /* Locals and upvalues of the live levels, innermost first. */
-  for (level = 0; !found && level < 64 && lua_getstack(L, level, &ar);
-       level++) {
-    for (i = 1; !found && i <= 250 && b.budget > 0 &&
-                (nm = lua_getlocal(L, &ar, i)); i++) {
-      found = byval_value(L, nm, &b);
+  int level, i, top = lua_gettop(L);
+  for (level = 0; b->budget > 0 && level < BYVAL_LEVELS &&
+                  lua_getstack(L, level, &ar); level++) {
+    for (i = 1; i <= 64 && b->budget > 0 && (nm = lua_getlocal(L, &ar, i));
+         i++) {
+      byval_value(L, nm, b);
       lua_pop(L, 1);
     }
-    if (!found && lua_getinfo(L, "f", &ar)) {  /* pushes the function */
-      for (i = 1; !found && i <= 255 && b.budget > 0 &&
+    if (lua_getinfo(L, "f", &ar)) {            /* pushes the function */
+      for (i = 1; i <= 64 && b->budget > 0 &&
                   (nm = lua_getupvalue(L, -1, i)); i++) {
-        found = byval_value(L, nm, &b);
+        byval_value(L, nm, b);
         lua_pop(L, 1);
       }
       lua_pop(L, 1);
     }
   }
-  /* Globals (and the tables they hold), then the fields of loaded
-  ** modules. */
-  if (!found && b.budget > 0) {
+  lua_settop(L, top);
+}
+
+/* The globals (and the tables they hold), then the fields of loaded
+** modules. */
+static void byval_walk(lua_State *L, byval *b)
+{
+  int top = lua_gettop(L);
+  if (b->budget > 0) {
     lua_pushvalue(L, LUA_GLOBALSINDEX);
-    found = byval_table(L, lua_gettop(L), &b, 1);
+    byval_table(L, lua_gettop(L), b, 1);
+    lua_settop(L, top);
   }
-  if (!found && b.budget > 0) {
+  if (b->budget > 0) {
     lua_pushliteral(L, "package");
     lua_rawget(L, LUA_GLOBALSINDEX);
     if (lua_istable(L, -1)) {
@@ -772,14 +817,111 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
       loaded = lua_gettop(L);
       if (lua_istable(L, loaded)) {
         lua_pushnil(L);
-        while (!found && b.budget > 0 && lua_next(L, loaded)) {
-          if (lua_istable(L, -1)) found = byval_table(L, lua_gettop(L), &b, 0);
+        while (b->budget > 0 && lua_next(L, loaded)) {
+          if (lua_istable(L, -1)) byval_table(L, lua_gettop(L), b, 0);
           lua_pop(L, 1);
         }
       }
     }
   }
-  lua_settop(L, found ? top : top - 1);      /* the function, or none */
+  lua_settop(L, top);
+}
+
+static lua_Integer byval_geti(lua_State *L, int t, int k)
+{
+  lua_Integer v;
+  lua_rawgeti(L, t, k);
+  v = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static void byval_seti(lua_State *L, int t, int k, lua_Integer v)
+{
+  lua_pushinteger(L, v);
+  lua_rawseti(L, t, k);
+}
+
+/* Is bc in the index (at slot ix)? Then the function is pushed and the
+** name copied. */
+static int byval_find(lua_State *L, int ix, uintptr_t bc, char *buf, size_t n)
+{
+  const char *name;
+  lua_rawgeti(L, ix, BV_FN);
+  lua_pushlightuserdata(L, (void *)bc);
+  lua_rawget(L, -2);
+  if (!lua_isfunction(L, -1) ||
+      ljp_fn_bc((uintptr_t)lua_topointer(L, -1)) != bc) {
+    lua_pop(L, 2);
+    return 0;
+  }
+  lua_rawgeti(L, ix, BV_NAME);
+  lua_pushlightuserdata(L, (void *)bc);
+  lua_rawget(L, -2);
+  name = lua_tostring(L, -1);
+  if (!name) {
+    lua_pop(L, 4);
+    return 0;
+  }
+  snprintf(buf, n, "%s", name);
+  lua_pop(L, 2);                              /* the name and its table */
+  lua_remove(L, -2);                          /* the function table */
+  return 1;
+}
+
+int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
+{
+  int top = lua_gettop(L), ix, found;
+  lua_Integer walks, misses;
+  if (!bc || n < 2) return 0;
+  lua_pushlightuserdata(L, &byval_key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  if (!lua_istable(L, -1)) {                  /* the first search */
+    lua_pop(L, 1);
+    lua_createtable(L, 4, 0);
+    lua_newtable(L);                          /* BV_FN: weak values */
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_rawseti(L, -2, BV_FN);
+    lua_newtable(L);
+    lua_rawseti(L, -2, BV_NAME);
+    lua_pushlightuserdata(L, &byval_key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+  }
+  ix = lua_gettop(L);
+  found = byval_find(L, ix, bc, buf, n);
+  if (!found) {
+    byval b;
+    lua_rawgeti(L, ix, BV_FN);
+    b.fn = lua_gettop(L);
+    lua_rawgeti(L, ix, BV_NAME);
+    b.name = lua_gettop(L);
+    b.budget = BYVAL_LIVE_BUDGET;
+    byval_live(L, &b);
+    found = byval_find(L, ix, bc, buf, n);
+    walks = byval_geti(L, ix, BV_WALKS);
+    misses = byval_geti(L, ix, BV_MISSES) + 1;
+    if (!found) byval_seti(L, ix, BV_MISSES, misses);
+    if (!found && walks < BYVAL_WALKS &&
+        misses >= byval_geti(L, ix, BV_NEXT)) {
+      b.budget = BYVAL_BUDGET;
+      byval_walk(L, &b);
+      byval_seti(L, ix, BV_WALKS, walks + 1);
+      byval_seti(L, ix, BV_NEXT, misses * 2);
+      found = byval_find(L, ix, bc, buf, n);
+    }
+    if (found) lua_replace(L, ix + 1);        /* the function */
+    lua_settop(L, found ? ix + 1 : ix);
+  }
+  if (found) {
+    lua_replace(L, ix);                       /* the function */
+    lua_settop(L, top + 1);
+  } else {
+    lua_settop(L, top);
+  }
   return found;
 }
 

@@ -156,10 +156,12 @@ void ljp_fnames_free(ljp_fnames *t, lua_State *L);
 /* A name for a Lua function of the prototype whose first instruction is
 ** bc, found by where one is kept: a local or an upvalue of a live level
 ** (the name lua_getinfo gives a call through that variable), a global, or
-** a field of a loaded module; at most a few thousand table entries are
-** looked at. Copied into buf; 0 when none is found. For a function that
-** runs only inside compiled traces, which no safe point sees live.
-** Normal context, profiled thread (no Lua code is run). */
+** a field of a loaded module. Looked up in an index (names.c) built by a
+** few bounded walks per run, so a call costs the same whatever the size of
+** the program. Copied into buf, the function pushed; 0 (nothing pushed)
+** when none is found. For a function that runs only inside compiled
+** traces, which no safe point sees live. Normal context, profiled thread
+** (no Lua code is run). */
 int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n);
 
 #endif

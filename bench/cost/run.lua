@@ -1,0 +1,28 @@
+-- One run of the cost gate (bench/cost/gate.lua): starts ljprof (or not),
+-- runs a workload, stops, and prints on stderr what the run did:
+--   cost: samples S safepoints P traces T cpu SECONDS (the workload's)
+-- T counts trace events (start/stop/abort/flush) through jit.attach, in
+-- LuaJIT's code, not ljprof's.
+--   luajit bench/cost/run.lua WORKLOAD.lua INTERVAL_MS NATIVE(on|off|none) [ARGS...]
+local script, interval, native = arg[1], tonumber(arg[2]), arg[3]
+local wargs = {}
+for i = 4, #arg do wargs[#wargs + 1] = arg[i] end
+local traces = 0
+jit.attach(function() traces = traces + 1 end, "trace")
+local ljprof
+if native ~= "none" then
+  ljprof = require("ljprof")
+  ljprof.record({clock = "cpu", interval = interval, native = native == "on",
+                 output = os.getenv("LJPROF_COST_OUT") or "/dev/null"})
+end
+local chunk = assert(loadfile(script))
+local c0 = os.clock()
+chunk(unpack(wargs))
+local cpu = os.clock() - c0
+local st = {samples = 0, safepoints = 0}
+if ljprof then
+  ljprof.stop()
+  st = ljprof.stats()
+end
+io.stderr:write(string.format("cost: samples %d safepoints %d traces %d cpu %.4f\n",
+  st.samples, st.safepoints, traces, cpu))

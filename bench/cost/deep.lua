@@ -1,6 +1,6 @@
--- Cost gate workload: samples at depth 20 with a Lua leaf, interpreted
--- (jit.off) and compiled (the leaf's loop).
-local DEPTH, REPS = 20, tonumber(select(2, ...) or 20)
+-- Cost gate workload: samples at depth DEPTH (default 20) with a Lua
+-- leaf, interpreted (jit.off) and compiled (the leaf's loop), REPS times.
+local DEPTH, REPS = tonumber((...)) or 20, tonumber(select(2, ...) or 20)
 local function leaf(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
 local function leafi(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
 jit.off(leafi)

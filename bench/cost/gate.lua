@@ -49,6 +49,7 @@ end
 -- name -> script and its arguments
 local WORK = {
   deep = "bench/cost/deep.lua 20",
+  deep300 = "bench/cost/deep.lua 300 4",   -- (not gated: the walk's depth)
   many2000 = "bench/cost/many.lua 2000 300 2",
   many20000 = "bench/cost/many.lua 20000 300 2",
 }
@@ -56,7 +57,7 @@ local WORK = {
 local CONF = {
   idle = {60000, "on"}, on = {1, "on"}, off = {1, "off"},
 }
-local PLAN = {deep = {"idle", "on", "off"}, many2000 = {"idle", "on"},
+local PLAN = {deep = {"idle", "on", "off"}, deep300 = {"idle", "off"}, many2000 = {"idle", "on"},
               many20000 = {"idle", "on"}}
 -- one-time work whose cost is not charged per sample
 local ONCE = {"load_symbols", "ljp_objects_refresh"}

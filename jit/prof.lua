@@ -150,8 +150,7 @@ local M = {}
 local run        -- options of the active run, or nil
 local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 
-local CLOCKS = {"cpu", "wall", "itimer", "thread"}
-local KEYS = "/clock=" .. table.concat(CLOCKS, "|") .. " /format=" ..
+local KEYS = "/clock=" .. table.concat(options.CLOCKS, "|") .. " /format=" ..
   table.concat(options.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off|show /zones=root|off" ..
   " /calls=on|off /aborts=on|off /inline=snapshots|exact|off /private=on|off"
 
@@ -196,9 +195,8 @@ local function parse_keys(s)
       if not k then
         fail("bad option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
       elseif k == "clock" then
-        if not member(CLOCKS, val) then
-          fail("bad clock '" .. val .. "' (accepted: " .. table.concat(CLOCKS, ", ") .. ")")
-        end
+        local ok, accepted = options.clock(val)
+        if not ok then fail("bad clock '" .. val .. "' (accepted: " .. accepted .. ")") end
         kv.clock = val
       elseif k == "format" then
         if not member(options.FORMATS, val) then

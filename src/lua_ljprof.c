@@ -116,6 +116,8 @@ static luacb *luacb_new(lua_State *L, int idx)
 
 /* -- Options ------------------------------------------------------------------ */
 
+/* In the order of ljprof_clock (include/ljprof.h); the Lua front ends'
+** list is jit/prof/options.lua's CLOCKS. */
 static const char *const clock_names[] = {"cpu", "wall", "itimer", "thread",
                                           NULL};
 
@@ -170,9 +172,14 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
       int i;
       for (i = 0; clock_names[i]; i++)
         if (v && !strcmp(v, clock_names[i])) break;
-      if (!clock_names[i])
-        luaL_error(L, "ljprof: bad clock '%s' (accepted: cpu, wall, itimer, "
-                   "thread)", v ? v : luaL_typename(L, -1));
+      if (!clock_names[i]) {
+        char acc[64] = "";
+        for (i = 0; clock_names[i]; i++)
+          snprintf(acc + strlen(acc), sizeof(acc) - strlen(acc), "%s%s",
+                   i ? ", " : "", clock_names[i]);
+        luaL_error(L, "ljprof: bad clock '%s' (accepted: %s)",
+                   v ? v : luaL_typename(L, -1), acc);
+      }
       opt->clock = (ljprof_clock)i;
     } else if (!strcmp(k, "interval") || !strcmp(k, "rate")) {
       double v = lua_tonumber(L, -1), us;

@@ -36,8 +36,8 @@
 ----------------------------------------------------------------------------
 
 local M = {}
+local options = require("jit.prof.options")
 
-local CLOCKS = {cpu = true, wall = true, itimer = true, thread = true}
 local KEYS = "clock=, rate=, interval=, native=, calls=, aborts=, inline=, private=, zones=, view=, " ..
   "format=, output=, every=, keep=, maxbytes=, signal=, control=, start=; or off alone"
 local DEFAULT_OUTPUT = "ljprof-%p-%t.pb.gz"
@@ -148,7 +148,8 @@ function M.parse(s)
       if v == "" then bad(k, v, "a value after '" .. k .. "='") end
       seen[#seen + 1] = item
       if k == "clock" then
-        if not CLOCKS[v] then bad(k, v, "cpu, wall, itimer, thread") end
+        local ok, accepted = options.clock(v)
+        if not ok then bad(k, v, accepted) end
         kv.clock = v
       elseif k == "rate" then
         cfg.rate = within(k, v, decimal(v), 1 / 60, 100000, "0.017 to 100000 samples per second")
@@ -169,7 +170,7 @@ function M.parse(s)
         end
         kv.inline = v
       elseif k == "format" then
-        local fmts = require("jit.prof.options").FORMATS
+        local fmts = options.FORMATS
         local ok = false
         for _, f in ipairs(fmts) do ok = ok or f == v end
         if not ok then bad(k, v, table.concat(fmts, ", ")) end

@@ -43,6 +43,7 @@
 local model = require("jit.prof.model")
 local output = require("jit.prof.output")
 local raw = require("jit.prof.raw")
+local options = require("jit.prof.options")
 
 local M = {}
 
@@ -234,8 +235,8 @@ local function parse_args(argv, first, anywhere)
   if o.duration and not (tonumber(o.duration) and tonumber(o.duration) > 0) then
     fail("bad duration '" .. o.duration .. "' (accepted: a positive number of seconds)")
   end
-  if o.clock and not ({cpu = 1, wall = 1, itimer = 1, thread = 1})[o.clock] then
-    fail("bad clock '" .. o.clock .. "' (accepted: cpu, wall, itimer, thread)")
+  if o.clock and not options.clock(o.clock) then
+    fail("bad clock '" .. o.clock .. "' (accepted: " .. select(2, options.clock()) .. ")")
   end
   return o
 end

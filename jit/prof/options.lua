@@ -107,6 +107,18 @@ function M.record_depth(v, natives)
   return -d
 end
 
+-- The clocks, as every front end accepts them (src/lua_ljprof.c has the
+-- library's own list, in the order of include/ljprof.h's ljprof_clock).
+M.CLOCKS = {"cpu", "wall", "itimer", "thread"}
+
+-- v if it names a clock, else nil and the "(accepted: ...)" text.
+function M.clock(v)
+  for _, c in ipairs(M.CLOCKS) do
+    if c == v then return v end
+  end
+  return nil, "cpu, wall, itimer, thread"
+end
+
 -- Output formats: module jit.prof.<name> renders each (text is
 -- jit.prof.output's own), chosen explicitly or from the file name.
 M.FORMATS = {"text", "folded", "speedscope", "pprof", "svg", "raw"}

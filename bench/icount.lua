@@ -80,15 +80,9 @@ for _, w in ipairs(opt.workloads) do
     end
   end
 end
-local list = {}
-for i, cmd in ipairs(jobs) do
-  list[i] = string.format("%s/job-%d.sh", TMP, i)
-  proc.writefile(list[i], cmd .. "\n")
-end
-proc.writefile(TMP .. "/jobs", table.concat(list, "\n") .. "\n")
 local t0 = proc.now()
 io.stderr:write(string.format("icount: %d runs under valgrind, %d at a time\n", #jobs, opt.jobs))
-local p = assert(io.popen("xargs -n 1 -P " .. opt.jobs .. " sh < " .. TMP .. "/jobs"))
+local p = assert(io.popen(proc.parallel(jobs, TMP, opt.jobs)))
 local counts = {}
 local n = 0
 for line in p:lines() do

@@ -100,14 +100,8 @@ for _, w in ipairs(opt.workloads) do
     jobs[#jobs + 1] = cmd
   end
 end
-local list = {}
-for i, cmd in ipairs(jobs) do
-  list[i] = string.format("%s/job-%d.sh", TMP, i)
-  proc.writefile(list[i], cmd .. "\n")
-end
-proc.writefile(TMP .. "/jobs", table.concat(list, "\n") .. "\n")
 local t0 = proc.now()
-os.execute("xargs -n 1 -P " .. opt.jobs .. " sh < " .. TMP .. "/jobs")
+os.execute(proc.parallel(jobs, TMP, opt.jobs))
 local elapsed = proc.now() - t0
 
 local R = {}

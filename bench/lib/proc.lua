@@ -69,6 +69,19 @@ function M.untmp(s)
   return (s:gsub(M.TMP:gsub("%p", "%%%0"), "TMP"))
 end
 
+-- The shell command that runs the shell commands cmds, n at a time
+-- (xargs -P), each from its own script in dir (dir/job-i.sh, listed in
+-- dir/jobs): for os.execute, or io.popen to read their output.
+function M.parallel(cmds, dir, n)
+  local list = {}
+  for i, cmd in ipairs(cmds) do
+    list[i] = string.format("%s/job-%d.sh", dir, i)
+    M.writefile(list[i], cmd .. "\n")
+  end
+  M.writefile(dir .. "/jobs", table.concat(list, "\n") .. "\n")
+  return "xargs -n 1 -P " .. n .. " sh < " .. dir .. "/jobs"
+end
+
 function M.shellquote(s)
   if s:match("^[%w%./_=,:+-]+$") then return s end
   return "'" .. s:gsub("'", "'\\''") .. "'"

@@ -45,6 +45,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lauxlib.h>
 
@@ -1083,6 +1084,17 @@ static int l_running(lua_State *L)
   return 1;
 }
 
+/* ljprof.regular_file(path): true when path is a regular file, which
+** the writers may read without blocking (a chunk's source, for its
+** functions' names: a FIFO or a terminal as a chunk would hang there). */
+static int l_regular_file(lua_State *L)
+{
+  struct stat st;
+  lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 &&
+                         S_ISREG(st.st_mode));
+  return 1;
+}
+
 /* ljprof.write_file(path, data): the output routine (outfile.c) for the
 ** Lua writers; data a string, or a list of strings written one after
 ** another (a large profile, never joined). true, or nil and one line. */
@@ -1235,6 +1247,7 @@ static const luaL_Reg ljprof_funcs[] = {
   {"output_written", l_output_written},
   {"auto_notice", l_auto_notice},
   {"write_file", l_write_file},
+  {"regular_file", l_regular_file},
   {"check_output", l_check_output},
   {"output_private", l_output_private},
   {"remove_output", l_remove_output},

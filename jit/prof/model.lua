@@ -236,21 +236,23 @@ function M.def_name(text)
 end
 
 -- The lines of file (a chunk name as frames carry it) whose numbers are
--- keys of want, as {[line] = text}; nil when the file cannot be read. At
--- most 8 MB read.
-local function read_lines(file, want)
+-- keys of want, as {[line] = text}; nil when the file cannot be read, or
+-- is not a regular file by regular(file) (a FIFO or a terminal would
+-- block the writer). At most 8 MB read.
+local function read_lines(file, want, regular)
+  if regular and not regular(file) then return nil end
   local f = io.open(file, "rb")
   if not f then return nil end
+  local data = f:read(8e6) or ""
+  f:close()
   local maxl = 0
   for l in pairs(want) do if l > maxl then maxl = l end end
-  local got, n, bytes = {}, 0, 0
-  for text in f:lines() do
+  local got, n = {}, 0
+  for text in (data .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
-    bytes = bytes + #text
-    if want[n] then got[n] = text end
-    if n >= maxl or bytes > 8e6 then break end
+    if want[n] then got[n] = (text:gsub("\r$", "")) end
+    if n >= maxl then break end
   end
-  f:close()
   return got
 end
 
@@ -304,7 +306,7 @@ function M.unify_names_all(list, opts)
       end
     end
     for file, want in pairs(byfile) do
-      local lines = read_lines(file, want)
+      local lines = read_lines(file, want, opts.regular)
       if lines then
         for ld in pairs(want) do
           local name = M.def_name(lines[ld])

@@ -318,7 +318,7 @@ function M.write_run(r, name_of)
   p.functions, p.aborts = ljprof.functions(), ljprof.aborts()  -- "Hot but interpreted"
   -- One name per function in every format: the name its source gives it,
   -- else the first in byte order of those samples found (model.unify_names).
-  model.unify_names(p, {source = true})
+  model.unify_names(p, {source = true, regular = lib().regular_file})
   local meta = {
     clock = st.clock, interval_us = st.interval_us, program = r.program,
     -- (periodic export: the last interval's, as start_time and duration)

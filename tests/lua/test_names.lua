@@ -222,5 +222,18 @@ return "ok"
   t.ok(folded:find(";pcall;", 1, true), "pcall by name:\n" .. folded)
 end)
 
+t.case("a chunk read from a FIFO: the writer at exit does not open it again", function()
+  -- Names come from the source's first lines (def_name), read by the
+  -- writer at exit; a FIFO opened again there blocks with no writer on
+  -- its other end: the program never ended (the SIGTERM of timeout too
+  -- ran the writer).
+  t.write(dir .. "/fifo_src.lua", "local function work() local s = 0 " ..
+    "for i = 1, 2e7 do s = s + i % 3 end return s end\nprint(work())\n")
+  local out, rc = sh("rm -f fifo.lua && mkfifo fifo.lua && (cat fifo_src.lua > fifo.lua &) && " ..
+    t.CHILD_ENV .. "timeout -k 2 30 " .. t.q(t.LUAJIT) .. " -jprof=f,fifo.txt fifo.lua")
+  t.eq(rc, 0, "exit status (124 or 137: it hung at exit)\n" .. out)
+  t.ok((t.read(dir .. "/fifo.txt") or ""):find("work", 1, true), "the profile is written")
+end)
+
 os.execute("rm -rf " .. t.q(dir))
 t.done()

@@ -17,17 +17,8 @@ local everys = {}
 for i = 2, #arg do everys[#everys + 1] = tonumber(arg[i]) end
 if #everys == 0 then everys = {5, 1} end
 
-local src = debug.getinfo(1, "S").source:match("^@(.*)bench/auto_rss%.lua$") or ""
-if src:sub(1, 1) ~= "/" then
-  local p = io.popen("pwd")
-  src = p:read("*l") .. "/" .. src
-  p:close()
-end
-src = src:gsub("/$", "")
-local build = os.getenv("LJPROF_BUILD") or (src .. "/build")
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p '" .. dir .. "'") == 0)
+package.path = debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") .. "?.lua;" .. package.path
+local src, build, dir = require("lib.proc").tree(debug.getinfo(1, "S").source)
 
 local ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/lib?.so;;' " ..
   "LJPROF_BENCH_SECONDS=%d ", src, src, build, seconds)

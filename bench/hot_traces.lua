@@ -24,17 +24,8 @@ local S = tonumber(arg[2]) or 4
 local EVERY = tonumber(arg[3]) or 5
 local K = tonumber(arg[4]) or 42
 
-local src = debug.getinfo(1, "S").source:match("^@(.*)bench/hot_traces%.lua$") or ""
-if src:sub(1, 1) ~= "/" then
-  local p = io.popen("pwd")
-  src = p:read("*l") .. "/" .. src
-  p:close()
-end
-src = src:gsub("/$", "")
-local build = os.getenv("LJPROF_BUILD") or (src .. "/build")
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p '" .. dir .. "'") == 0)
+package.path = debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") .. "?.lua;" .. package.path
+local src, build, dir = require("lib.proc").tree(debug.getinfo(1, "S").source)
 local ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/lib?.so;;' ",
                           src, src, build)
 local LJ = arg[-1] or "luajit"

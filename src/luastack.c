@@ -170,6 +170,18 @@ int walk(readfn rd, uintptr_t stack, uintptr_t base, ljp_lframe *out,
 }
 #undef FAIL
 
+/* A capture's frames (n from walk) kept in rec: the count, 0 for none. */
+static inline int keep_frames(ljp_record *rec, uintptr_t L, uintptr_t stack,
+                              int n, int bottom)
+{
+  if (n <= 0) return 0;
+  rec->lstack = stack;
+  rec->lthread = L;
+  rec->lflags = bottom ? LJP_LUA_BOTTOM : 0;
+  rec->nlua = (uint8_t)n;
+  return n;
+}
+
 static inline uintptr_t read_curl(uintptr_t g)
 {
   const ljp_vmlayout *v = &ljp_vml;
@@ -272,12 +284,7 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
   }
   n = walk(read_direct, stack, base, rec->lua, LJP_LUA_MAX, &bottom,
            rec->spine, &rec->nspine);
-  if (n <= 0) return 0;
-  rec->lstack = stack;
-  rec->lthread = L;
-  rec->lflags = bottom ? LJP_LUA_BOTTOM : 0;
-  rec->nlua = (uint8_t)n;
-  return n;
+  return keep_frames(rec, L, stack, n, bottom);
 }
 
 /* -- Another thread's frames (normal context, the timer thread) ----------- */
@@ -326,12 +333,7 @@ int ljp_luastack_capture_blocked(uintptr_t g, ljp_record *rec)
   }
   n = walk(read_peek, stack, base, rec->lua, LJP_LUA_MAX, &bottom,
            rec->spine, &rec->nspine);
-  if (n <= 0) return 0;
-  rec->lstack = stack;
-  rec->lthread = L;
-  rec->lflags = bottom ? LJP_LUA_BOTTOM : 0;
-  rec->nlua = (uint8_t)n;
-  return n;
+  return keep_frames(rec, L, stack, n, bottom);
 }
 
 /* -- Normal context -------------------------------------------------------- */

@@ -69,6 +69,18 @@ function M.untmp(s)
   return (s:gsub(M.TMP:gsub("%p", "%%%0"), "TMP"))
 end
 
+-- For a bench script run by path from anywhere (its own chunk name,
+-- "@.../bench/NAME.lua"): the source tree's absolute path, the build
+-- directory (LJPROF_BUILD, else the tree's build/) and a new temporary
+-- directory.
+function M.tree(chunkname)
+  local src = chunkname:match("^@(.*)bench/[^/]+%.lua$") or ""
+  if src:sub(1, 1) ~= "/" then src = M.sh("pwd") .. "/" .. src end
+  src = src:gsub("/$", "")
+  local dir = M.sh("mktemp -d ${TMPDIR:-/tmp}/ljprof-bench.XXXXXX")
+  return src, os.getenv("LJPROF_BUILD") or (src .. "/build"), dir
+end
+
 -- The shell command that runs the shell commands cmds, n at a time
 -- (xargs -P), each from its own script in dir (dir/job-i.sh, listed in
 -- dir/jobs): for os.execute, or io.popen to read their output.

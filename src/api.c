@@ -782,6 +782,7 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->lua_captures = atomic_load(&ctx->n_lua_captures);
   ri->host_detect = ctx->vm_g && ljp_vml.cframe_ok;
   ri->host_ticks = atomic_load(&ctx->n_host);
+  ri->missed = atomic_load(&ctx->n_missed);
   ri->stack_checks = ctx->stack_checks;
   ri->stack_mismatches = ctx->stack_mismatches;
   ri->inline_frames =

@@ -114,6 +114,8 @@ struct ljp_ctx {
   _Atomic uint32_t token;   /* signal token of the run (0: none) */
   ljp_ring ring;
   _Atomic uint64_t seq, n_signals, n_ticks, n_dropped, n_merged;
+  _Atomic uint64_t n_missed;  /* wall, thread: ticks the timer thread woke
+                                 too late for (not in n_ticks) */
   _Atomic int ring_owner;   /* who writes to the ring now: 0 none, 1 the
                                handler, 2 the timer thread (blocked ticks) */
   _Atomic uint64_t n_idle;  /* ticks of a blocked thread, not signalled
@@ -142,6 +144,7 @@ struct ljp_ctx {
   int in_safepoint, stop_requested;
   uint64_t sig_checked_ns;  /* last check that the signal is still ours */
   uint64_t sig_ticks, sig_clock_ns; /* ticks and run clock then */
+  uint64_t sig_sent;         /* and the timer thread's ticks sent */
   uint64_t sig_run_clock_ns; /* the run's clock when its ticks started */
   int sig_lost;             /* the program took the signal: run stopped */
   ljp_store store;          /* frames, stacks, counts (store.c) */

@@ -621,6 +621,9 @@ static int l_stats(lua_State *L)
     lua_pushboolean(L, ri.host_detect);
     lua_setfield(L, -2, "host_detect");
     setnum(L, "host_ticks", ri.host_ticks);
+    /* Ticks the wall and thread clocks' timer thread woke too late for (a
+    ** loaded machine): not taken, not charged to the next sample. */
+    setnum(L, "missed", ri.missed);
     setnum(L, "stack_checks", ri.stack_checks);
     setnum(L, "stack_mismatches", ri.stack_mismatches);
     /* Frames a trace had inlined, from its snapshots ("snapshots", or why

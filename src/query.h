@@ -38,6 +38,7 @@ typedef struct ljp_q_run {
                              ** active has no Lua frames (else it takes
                              ** the next safe point's, as before) */
   uint64_t host_ticks;       /* ticks with no Lua call active */
+  uint64_t missed;           /* ticks the timer thread woke too late for */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   const char *inline_frames;   /* "snapshots", or why not */
   uint64_t inline_samples, inline_undecoded, inline_estimated;

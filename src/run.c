@@ -89,6 +89,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   atomic_store(&ctx->n_signals, 0);
   atomic_store(&ctx->n_ticks, 0);
   atomic_store(&ctx->n_dropped, 0);
+  atomic_store(&ctx->n_missed, 0);
   atomic_store(&ctx->n_merged, 0);
   atomic_store(&ctx->tmr.thr_overrun, 0);
   atomic_store(&ctx->n_native_unwinds, 0);
@@ -109,6 +110,8 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ctx->tmr.expired = 0;
   ctx->sig_lost = 0;
   atomic_store(&ctx->tmr.seen_ns, 0);
+  atomic_store(&ctx->tmr.thr_sent, 0);
+  atomic_store(&ctx->tmr.thr_sent_seen, 0);
   ctx->tmr.deadline_ns = o->duration_us ?
                      ljp_now_ns() + o->duration_us * 1000u : 0;
   ljp_run_clock_start(ctx);
@@ -336,6 +339,7 @@ static int timer_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   (void)L;
   /* The signal check's window starts with the ticks. */
   ctx->sig_ticks = 0;
+  ctx->sig_sent = 0;
   ctx->sig_clock_ns = ctx->sig_run_clock_ns = run_clock_ns(ctx);
   ctx->sig_checked_ns = ljp_now_ns();
   return ljp_ticks_start(ctx, err, n);
@@ -381,7 +385,7 @@ static void take_down(ljp_ctx *ctx, lua_State *L)
 
 void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
 {
-  uint64_t t = ljp_now_ns(), ticks, clk, seen, period, quiet, due;
+  uint64_t t = ljp_now_ns(), ticks, clk, seen, period, quiet, due, sent;
   int disp;
   if (ctx->sig_lost || !ctx->tmr.live || ctx->tmr.expired ||
       (ctx->tmr.deadline_ns && t >= ctx->tmr.deadline_ns))
@@ -390,6 +394,7 @@ void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
   ctx->sig_checked_ns = t;
   ticks = atomic_load(&ctx->n_ticks);   /* timer expiries, weighted */
   clk = run_clock_ns(ctx);
+  sent = atomic_load(&ctx->tmr.thr_sent);
   period = (uint64_t)ctx->opt.interval_us * 1000u;
   disp = ljp_signal_disposition(ctx->opt.signo);
   /* Ours: ticks come. Ignored or reset (SIG_IGN, SIG_DFL): none can come,
@@ -400,11 +405,16 @@ void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
   ** (and 50 ms) of the run's clock (the timers' rearm notes each one's
   ** time, so this holds however late the change), or when, over at least
   ** three intervals since the last look, not a quarter of the ticks due
-  ** came. The check runs at safe points, which ticks bring, and at stop:
-  ** a lost signal is often seen only at stop. */
+  ** came. The timer thread's ticks (wall, thread) are due only once sent:
+  ** on a loaded machine that thread may not run for 50 ms, and ticks it
+  ** did not send are no sign of a lost signal; there it takes 8 ticks
+  ** sent and not taken (and 50 ms), or not a quarter of 12 or more sent
+  ** since the last look. The check runs at safe points, which ticks
+  ** bring, and at stop: a lost signal is often seen only at stop. */
   if (disp == LJP_SIG_OURS) {
     ctx->sig_ticks = ticks;
     ctx->sig_clock_ns = clk;
+    ctx->sig_sent = sent;
     return;
   }
   if (disp == LJP_SIG_OTHER) {
@@ -413,7 +423,19 @@ void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
     /* (a thread's CPU clock read on another thread: cannot tell) */
     if (clk < seen || clk < ctx->sig_clock_ns) return;
     quiet = 8 * period > 50000000u ? 8 * period : 50000000u;
-    if (clk < seen + quiet) {
+    if (ljp_timer_thread_sends(ctx)) {
+      uint64_t unseen = sent - atomic_load(&ctx->tmr.thr_sent_seen);
+      if (unseen < 8 || clk < seen + quiet) {
+        due = sent - ctx->sig_sent;
+        if (due < 12) return;                               /* too early */
+        if (ticks - ctx->sig_ticks >= due / 4) {
+          ctx->sig_ticks = ticks;
+          ctx->sig_clock_ns = clk;
+          ctx->sig_sent = sent;
+          return;
+        }
+      }
+    } else if (clk < seen + quiet) {
       if (clk - ctx->sig_clock_ns < 3 * period) return; /* too early */
       due = (clk - ctx->sig_clock_ns) / period;
       if (ticks - ctx->sig_ticks >= due / 4) {

@@ -52,6 +52,10 @@ typedef struct ljp_timerst {
   _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
   _Atomic uint64_t seen_ns; /* the run's clock at the last tick taken by
                                ljprof's handler (rearm; 0: none yet) */
+  _Atomic uint64_t thr_sent; /* wall, thread: ticks the timer thread sent
+                               (signals queued, kernel timers armed) */
+  _Atomic uint64_t thr_sent_seen; /* thr_sent at the last tick taken by
+                               ljprof's handler (or a blocked tick) */
   struct ljp_ctx *live_next; /* the list of live timers (timer_exit.c) */
 } ljp_timerst;
 
@@ -89,6 +93,11 @@ uint64_t ljp_timer_first_ns(ljp_ctx *ctx);
 ** changes, so a periodic program (a frame loop) is not sampled at one
 ** phase only. Async-signal-safe (xorshift on ctx->tmr.rng). */
 uint64_t ljp_timer_gap_ns(ljp_ctx *ctx);
+
+/* Are ctx's ticks sent by the timer thread (wall, thread)? Then the run's
+** signal check counts them in thr_sent: a starved timer thread sends
+** none, and its silence is not a lost signal. */
+int ljp_timer_thread_sends(const ljp_ctx *ctx);
 
 /* Clock itimer's process timer around an exec (exec.c): paused, its
 ** setting kept in *saved (0: there is none), then set again if the exec

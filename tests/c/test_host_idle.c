@@ -47,9 +47,10 @@ __attribute__((noinline)) void host_c_work(double sec)
 }
 
 typedef struct tally {
-  unsigned long total, lua, host, mixed, host_named;
+  unsigned long total, lua, host, mixed, host_named, other, other_top;
   const char *lua_mark, *host_mark;
-  char worst[2048];
+  char worst[2048], other_ex[2048];  /* a mixed stack; the commonest other */
+  int other_vm;
 } tally;
 
 static void visit(void *data, const char *stack, size_t len, int vmstate,
@@ -59,7 +60,6 @@ static void visit(void *data, const char *stack, size_t len, int vmstate,
   char s[2048];
   int has_lua, has_host;
   (void)zone;
-  (void)vmstate;
   if (len >= sizeof(s)) len = sizeof(s) - 1;
   memcpy(s, stack, len);
   s[len] = 0;
@@ -73,6 +73,14 @@ static void visit(void *data, const char *stack, size_t len, int vmstate,
     t->mixed += count;
     snprintf(t->worst, sizeof(t->worst), "%s", s);
   }
+  if (!has_lua && !has_host) {  /* neither: shown when there are many */
+    t->other += count;
+    if (count > t->other_top) {
+      t->other_top = count;
+      t->other_vm = vmstate;
+      snprintf(t->other_ex, sizeof(t->other_ex), "%s", s);
+    }
+  }
 }
 
 static int load(lua_State *L, const char *code, const char *name)
@@ -80,17 +88,36 @@ static int load(lua_State *L, const char *code, const char *name)
   return luaL_loadbuffer(L, code, strlen(code), name);
 }
 
+/* now() times the Lua work in wall time, as the host's, so that the
+** shares hold on a loaded machine (timed by os.clock, CPU time, the Lua
+** part grew there); the work calls os.clock, a system call, in which a
+** thread waiting for a CPU is seen blocked by the wall clock's timer
+** thread. */
+static int l_now(lua_State *L)
+{
+  lua_pushnumber(L, now_s());
+  return 1;
+}
+
 static lua_State *new_state(void)
 {
   lua_State *L = luaL_newstate();
   luaL_openlibs(L);
+  lua_register(L, "now", l_now);
   return L;
 }
+
+/* Wall time inside the Lua calls, and of the whole run: the share the
+** wall clock's profile must show (a loaded machine stretches the Lua
+** part as much as the host's: a preempted thread is still in its call). */
+static double in_lua, run_t0, run_t1;
 
 static int start(lua_State *L, ljprof_clock clock, int native)
 {
   ljprof_options opt;
   char err[256];
+  in_lua = 0;
+  run_t0 = now_s();
   ljprof_options_init(&opt);
   opt.clock = clock;
   opt.interval_us = 1000;
@@ -104,12 +131,41 @@ static int start(lua_State *L, ljprof_clock clock, int native)
 
 static void report(const char *name, lua_State *L, tally *t)
 {
+  run_t1 = now_s();
   ljprof_stop(L);
   CHECK_EQ(ljprof_summary(L, visit, t), 0);
   printf("%s: %lu samples, %lu with Lua frames, %lu host (%lu named %s), "
          "%lu mixed\n", name, t->total, t->lua, t->host, t->host_named,
          t->host_mark, t->mixed);
   if (t->mixed) printf("  e.g. %s\n", t->worst);
+  if (t->other > t->total / 20)
+    printf("  %lu neither, the commonest (%lu, state %c): %s\n", t->other,
+           t->other_top, t->other_vm ? t->other_vm : '?', t->other_ex);
+}
+
+static int timed_pcall(lua_State *L)
+{
+  double l0 = now_s();
+  int rc = lua_pcall(L, 0, 0, 0);
+  in_lua += now_s() - l0;
+  return rc;
+}
+
+/* Lua and host samples against the measured share, within 0.15: about
+** 800 samples make a sampling error near 0.015, and on a loaded machine
+** (4 busy threads beside this test on 2 CPUs) the wall clock's shares
+** moved by up to 0.09 (ticks that find the thread waiting for a CPU are
+** taken when it runs again); hardly any sample is neither (a CI run had
+** 448 of 1812: the commonest such stack is printed). */
+static void check_shares(const tally *t, int wall)
+{
+  double run = run_t1 - run_t0, want = in_lua / run;
+  double got = t->total ? (double)t->lua / (double)t->total : 0;
+  printf("  Lua share %.3f, measured %.3f\n", got, want);
+  CHECK_EQ(t->mixed, 0);
+  CHECK(t->other <= t->total / 20);
+  CHECK(t->lua > t->total / 20);
+  if (wall) CHECK(got > want - 0.15 && got < want + 0.15);
 }
 
 /* 1. Lua returns, the host spins: ~25% Lua, ~75% host. */
@@ -124,15 +180,13 @@ static void case_spin(int native)
   t0 = now_s();
   while (now_s() - t0 < 0.8) {
     double l0 = now_s();
-    CHECK_EQ(load(L, "local t = os.clock() + 0.004 "
-                                "while os.clock() < t do end", "=luawork"), 0);
-    CHECK_EQ(lua_pcall(L, 0, 0, 0), 0);
+    CHECK_EQ(load(L, "local t = now() + 0.004 "
+                                "while now() < t do os.clock() end", "=luawork"), 0);
+    CHECK_EQ(timed_pcall(L), 0);
     host_c_work(3 * (now_s() - l0));
   }
   report(native ? "spin, native" : "spin, no native", L, &t);
-  CHECK_EQ(t.mixed, 0);
-  CHECK(t.lua > t.total / 10);
-  CHECK(t.host > t.total / 2);
+  check_shares(&t, 1);
   if (!native) CHECK(t.host_named > t.total / 2);
   lua_close(L);
 }
@@ -147,8 +201,8 @@ static void case_coroutine(int native)
   t.lua_mark = "cowork";
   t.host_mark = native ? "host_c_work" : "[host]";
   CHECK_EQ(load(L, "return function() while true do "
-                              "local t = os.clock() + 0.004 "
-                              "while os.clock() < t do end "
+                              "local t = now() + 0.004 "
+                              "while now() < t do os.clock() end "
                               "coroutine.yield() end end", "=cowork"), 0);
   CHECK_EQ(lua_pcall(L, 0, 1, 0), 0);
   co = lua_newthread(L);
@@ -159,12 +213,11 @@ static void case_coroutine(int native)
   while (now_s() - t0 < 0.8) {
     double l0 = now_s();
     CHECK_EQ(lua_resume(co, 0), LUA_YIELD);
+    in_lua += now_s() - l0;
     host_c_work(3 * (now_s() - l0));
   }
   report(native ? "coroutine, native" : "coroutine, no native", L, &t);
-  CHECK_EQ(t.mixed, 0);
-  CHECK(t.lua > t.total / 10);
-  CHECK(t.host > t.total / 2);
+  check_shares(&t, 1);
   lua_close(L);
 }
 
@@ -199,7 +252,7 @@ __attribute__((noinline)) int host_event_loop(lua_State *L, double sec)
       char b[64];
       if (read(pipefd[0], b, sizeof(b)) <= 0) continue;
       lua_getglobal(L, "handler");
-      if (lua_pcall(L, 0, 0, 0) != 0) return -1;
+      if (timed_pcall(L) != 0) return -1;
       served++;
     }
   }
@@ -217,8 +270,8 @@ static void case_event_loop(ljprof_clock clock, int native)
   t.lua_mark = "handler";
   t.host_mark = native ? "epoll_wait" : "[host]";
   CHECK_EQ(load(L, "function handler() "
-                              "local t = os.clock() + 0.002 "
-                              "while os.clock() < t do end end", "=handler"), 0);
+                              "local t = now() + 0.002 "
+                              "while now() < t do os.clock() end end", "=handler"), 0);
   CHECK_EQ(lua_pcall(L, 0, 0, 0), 0);
   CHECK_EQ(pipe(pipefd), 0);
   client_stop = 0;
@@ -235,14 +288,12 @@ static void case_event_loop(ljprof_clock clock, int native)
   report(name, L, &t);
   printf("  %d requests\n", served);
   CHECK(served > 20);
-  CHECK_EQ(t.mixed, 0);
-  CHECK(t.lua > t.total / 20);
   /* Idle is ~75% of the time: it shows under the host's frames. The
   ** thread clock adds ticks it could not deliver (its timer thread late
   ** on a loaded machine) to the next signalled sample, a Lua one here:
   ** only some must show. */
-  if (clock == LJPROF_CLOCK_WALL) CHECK(t.host > t.total * 2 / 5);
-  else CHECK(t.host > t.total / 20);
+  check_shares(&t, clock == LJPROF_CLOCK_WALL);
+  if (clock != LJPROF_CLOCK_WALL) CHECK(t.host > t.total / 20);
   lua_close(L);
 }
 

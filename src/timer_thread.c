@@ -28,7 +28,8 @@
 ** Gaps are random in [interval/2, 3/2 interval), counted from the
 ** previous scheduled wake-up (see timer_posix.c). Ticks it deferred (the
 ** thread about to block, the signal queue full, the ring busy) are added
-** to the next sample's weight; ticks it overslept (it did not run on
+** to the next sample's weight (still deferred at stop: missed); ticks it
+** overslept (it did not run on
 ** time: a loaded machine) are counted as missed, not taken: the next
 ** sample, one place, was charged for all of a gap's time (a Lua share of
 ** 0.37 against 0.20 timed, test_host_idle under load). A forked child that stops the run leaves the
@@ -349,6 +350,8 @@ static void thread_stop(ljp_ctx *ctx)
   pthread_cond_signal(&ctx->tmr.u.thr.cv);
   pthread_mutex_unlock(&ctx->tmr.u.thr.mu);
   pthread_join(ctx->tmr.u.thr.th, NULL);
+  /* Ticks deferred to a next sample that never came: missed. */
+  atomic_fetch_add(&ctx->n_missed, atomic_exchange(&ctx->tmr.thr_overrun, 0));
   pthread_cond_destroy(&ctx->tmr.u.thr.cv);
   pthread_mutex_destroy(&ctx->tmr.u.thr.mu);
   if (ctx->tmr.u.thr.sysfd >= 0) close(ctx->tmr.u.thr.sysfd);

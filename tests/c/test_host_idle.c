@@ -151,12 +151,14 @@ static int timed_pcall(lua_State *L)
   return rc;
 }
 
-/* Lua and host samples against the measured share, within 0.15: about
+/* Lua and host samples against the measured share, within 0.2: about
 ** 800 samples make a sampling error near 0.015, and on a loaded machine
-** (4 busy threads beside this test on 2 CPUs) the wall clock's shares
-** moved by up to 0.09 (ticks that find the thread waiting for a CPU are
-** taken when it runs again); hardly any sample is neither (a CI run had
-** 448 of 1812: the commonest such stack is printed). */
+** the wall clock's shares moved: by up to 0.09 with 4 busy threads beside
+** this test on 2 CPUs (ticks that find the thread waiting for a CPU are
+** taken when it runs again), by 0.16 with compilers and a CPU-pinned test
+** beside it (the timer thread, late, missed ticks mostly while the Lua
+** handler ran: the CPU was busiest then). Hardly any sample is neither
+** (a CI run had 448 of 1812: the commonest such stack is printed). */
 static void check_shares(const tally *t, int wall)
 {
   double run = run_t1 - run_t0, want = in_lua / run;
@@ -165,7 +167,7 @@ static void check_shares(const tally *t, int wall)
   CHECK_EQ(t->mixed, 0);
   CHECK(t->other <= t->total / 20);
   CHECK(t->lua > t->total / 20);
-  if (wall) CHECK(got > want - 0.15 && got < want + 0.15);
+  if (wall) CHECK(got > want - 0.2 && got < want + 0.2);
 }
 
 /* 1. Lua returns, the host spins: ~25% Lua, ~75% host. */

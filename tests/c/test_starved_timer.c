@@ -89,9 +89,7 @@ static void unwrap(int signo)
 
 /* Spinners on the profiled thread's CPU while it runs: the timer thread
 ** at SCHED_IDLE gets less of it. */
-#ifndef NSPIN
-#define NSPIN 1
-#endif
+#define NSPIN 2
 static volatile int spin_stop;
 static cpu_set_t spin_cpu;
 
@@ -145,7 +143,9 @@ static int captured_lost_lines(void)
   return n;
 }
 
-static void one_run(ljprof_clock clock, int starve)
+/* One run; returns the longest gap between ticks (starve: the timer
+** thread at SCHED_IDLE). */
+static double one_run(ljprof_clock clock, int starve)
 {
   const char *cname = clock == LJPROF_CLOCK_WALL ? "wall" : "thread";
   lua_State *L = luaL_newstate();
@@ -153,9 +153,9 @@ static void one_run(ljprof_clock clock, int starve)
   ljprof_stats st;
   char err[256];
   pid_t before[64], after[64], timer = 0;
-  int nb, na, i, j, lost;
+  int nb, na, i, j, lost, fresh = 0;
   cpu_set_t one;
-  pthread_t sp_th[2];
+  pthread_t sp_th[NSPIN];
   luaL_openlibs(L);
   lua_register(L, "now", l_now);
   lua_register(L, "cspin", l_cspin);
@@ -169,9 +169,12 @@ static void one_run(ljprof_clock clock, int starve)
   na = tasks(after, 64);
   for (i = 0; i < na; i++) {  /* the thread start created */
     for (j = 0; j < nb && before[j] != after[i]; j++) {}
-    if (j == nb) timer = after[i];
+    if (j == nb) {
+      timer = after[i];
+      fresh++;
+    }
   }
-  CHECK(timer != 0);
+  CHECK_EQ(fresh, 1);  /* the timer thread, no other */
   pass_on = starve;
   max_gap = 0;
   last_tick = now_s();
@@ -191,12 +194,14 @@ static void one_run(ljprof_clock clock, int starve)
     for (i = 0; i < NSPIN; i++) pthread_create(&sp_th[i], NULL, spinner, NULL);
   }
   CHECK_EQ(luaL_dostring(L, "local t0, s = now(), 0 "
-                            "while now() - t0 < 1.5 do "
+                            "while now() - t0 < 1.0 do "
                             "  cspin(0.08) "
                             "  for i = 1, 1000 do s = s + i % 3 end "
                             "end return s"), 0);
   if (starve && last_tick > 0 && now_s() - last_tick > max_gap)
     max_gap = now_s() - last_tick;
+  if (starve && timer)  /* still at SCHED_IDLE (or the test tests nothing) */
+    CHECK_EQ(sched_getscheduler(timer), SCHED_IDLE);
   ljprof_stop(L);
   if (starve && timer) {
     spin_stop = 1;
@@ -212,7 +217,6 @@ static void one_run(ljprof_clock clock, int starve)
          (unsigned long long)st.signals,
          (unsigned long long)st.ticks, max_gap * 1e3, lost);
   if (starve) {
-    CHECK(max_gap >= 0.06);  /* the starvation this tests happened */
     CHECK_EQ(lost, 0);
   } else {
     CHECK_EQ(lost, 1);
@@ -223,12 +227,24 @@ static void one_run(ljprof_clock clock, int starve)
     sched_setaffinity(0, sizeof(one), &one);
   }
   lua_close(L);
+  return max_gap;
+}
+
+/* The starved run until it starved the timer thread for 60 ms or more
+** (more than the check's 50 ms): at most 4 tries (under `nice` and a
+** loaded machine SCHED_IDLE gets a larger share); one must. */
+static void starved(ljprof_clock clock)
+{
+  double gap = 0;
+  int tries = 0;
+  while (gap < 0.06 && tries++ < 4) gap = one_run(clock, 1);
+  CHECK(gap >= 0.06);  /* the starvation this tests happened */
 }
 
 int main(void)
 {
-  one_run(LJPROF_CLOCK_WALL, 1);
-  one_run(LJPROF_CLOCK_THREAD, 1);
+  starved(LJPROF_CLOCK_WALL);
+  starved(LJPROF_CLOCK_THREAD);
   one_run(LJPROF_CLOCK_WALL, 0);
   one_run(LJPROF_CLOCK_THREAD, 0);
   return check_done("starved_timer");

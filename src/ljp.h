@@ -219,9 +219,16 @@ int ljp_signal_is_default(int signo);
 ** ticks on). Normal context. */
 enum { LJP_SIG_OURS, LJP_SIG_NONE, LJP_SIG_OTHER };
 int ljp_signal_disposition(int signo);
+/* sample.c. One tick of weight w at pc into the ring, the caller holding
+** it (ring_owner); regs: the thread's registers for the native walk (NULL:
+** none); lite: no native walk nor Lua capture. Sampling context: the
+** signal handler, or a timer thread with the profiled thread stopped. */
+struct ljp_regs;
+void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
+                uint32_t w, int lite);
 /* Normal context, on the timer thread, the profiled thread blocked in a
-** system call (signal.c): capture what a tick would record, then push it
-** with weight w (0: a handler holds the ring now). */
+** system call: capture what a tick would record, then push it with
+** weight w (0: a handler holds the ring now). */
 int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec);
 int ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w);
 static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }

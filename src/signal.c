@@ -3,15 +3,11 @@
 ** profiling context.
 **
 ** ljp_signal_handler runs in signal context: only async-signal-safe calls,
-** no malloc, no locks, no stdio, bounded work, errno preserved. It records
-** time, PC, VM state, zone, label set and weight into the context's ring
-** and arms the safe point. Every tick it cannot record is counted. A
-** tick with no Lua call active on the running thread (vmprobe.h:
-** ljp_vm_no_call) is the host's own: its native frames only, no Lua
-** capture, flagged LJP_LUA_HOST so that the safe point adds none.
-** It writes to the ring only after taking ctx->ring_owner: the thread
-** clock's timer thread writes a blocked thread's records there too
-** (ljp_blocked_capture/push, normal context on that thread, below).
+** no malloc, no locks, no stdio, bounded work, errno preserved. It finds
+** the tick's context, takes the timer's weight and the ring
+** (ctx->ring_owner: the timer thread writes a blocked thread's records
+** there too), and hands the tick to the sampler (sample.c) with the
+** interrupted PC and registers. Every tick it cannot record is counted.
 **
 ** A signal carries a token (slot | run generation << 8) in si_value;
 ** itimer signals carry none and use the one itimer binding. A context's
@@ -38,10 +34,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "cfi.h"
 #include "ljp.h"
-#include "luastack.h"
-#include "tracemem.h"
-#include "vmprobe.h"
 
 _Atomic uint64_t ljp_stale_signals;
 
@@ -67,19 +61,6 @@ static inline uintptr_t ucontext_pc(void *ucv)
 #endif
 }
 
-/* Is the trace compiler idle? A learnt state field that never reads idle
-** (1000 signals in a row, far longer than any trace takes to compile)
-** was learnt wrong: it is dropped, so samples are not held forever. */
-static inline int jit_idle(ljp_ctx *ctx)
-{
-  if (ljp_vm_jit_idle(ctx->vm_g)) {
-    ctx->jit_busy_run = 0;
-    return 1;
-  }
-  if (++ctx->jit_busy_run >= 1000) ljp_vml.jstate_ok = 0;
-  return 0;
-}
-
 /* Room the handler has on an alternate signal stack (see the top):
 ** below LJP_ALT_FULL no native walk nor Lua capture, below LJP_ALT_LITE
 ** no sample. */
@@ -95,248 +76,6 @@ static inline size_t ljp_alt_room(void *ucv, const void *here)
   uintptr_t lo = (uintptr_t)uc->uc_stack.ss_sp, sp = (uintptr_t)here;
   if (uc->uc_stack.ss_size && sp - lo < uc->uc_stack.ss_size) return sp - lo;
   return SIZE_MAX;
-}
-
-/* Is a tick in state vm at pc the host's own code, with no Lua call
-** active on the running thread (L->cframe NULL: the host's Lua call
-** returned, its coroutine yielded or ended)? Not in a trace or the
-** compiler. In the interpreter's own code (its unwind entry) cur_L may
-** lag a coroutine switch by a few instructions (a resume from Lua that
-** just came back): never there. The GC with no call active is a step
-** the host's lua_* call took. peek: fault-safe reads (another thread).
-** Signal context. */
-static inline int host_tick(uintptr_t g, int vm, uintptr_t pc, int peek)
-{
-  if (vm != 'C' && vm != 'I' && vm != 'G') return 0;
-  if (ljp_vm_no_call(g, peek) != 1) return 0;
-  return vm == 'G' || !ljp_codemap_in_interp(pc);
-}
-
-/* Record one sample of weight w; lite: without the native walk and the
-** Lua capture (little stack left). Signal context. A full ring with
-** records pending gets the tick filled in on the stack, as a record would
-** be, and merged into a pending record that would have had the same stack
-** (ring.h); like none, it is dropped. */
-static void ljp_sample(ljp_ctx *ctx, void *ucv, uint32_t w, int lite)
-{
-  ljp_record *rec, scratch;
-  ljp_push_result res;
-  uintptr_t pc = ucontext_pc(ucv), tobj = 0, cfunc;
-  uint64_t t0 = ljp_now_ns();  /* CLOCK_MONOTONIC, vDSO: signal-safe */
-  int32_t trace;
-  int vm, host = 0;
-  atomic_fetch_add_explicit(&ctx->n_signals, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
-  /* With native stacks the running C function is usually the outermost
-  ** native frame (found at the safe point): no peeks for it here. */
-  vm = ljp_vm_read(ctx->vm_g, &trace, &cfunc, !ctx->native_on);
-  if (!vm) {
-    vm = ljp_codemap_classify(&ctx->map, pc, &trace);
-  } else if (vm == 'N') {
-    /* g->vmstate names the trace entered last; a trace linked to may run
-    ** on without changing it. The PC names the trace whose machine code
-    ** is running, when it is known: the trace itself, read from memory
-    ** (it cannot be freed while it runs), else the code map, whose range
-    ** must still belong to its trace (it may be from before a flush). */
-    int32_t tr = 0;
-    if (ctx->tr.mem) {
-      uintptr_t T2;
-      tobj = ljp_tm_trace(ctx->vm_g, trace);
-      if (!(tobj && ljp_tm_holds(tobj, pc)) &&
-          ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0 &&
-          (T2 = ljp_tm_trace(ctx->vm_g, tr)) && ljp_tm_holds(T2, pc)) {
-        trace = tr;
-        tobj = T2;
-      }
-    } else if (ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0) {
-      trace = tr;
-    }
-  }
-  if (host_tick(ctx->vm_g, vm, pc, 0)) {
-    host = 1;                    /* no Lua frame, no Lua C function */
-    cfunc = 0;
-  }
-  if (!(rec = ljp_ring_slot(&ctx->ring))) {
-    if (!ljp_ring_pending(&ctx->ring)) {  /* nothing to merge into */
-      atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
-      goto arm;
-    }
-    rec = &scratch;
-  }
-  if (rec != &scratch)
-    rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
-  rec->time_ns = t0;
-  rec->pc = pc;
-  rec->trace = trace;
-  rec->tobj = tobj;
-  rec->cfunc = cfunc;
-  rec->vmstate = (uint8_t)(host && vm == 'I' ? 'C' : vm);
-  rec->zone = ctx->zones.cur;      /* the zone active at the tick */
-  rec->labels = ctx->labels.cur;   /* and the label set (labels.c) */
-  rec->nflags = 0;
-  rec->nnative = 0;
-  rec->nfuncs = 0;
-  rec->nleaf[0] = rec->nleaf[1] = 0;
-  rec->tret = 0;
-  if (ctx->native_on && !lite)
-    rec->nnative = (uint8_t)ljp_native_capture(ctx, ucv, pc, rec->vmstate,
-                                                rec->native, &rec->nflags,
-                                                &rec->tret, &rec->nfuncs,
-                                                rec->nleaf);
-  /* A host tick whose native walk still reached Lua code (a C function
-  ** that ran a call on another thread: cur_L is that idle thread) is not
-  ** one. */
-  if (host && (rec->tret || (rec->nflags & LJP_NATIVE_FROM_INTERP))) {
-    host = 0;
-    rec->vmstate = (uint8_t)vm;
-  }
-  rec->nlua = 0;
-  rec->nspine = 0;
-  rec->lflags = host ? LJP_LUA_HOST : 0;
-  if (host)
-    atomic_fetch_add_explicit(&ctx->n_host, w, memory_order_relaxed);
-  if (ctx->exact_on && !lite && !host) {
-    /* The Lua frames running now. A C function's stack is stable
-    ** unless it is inside LuaJIT's own code (a lua_* call may resize
-    ** it): when the native walk does not show that it is outside, the
-    ** capture checks the stack's block first. */
-    int c_mode = vm != 'C' && vm != 'G' ? 0
-                 : vm == 'C' && ctx->native_on &&
-                   (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
-                   !(rec->nflags & LJP_NATIVE_VM) ? 1 : 2;
-    /* The interpreter while a trace is recorded: no arming (below), so
-    ** the frames now. */
-    if (vm == 'I' && !ljp_vm_jit_idle(ctx->vm_g))
-      c_mode = LJP_CAPTURE_RECORDING;
-    if (ljp_luastack_capture(ctx->vm_g, c_mode, rec) > 0) {
-      if (rec != &scratch)
-        atomic_fetch_add_explicit(&ctx->n_lua_captures, 1,
-                                  memory_order_relaxed);
-      /* In state C the frame at L->base is the C function's (the
-      ** capture checks it): what ljp_vm_cfunc would read, read. */
-      if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1)
-        rec->cfunc = rec->lua[0].cf;
-    }
-  }
-  /* The running C function, when neither the native walk (it reached
-  ** the interpreter: the function is its outermost frame) nor the Lua
-  ** capture has it: two fault-safe reads, system calls. */
-  if (ctx->native_on && !lite && vm == 'C' && !rec->cfunc && !host &&
-      !(rec->nflags & LJP_NATIVE_FROM_INTERP))
-    rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
-  rec->stack = 0;
-  if (rec != &scratch) {
-    atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
-    ljp_ring_publish(&ctx->ring);
-  } else if ((res = ljp_ring_merge(&ctx->ring, w, rec)) != LJP_DROPPED) {
-    atomic_fetch_add_explicit(&ctx->n_merged, 1, memory_order_relaxed);
-  } else {
-    atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
-  }
-arm:
-  /* Never arm while the trace compiler may be busy: changing the hook
-  ** aborts a trace being started or recorded. The recorder's events set
-  ** ctx->hook.recording; 'J' and the compiler's own state (once learnt) also
-  ** cover the start of a trace, before its "start" event. */
-  if (!ctx->hook.busy && !ctx->hook.recording && ctx->state == LJP_RUNNING &&
-      vm != 'J' && jit_idle(ctx) && ljp_hook_arm_safe(&ctx->hook, pc))
-    ljp_hook_arm(&ctx->hook);
-  atomic_fetch_add_explicit(&ctx->handler_ns, ljp_now_ns() - t0,
-                            memory_order_relaxed);
-}
-
-/* -- Blocked threads (normal context, the wall clock's timer thread) ------ */
-
-/* The profiled thread is blocked in a system call (timer_thread.c): what
-** the handler would record, without a signal, which would end the call
-** (EINTR). Only memory reads, as in the handler, of a thread that does not
-** run: the caller reads its CPU time and system call before and after and
-** keeps the record only if neither changed. pc: the thread's user PC (at
-** its system call). Returns the Lua frames captured (0: none, no record),
-** or 1 for a host tick (no Lua call active: no Lua frames, its one native
-** frame the PC, when native frames are on). */
-int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec)
-{
-  int32_t trace = 0;
-  uintptr_t cfunc = 0;
-  int vm;
-  memset(rec, 0, offsetof(ljp_record, native));
-  rec->nnative = 0;
-  rec->tret = 0;
-  rec->nfuncs = 0;
-  rec->nleaf[0] = rec->nleaf[1] = 0;
-  rec->nlua = 0;
-  rec->nspine = 0;
-  rec->lflags = 0;
-  if (!ctx->exact_on || !ctx->vm_g) return 0;
-  vm = ljp_vm_read(ctx->vm_g, &trace, &cfunc, 0);
-  if (host_tick(ctx->vm_g, vm, pc, 1)) {
-    rec->pc = pc;
-    rec->vmstate = (uint8_t)(vm == 'G' ? 'G' : 'C');
-    rec->zone = ctx->zones.cur;
-    rec->labels = ctx->labels.cur;
-    rec->lflags = LJP_LUA_HOST;
-    if (ctx->native_on && pc) {
-      rec->native[0] = pc;
-      rec->nnative = 1;
-      rec->nflags = LJP_NATIVE_TRUNCATED;
-    }
-    return 1;
-  }
-  if (vm == 'C') cfunc = ljp_vm_cfunc(ctx->vm_g);
-  if (vm != 'C' && vm != 'N') return 0;  /* an FFI or C call, from the
-                                         ** interpreter or a trace */
-  rec->pc = pc;
-  rec->trace = trace;
-  rec->cfunc = cfunc;
-  rec->vmstate = (uint8_t)vm;
-  rec->zone = ctx->zones.cur;
-  rec->labels = ctx->labels.cur;
-  if (ljp_luastack_capture_blocked(ctx->vm_g, rec) <= 0) return 0;
-  if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1)
-    rec->cfunc = rec->lua[0].cf;
-  return rec->nlua;
-}
-
-/* A record of weight w from ljp_blocked_capture into the ring, if no
-** handler is writing to it (ring_owner: the handler or this thread, never
-** both). Returns 0 when the ring was busy (the caller counts the tick
-** otherwise). */
-int ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w)
-{
-  ljp_push_result res;
-  ljp_record *rec;
-  int free_ = 0;
-  if (!atomic_compare_exchange_strong_explicit(&ctx->ring_owner, &free_, 2,
-          memory_order_acquire, memory_order_relaxed))
-    return 0;
-  atomic_fetch_add_explicit(&ctx->n_ticks, w, memory_order_relaxed);
-  atomic_fetch_add_explicit(&ctx->n_idle, w, memory_order_relaxed);
-  if (proto->lflags & LJP_LUA_HOST)
-    atomic_fetch_add_explicit(&ctx->n_host, w, memory_order_relaxed);
-  rec = ljp_ring_reserve(&ctx->ring, w, proto, &res);
-  if (rec) {
-    size_t lua_at = offsetof(ljp_record, nlua);
-    memcpy(rec, proto, offsetof(ljp_record, native));
-    memcpy(rec->native, proto->native,
-           (size_t)proto->nnative * sizeof(proto->native[0]));
-    memcpy((char *)rec + lua_at, (const char *)proto + lua_at,
-           sizeof(ljp_record) - lua_at);
-    rec->seq = atomic_fetch_add_explicit(&ctx->seq, 1, memory_order_relaxed);
-    rec->time_ns = ljp_now_ns();
-    rec->tret = 0;
-    rec->nfuncs = 0;
-    rec->nleaf[0] = rec->nleaf[1] = 0;
-    rec->stack = 0;
-    atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
-    ljp_ring_publish(&ctx->ring);
-  } else if (res != LJP_DROPPED) {
-    atomic_fetch_add_explicit(&ctx->n_merged, 1, memory_order_relaxed);
-  } else {
-    atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
-  }
-  atomic_store_explicit(&ctx->ring_owner, 0, memory_order_release);
-  return 1;
 }
 
 /* Signal context: the previous disposition of sig, SIG_IGN or SIG_DFL.
@@ -422,7 +161,11 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
         int free_ = 0;
         if (atomic_compare_exchange_strong_explicit(&ctx->ring_owner, &free_,
                 1, memory_order_acquire, memory_order_relaxed)) {
-          ljp_sample(ctx, ucv, w, room < LJP_ALT_FULL);
+          int lite = room < LJP_ALT_FULL;
+          ljp_regs regs;
+          if (ctx->native_on && !lite) ljp_cfi_regs(&regs, ucv);
+          ljp_sample(ctx, ucontext_pc(ucv),
+                     ctx->native_on && !lite ? &regs : NULL, w, lite);
           atomic_store_explicit(&ctx->ring_owner, 0, memory_order_release);
         } else {
           atomic_fetch_add_explicit(&ctx->tmr.thr_overrun, w,

@@ -202,7 +202,8 @@ static inline uint64_t fhash(uint64_t h, uintptr_t fn)
 
 #define QUIET_STEPS 8   /* frames a walk for *tret alone may pass */
 
-static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
+static int capture(ljp_ctx *ctx, const ljp_objsnap *m, const ljp_regs *at,
+                   uintptr_t pc,
                    int vmstate, uintptr_t *out, uint8_t *flags,
                    uintptr_t *tret, uint64_t *funcs, uintptr_t *leaf)
 {
@@ -248,7 +249,7 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   atomic_fetch_add_explicit(&ctx->n_native_unwinds, 1, memory_order_relaxed);
   vm = is_vm(e);
   out[n++] = pc;
-  ljp_cfi_regs(&regs, ucv);
+  regs = *at;
   /* The stack a walk may read: from the interrupted stack pointer (less
   ** the red zone) to the end of the thread's stack. An interrupted
   ** stack pointer elsewhere (an alternate signal stack, a coroutine
@@ -327,7 +328,8 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, void *ucv, uintptr_t pc,
   return n;
 }
 
-int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
+int ljp_native_capture(ljp_ctx *ctx, const ljp_regs *regs, uintptr_t pc,
+                       int vmstate,
                        uintptr_t *out, uint8_t *flags, uintptr_t *tret,
                        uint64_t *funcs, uintptr_t *leaf)
 {
@@ -344,7 +346,7 @@ int ljp_native_capture(ljp_ctx *ctx, void *ucv, uintptr_t pc, int vmstate,
     *flags = LJP_NATIVE_SKIPPED;
     return 0;
   }
-  n = capture(ctx, ljp_objects_snap(), ucv, pc, vmstate, out, flags, tret,
+  n = capture(ctx, ljp_objects_snap(), regs, pc, vmstate, out, flags, tret,
               funcs, leaf);
   ljp_epoch_leave(t);
   return n;

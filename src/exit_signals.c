@@ -11,11 +11,11 @@
 ** instruction, which compiled code never reaches (a compiled loop ran to
 ** its end). When on_signal is asked for INT and SIGINT's handler lies in
 ** the luajit executable, the sampling handler (ljp_exit_int_watch, signal
-** context: one sigaction, sigowner.c) wraps it while it is installed: the wrapper
-** calls luajit's handler, then gives the interpreter INT_GRACE_MS to
-** raise "interrupted!" (the run then writes its outputs itself, "hold");
-** if it has not, SIGINT ends the program as TERM does (below), profile
-** written, killed by SIGINT.
+** context: one sigaction, through sigowner.c) wraps it while it is
+** installed: the wrapper calls luajit's handler, then gives the
+** interpreter INT_GRACE_MS to raise "interrupted!" (the run then writes
+** its outputs itself, "hold"); if it has not, SIGINT ends the program as
+** TERM does (below), profile written, killed by SIGINT.
 **
 ** The profile is written by a helper thread, started with the trap, in a
 ** Lua state of its own, made when a signal comes (~2 ms of CPU that a run

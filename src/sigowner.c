@@ -16,10 +16,11 @@
 ** instruction: no handler ever runs there, and a process-directed signal
 ** goes to a thread of the program's.
 **
-** Signal context: every function but ljp_thread_start and the sampling
-** handler's queries is async-signal-safe (sigaction, pthread_sigmask and
-** raise only, no errno kept: the handlers keep it); the sampling handler
-** (foreign signals), the exit handler and the SIGINT wrapper call them.
+** Signal context: every function but ljp_thread_start is
+** async-signal-safe (sigaction, pthread_sigmask, raise and an atomic load
+** only; errno is not kept: the handlers keep it). The sampling handler
+** (a foreign signal, luajit's SIGINT handler watched), the exit handler
+** and the SIGINT wrapper call them there.
 */
 #define _GNU_SOURCE
 #include <pthread.h>

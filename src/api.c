@@ -1,5 +1,6 @@
 /*
-** The C API: all of include/ljprof.h, and the context lifecycle.
+** The C API: all of include/ljprof.h, and the context lifecycle. ENTRY
+** (called by a C host).
 **
 ** A context is created per Lua state on first use and lives until
 ** lua_close: a userdata in the registry owns it and its __gc stops the run

@@ -56,6 +56,7 @@
 #include "auto.h"
 #include "outfile.h"
 #include "ownstate.h"
+#include "sigowner.h"
 
 #define LEND_MS 2000       /* a state that does not lend is skipped */
 #define CHECK_NS 2000000000ull /* the control signal still ours? */
@@ -626,14 +627,12 @@ static void control_handler(int sig, siginfo_t *si, void *uc);
 /* The program took the control signal over: say so once, stop using it. */
 static void check_control(void)
 {
-  struct sigaction cur;
   uint64_t now = ljp_now_ns();
   char line[256], b[32];
   if (!au.signo || now - au.checked_ns < CHECK_NS) return;
   au.checked_ns = now;
-  if (sigaction(au.signo, NULL, &cur) != 0 ||
-      ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == control_handler))
-    return;
+  if (ljp_sig_handler_is(au.signo, control_handler) != 0)
+    return;                       /* ours still, or it cannot tell */
   snprintf(line, sizeof(line), "ljprof: the program changed the handling of "
            "%s: control by signal is off (choose another with LJPROF "
            "signal=)\n", signame(au.signo, b, sizeof(b)));
@@ -643,6 +642,7 @@ static void check_control(void)
   say(line);
 }
 
+/* ENTRY: the export helper's thread (ljp_thread_start). */
 static void *helper_main(void *arg)
 {
   uint64_t next = UINT64_MAX;
@@ -680,9 +680,9 @@ static void control_handler(int sig, siginfo_t *si, void *uc)
 /* Take signo for control, unless the program handles it. */
 static int control_install(int signo, char *err, size_t n)
 {
-  struct sigaction old, sa;
+  struct sigaction old;
   char b[32];
-  if (sigaction(signo, NULL, &old) != 0) return -1;
+  if (ljp_sig_get(signo, &old) != 0) return -1;
   if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == control_handler)
     return 0;
   if ((old.sa_flags & SA_SIGINFO) ||
@@ -693,16 +693,11 @@ static int control_install(int signo, char *err, size_t n)
              "signal=off)", signame(signo, b, sizeof(b)));
     return -1;
   }
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_sigaction = control_handler;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigfillset(&sa.sa_mask);
-  return sigaction(signo, &sa, NULL);
+  return ljp_sig_install(signo, control_handler, 1);
 }
 
 static int helper_start(void)
 {
-  sigset_t all, old;
   if (au.helper_up && au.pid == getpid()) return 0;
   /* First start, or a forked child (no helper there): afresh. */
   au.list = NULL;
@@ -711,10 +706,7 @@ static int helper_start(void)
   atomic_store(&au.requests, 0);
   sem_init(&au.wake, 0, 0);
   au.pid = getpid();
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  au.helper_up = pthread_create(&au.helper, NULL, helper_main, NULL) == 0;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  au.helper_up = ljp_thread_start(&au.helper, helper_main, NULL) == 0;
   if (au.helper_up) pthread_detach(au.helper);
   return au.helper_up ? 0 : -1;
 }

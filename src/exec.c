@@ -40,6 +40,7 @@
 
 #include "ljp.h"
 #include "exit_signals.h"
+#include "sigowner.h"
 #include "../include/ljprof.h"
 
 extern char **environ;
@@ -58,16 +59,10 @@ static int before_exec(const char *what, struct itimerspec *it)
     return 0;
   itimer = ljp_itimer_pause(it);
   if (sigpending(&pend) == 0) {
-    for (sig = 1; sig < _NSIG; sig++) {
-      struct sigaction ign, cur;
-      if (sig == SIGKILL || sig == SIGSTOP || sigismember(&pend, sig) != 1 ||
-          !ljp_signal_is_ours(sig) || sigaction(sig, NULL, &cur) != 0)
-        continue;
-      memset(&ign, 0, sizeof(ign));
-      ign.sa_handler = SIG_IGN;
-      sigaction(sig, &ign, NULL);   /* discards the pending tick */
-      sigaction(sig, &cur, NULL);
-    }
+    for (sig = 1; sig < _NSIG; sig++)
+      if (sig != SIGKILL && sig != SIGSTOP && sigismember(&pend, sig) == 1 &&
+          ljp_sig_sampler_ours(sig))
+        ljp_sig_discard(sig);       /* the pending tick */
   }
   /* The outputs of the run that traps exit signals (jit.prof's: -jprof,
   ** ljprof.auto), written by its writer; others cannot be. */

@@ -11,11 +11,11 @@
 ** instruction, which compiled code never reaches (a compiled loop ran to
 ** its end). When on_signal is asked for INT and SIGINT's handler lies in
 ** the luajit executable, the sampling handler (ljp_exit_int_watch, signal
-** context: one sigaction) wraps it while it is installed: the wrapper
-** calls luajit's handler, then gives the interpreter INT_GRACE_MS to
-** raise "interrupted!" (the run then writes its outputs itself, "hold");
-** if it has not, SIGINT ends the program as TERM does (below), profile
-** written, killed by SIGINT.
+** context: one sigaction, through sigowner.c) wraps it while it is
+** installed: the wrapper calls luajit's handler, then gives the
+** interpreter INT_GRACE_MS to raise "interrupted!" (the run then writes
+** its outputs itself, "hold"); if it has not, SIGINT ends the program as
+** TERM does (below), profile written, killed by SIGINT.
 **
 ** The profile is written by a helper thread, started with the trap, in a
 ** Lua state of its own, made when a signal comes (~2 ms of CPU that a run
@@ -74,6 +74,7 @@
 
 #include "ljp.h"
 #include "ownstate.h"
+#include "sigowner.h"
 
 #define GRACE_MS 20       /* for the safe point, before forcing */
 #define INT_GRACE_MS 100  /* for luajit's "interrupted!", before TERM's way */
@@ -148,9 +149,7 @@ void ljp_exit_close(ljp_exitst *x)
 
 void ljp_exit_park(void)
 {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  ljp_sig_block_all(NULL);
   for (;;) pause();
 }
 
@@ -172,15 +171,11 @@ void ljp_lend_wait(ljp_exitst *x)
 
 static void die_of(int sig)
 {
-  sigset_t set;
-  signal(sig, SIG_DFL);
-  sigemptyset(&set);
-  sigaddset(&set, sig);
-  pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-  raise(sig);
+  ljp_sig_raise_default(sig);
   _exit(128 + sig);  /* not reached: the default action is fatal */
 }
 
+/* ENTRY, signal context: an exit signal (any thread). */
 static void exit_signal_handler(int sig, siginfo_t *si, void *uc)
 {
   int saved = errno;
@@ -210,18 +205,18 @@ static void exit_signal_handler(int sig, siginfo_t *si, void *uc)
 ** SIGINT, or the helper's once the grace is over, ends the program as
 ** TERM does; so does one while the run writes its outputs (it dies
 ** after them). */
-static void int_wrapper(int sig, siginfo_t *si, void *uc)
+static void int_wrapper(int sig, siginfo_t *si, void *uc)  /* ENTRY */
 {
   int saved = errno;
   ljp_ctx *ctx = atomic_load(&trap.ctx);
   if (ctx && trap.helper_up && getpid() == trap.pid && !trap.int_force &&
       !trap.hold && !trap.int_came && !ctx->exit.signal) {
     struct sigaction self, prev = trap.int_prev;
-    sigaction(sig, NULL, &self);
+    ljp_sig_get(sig, &self);
     if (prev.sa_flags & SA_SIGINFO) prev.sa_sigaction(sig, si, uc);
     else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN)
       prev.sa_handler(sig);
-    sigaction(sig, &self, NULL);  /* (luajit's handler reset it) */
+    ljp_sig_put(sig, &self);      /* (luajit's handler reset it) */
     trap.int_came = 1;
     sem_post(&trap.wake);
   } else if (ctx && trap.helper_up && getpid() == trap.pid) {
@@ -238,21 +233,17 @@ static void int_wrapper(int sig, siginfo_t *si, void *uc)
 ** when nothing is to do. */
 void ljp_exit_int_watch(void)
 {
-  struct sigaction cur, sa;
+  struct sigaction cur;
   uintptr_t h;
   if (!trap.int_want || trap.int_came || trap.hold) return;
-  if (sigaction(SIGINT, NULL, &cur) != 0) return;
+  if (ljp_sig_get(SIGINT, &cur) != 0) return;
   if (cur.sa_flags & SA_SIGINFO) return;  /* ours, or not luajit's */
   h = (uintptr_t)cur.sa_handler;
   if (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN ||
       h < trap.exe_lo || h >= trap.exe_hi)
     return;
   trap.int_prev = cur;
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_sigaction = int_wrapper;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigfillset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
+  ljp_sig_install(SIGINT, int_wrapper, 1);
 }
 
 /* The luajit executable's code, [*lo, *hi), when the program is luajit
@@ -326,6 +317,7 @@ static int wait_closed(int ms)
 
 static lua_State *helper_state(ljp_ctx *ctx);
 
+/* ENTRY: the exit writer's thread (ljp_thread_start). */
 static void *helper_main(void *arg)
 {
   ljp_ctx *ctx;
@@ -417,7 +409,7 @@ static void block_exit_signals(sigset_t *old)
   size_t i;
   sigemptyset(&set);
   for (i = 0; i < NSIGS; i++) sigaddset(&set, exit_sigs[i].signo);
-  pthread_sigmask(SIG_BLOCK, &set, old);
+  ljp_sig_mask(SIG_BLOCK, &set, old);
 }
 
 static void spec_free(void)
@@ -505,19 +497,13 @@ static void untrap(void)
 {
   size_t i;
   for (i = 0; i < NSIGS; i++) {
-    struct sigaction cur;
     if (!trap.trapped[i]) continue;
     trap.trapped[i] = 0;
-    if (sigaction(exit_sigs[i].signo, NULL, &cur) == 0 &&
-        (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == exit_signal_handler)
-      sigaction(exit_sigs[i].signo, &trap.old[i], NULL);
+    ljp_sig_put_if(exit_sigs[i].signo, exit_signal_handler, &trap.old[i]);
   }
   if (trap.int_want) {
-    struct sigaction cur;
     trap.int_want = 0;
-    if (sigaction(SIGINT, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-        cur.sa_sigaction == int_wrapper)
-      sigaction(SIGINT, &trap.int_prev, NULL);
+    ljp_sig_put_if(SIGINT, int_wrapper, &trap.int_prev);
   }
   if (trap.helper_up) {
     trap.quit = 1;
@@ -553,7 +539,7 @@ static void signals_off(ljp_ctx *ctx)
   }
   untrap();
   if (sig) die_of(sig);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  ljp_sig_mask(SIG_SETMASK, &old, NULL);
 }
 
 void ljp_exit_signals_off(ljp_ctx *ctx)
@@ -582,7 +568,7 @@ void ljp_exit_signals_hold(ljp_ctx *ctx)
     ljp_exit_park();
   }
   trap.hold = 1;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  ljp_sig_mask(SIG_SETMASK, &old, NULL);
   pthread_mutex_unlock(&trap_mu);
 }
 
@@ -593,7 +579,7 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
   size_t i;
   int n = 0, k, want[NSIGS], got[NSIGS];
   const char *err = NULL;
-  sigset_t all, old;
+  sigset_t old;
   if (ctx->state != LJP_RUNNING)
     return luaL_error(L, "ljprof: on_signal needs a running profile");
   for (i = 0; i < NSIGS; i++) {  /* read before the lock: no error inside */
@@ -630,18 +616,16 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
   atomic_store(&trap.ctx, ctx);
   sem_init(&trap.wake, 0, 0);
   sem_init(&trap.closed, 0, 0);
-  sigfillset(&all);               /* the helper never takes a signal */
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  trap.helper_up = pthread_create(&trap.helper, NULL, helper_main, NULL) == 0;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  /* the helper never takes a signal */
+  trap.helper_up = ljp_thread_start(&trap.helper, helper_main, NULL) == 0;
   if (!trap.helper_up) {
     block_exit_signals(&old);
     untrap();
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    ljp_sig_mask(SIG_SETMASK, &old, NULL);
     err = "ljprof: on_signal: cannot start a thread";
   }
   for (i = 0; !err && i < NSIGS; i++) {
-    struct sigaction sa, prev;
+    struct sigaction prev;
     if (!want[i]) continue;
     if (exit_sigs[i].signo == SIGINT &&
         luajit_exe(&trap.exe_lo, &trap.exe_hi) == 0) {
@@ -650,14 +634,10 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
       trap.int_want = 1;
       got[i] = 1;
     }
-    if (sigaction(exit_sigs[i].signo, NULL, &prev) != 0 ||
+    if (ljp_sig_get(exit_sigs[i].signo, &prev) != 0 ||
         (prev.sa_flags & SA_SIGINFO) || prev.sa_handler != SIG_DFL)
       continue;  /* the program's, or ignored: not ours to take */
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = exit_signal_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigfillset(&sa.sa_mask);
-    if (sigaction(exit_sigs[i].signo, &sa, NULL) == 0) {
+    if (ljp_sig_install(exit_sigs[i].signo, exit_signal_handler, 1) == 0) {
       trap.old[i] = prev;
       trap.trapped[i] = 1;
       got[i] = 1;
@@ -731,7 +711,7 @@ int ljp_exit_write_now(void)
     ljp_own_view_clear(reg);
     lua_close(HL);
   }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  ljp_sig_mask(SIG_SETMASK, &old, NULL);
   pthread_mutex_unlock(&trap_mu);
   return rc;
 }

@@ -209,16 +209,7 @@ struct ljp_ctx {
 int ljp_signal_install(int signo, char *err, size_t errlen);
 /* A run installed the handler and pinned the library (never unloaded). */
 int ljp_signal_pinned(void);
-/* Is ljprof's handler still the one installed for signo? Normal context. */
-int ljp_signal_is_ours(int signo);
-/* Is signo's action SIG_DFL now (a tick would apply the default action)?
-** Normal context (the thread timer, before each tick). */
-int ljp_signal_is_default(int signo);
-/* signo's action now: ljprof's handler, no handler at all (SIG_IGN or
-** SIG_DFL: no tick can reach ljprof), or another handler (which may pass
-** ticks on). Normal context. */
-enum { LJP_SIG_OURS, LJP_SIG_NONE, LJP_SIG_OTHER };
-int ljp_signal_disposition(int signo);
+/* Its disposition, queried and changed: sigowner.h. */
 /* sample.c. One tick of weight w at pc into the ring, the caller holding
 ** it (ring_owner); regs: the thread's registers for the native walk (NULL:
 ** none); lite: no native walk nor Lua capture. Sampling context: the

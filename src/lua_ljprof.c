@@ -1,5 +1,5 @@
 /*
-** The Lua module: require "ljprof".
+** The Lua module: require "ljprof". ENTRY (called by Lua).
 **
 **   start(mode, cb [, opts])      exactly jit.profile.start (cb required)
 **   stop()                        -> true, or false + message if the

@@ -33,6 +33,7 @@
 #include "ownstate.h"
 #include "jitmode.h"
 #include "tracesnap.h"
+#include "sigowner.h"
 #include "tracemem.h"
 
 static char *dup_or_null(const char *s)
@@ -396,7 +397,7 @@ void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
   clk = run_clock_ns(ctx);
   sent = atomic_load(&ctx->tmr.thr_sent);
   period = (uint64_t)ctx->opt.interval_us * 1000u;
-  disp = ljp_signal_disposition(ctx->opt.signo);
+  disp = ljp_sig_sampler_disposition(ctx->opt.signo);
   /* Ours: ticks come. Ignored or reset (SIG_IGN, SIG_DFL): none can come,
   ** lost at once, however late the change (a window of ticks still
   ** holding those from before a change 100-300 ms before stop did not

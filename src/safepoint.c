@@ -1,5 +1,5 @@
 /*
-** Safe point entry points: where LuaJIT calls the profiler in normal
+** Safe point entry points (ENTRY): where LuaJIT calls the profiler in normal
 ** context on the profiled thread. Only these and the other entry points
 ** (signal.c, api.c, lua_ljprof.c) look up a context.
 **

@@ -36,6 +36,7 @@
 
 #include "cfi.h"
 #include "ljp.h"
+#include "sigowner.h"
 
 _Atomic uint64_t ljp_stale_signals;
 
@@ -84,24 +85,15 @@ static inline size_t ljp_alt_room(void *ucv, const void *here)
 ** last two it is restored and the signal raised again. */
 static void foreign(int sig)
 {
-  struct sigaction dfl;
-  sigset_t set;
   if (prev_ignored[sig] || sig == SIGURG || sig == SIGWINCH ||
       sig == SIGCONT)
     return;
-  memset(&dfl, 0, sizeof(dfl));
-  dfl.sa_handler = SIG_DFL;
-  sigaction(sig, &dfl, NULL);
-  sigemptyset(&set);
-  sigaddset(&set, sig);
-  sigprocmask(SIG_UNBLOCK, &set, NULL);
-  raise(sig);
+  ljp_sig_raise_default(sig);
   /* a stop signal: the process stopped and goes on; take it back */
-  dfl.sa_sigaction = ljp_signal_handler_ptr;
-  dfl.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigaction(sig, &dfl, NULL);
+  ljp_sig_install(sig, ljp_signal_handler_ptr, 0);
 }
 
+/* ENTRY, signal context: the sampling signal (the kernel, a tick). */
 static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
 {
   int saved_errno = errno;
@@ -205,33 +197,9 @@ static void ljp_pin_library(void)
   ljp_self_pid_cache();  /* its fork handler needs the library pinned */
 }
 
-int ljp_signal_is_ours(int signo)
-{
-  struct sigaction cur;
-  if (sigaction(signo, NULL, &cur) != 0) return 1;  /* cannot tell */
-  return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == ljp_signal_handler;
-}
-
-int ljp_signal_is_default(int signo)
-{
-  struct sigaction cur;
-  if (sigaction(signo, NULL, &cur) != 0) return 0;  /* cannot tell */
-  return !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL;
-}
-
-int ljp_signal_disposition(int signo)
-{
-  struct sigaction cur;
-  if (sigaction(signo, NULL, &cur) != 0) return LJP_SIG_OURS;  /* cannot tell */
-  if (cur.sa_flags & SA_SIGINFO)
-    return cur.sa_sigaction == ljp_signal_handler ? LJP_SIG_OURS : LJP_SIG_OTHER;
-  return cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN ? LJP_SIG_NONE
-                                                                : LJP_SIG_OTHER;
-}
-
 int ljp_signal_install(int signo, char *err, size_t errlen)
 {
-  struct sigaction sa, old;
+  struct sigaction old;
   int rc = 0;
   if (signo <= 0 || signo >= _NSIG || signo == SIGKILL || signo == SIGSTOP) {
     snprintf(err, errlen, "ljprof: bad signal %d (accepted: 1-%d except "
@@ -255,7 +223,8 @@ int ljp_signal_install(int signo, char *err, size_t errlen)
     break;
   }
   ljp_slots_lock();
-  if (sigaction(signo, NULL, &old) != 0) {
+  ljp_sig_sampler_set(ljp_signal_handler);  /* its queries (sigowner.h) */
+  if (ljp_sig_get(signo, &old) != 0) {
     snprintf(err, errlen, "ljprof: cannot query signal %d: %s", signo,
              strerror(errno));
     rc = -1;
@@ -266,11 +235,7 @@ int ljp_signal_install(int signo, char *err, size_t errlen)
                                               old.sa_handler == SIG_IGN)) {
     prev_ignored[signo] = old.sa_handler == SIG_IGN;
     ljp_pin_library();
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = ljp_signal_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(signo, &sa, NULL) != 0) {
+    if (ljp_sig_install(signo, ljp_signal_handler, 0) != 0) {
       snprintf(err, errlen, "ljprof: cannot install handler for signal %d: "
                "%s", signo, strerror(errno));
       rc = -1;

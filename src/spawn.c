@@ -50,8 +50,9 @@
 **   handles.
 ** - The child gets SIGTERM if the command dies (PR_SET_PDEATHSIG): a
 **   command killed with SIGKILL leaves nothing running.
-** Normal context (Lua C functions); the progress thread blocks every
-** signal and only reads an atomic counter and pwrite()s.
+** ENTRY (called by Lua): normal context (Lua C functions); the progress
+** thread (ENTRY, a thread's start) blocks every signal (sigowner.c) and
+** only reads an atomic counter and pwrite()s.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -73,6 +74,7 @@
 #include <lauxlib.h>
 
 #include "query.h"
+#include "sigowner.h"
 #include "spawn.h"
 
 extern char **environ;
@@ -161,7 +163,7 @@ static void push_status(lua_State *L, int status)
 
 static int l_spawn(lua_State *L)
 {
-  struct sigaction dfl, old_act[NPASS], old_chld;
+  struct sigaction old_act[NPASS], old_chld;
   sigset_t set, old_mask;
   const char **argv;
   char **envp;
@@ -213,28 +215,25 @@ static int l_spawn(lua_State *L)
   sigemptyset(&set);
   for (i = 0; i < NPASS; i++) sigaddset(&set, passed[i]);
   sigaddset(&set, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &set, &old_mask);
-  memset(&dfl, 0, sizeof(dfl));
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
+  ljp_sig_mask(SIG_BLOCK, &set, &old_mask);
   for (i = 0; i < NPASS; i++) {
-    sigaction(passed[i], NULL, &old_act[i]);
+    ljp_sig_get(passed[i], &old_act[i]);
     ignored[i] = old_act[i].sa_handler == SIG_IGN && passed[i] != SIGINT;
     seen[i] = 0;
     /* Blocked and not ignored: pending until taken below. */
-    if (!ignored[i]) sigaction(passed[i], &dfl, NULL);
+    if (!ignored[i]) ljp_sig_default(passed[i], NULL);
   }
-  sigaction(SIGCHLD, &dfl, &old_chld);  /* SIG_IGN would reap it for us */
+  ljp_sig_default(SIGCHLD, &old_chld);  /* SIG_IGN would reap it for us */
   pid = fork();
   if (pid == 0) {
     int e;
     if (own_group) setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);  /* the command is already gone */
-    for (i = 0; i < NPASS; i++) sigaction(passed[i], &old_act[i], NULL);
-    sigaction(SIGCHLD, &old_chld, NULL);
+    for (i = 0; i < NPASS; i++) ljp_sig_put(passed[i], &old_act[i]);
+    ljp_sig_put(SIGCHLD, &old_chld);
     for (i = 0; i < nkeep; i++) fcntl(keep[i], F_SETFD, 0);  /* inherited */
-    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    ljp_sig_mask(SIG_SETMASK, &old_mask, NULL);
     execvpe(argv[0], (char *const *)argv, envp);
     e = errno;
     if (write(errpipe[1], &e, sizeof(e)) < 0) {}
@@ -305,9 +304,9 @@ static int l_spawn(lua_State *L)
     struct timespec zero = {0, 0};
     while (sigtimedwait(&set, NULL, &zero) > 0) {}
   }
-  for (i = 0; i < NPASS; i++) sigaction(passed[i], &old_act[i], NULL);
-  sigaction(SIGCHLD, &old_chld, NULL);
-  sigprocmask(SIG_SETMASK, &old_mask, NULL);
+  for (i = 0; i < NPASS; i++) ljp_sig_put(passed[i], &old_act[i]);
+  ljp_sig_put(SIGCHLD, &old_chld);
+  ljp_sig_mask(SIG_SETMASK, &old_mask, NULL);
   if (nres < 0) return lua_error(L);
   if (pid < 0) {
     lua_pushnil(L);
@@ -401,6 +400,7 @@ typedef struct progress {
   const _Atomic uint64_t *ticks;
 } progress;
 
+/* ENTRY: the progress thread (ljp_thread_start, every signal blocked). */
 static void *progress_main(void *arg)
 {
   progress *p = arg;
@@ -451,7 +451,6 @@ static int l_progress(lua_State *L)
   struct stat st;
   progress *p;
   pthread_condattr_t ca;
-  sigset_t all, old;
   const _Atomic uint64_t *ticks = ljp_q_ticks(L);
   if (sscanf(id, "%d:%llu:%llu", &fd, &dev, &ino) != 3 || fd < 0 ||
       fstat(fd, &st) != 0 || (unsigned long long)st.st_dev != dev ||
@@ -485,10 +484,7 @@ static int l_progress(lua_State *L)
     lua_setfield(L, -2, "__index");
   }
   lua_setmetatable(L, -2);
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);  /* the thread takes no signal */
-  r = pthread_create(&p->th, NULL, progress_main, p);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  r = ljp_thread_start(&p->th, progress_main, p);  /* it takes no signal */
   if (r != 0) {
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);

@@ -57,6 +57,7 @@ static void stop_locked(ljp_ctx *ctx)
 }
 
 /* The thread is exiting: the runs it started tick no more. */
+/* ENTRY: a profiled thread's exit (the pthread key's destructor). */
 static void thread_exit(void *v)
 {
   pid_t tid = ljp_gettid(), pid = getpid();

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "ljp.h"
+#include "sigowner.h"
 
 /* wall: the timer thread wakes this long before a tick's time, to have
 ** decided (about 10 us) before it; the kernel timer is armed only when
@@ -209,6 +210,7 @@ static int ktimer_arm(ljp_ctx *ctx, const struct timespec *at)
   return 0;
 }
 
+/* ENTRY: the timer thread (ljp_thread_start, every signal blocked). */
 static void *timer_main(void *arg)
 {
   ljp_ctx *ctx = arg;
@@ -222,9 +224,6 @@ static void *timer_main(void *arg)
   blocked_memo memo;
   siginfo_t si;
   struct timespec next, now, wake;
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, NULL);  /* never run handlers here */
   /* wall: woken on time (the default slack, 50 us, would make each
   ** wake-up up to that late; the schedule does not drift either way) */
   if (ctx->tmr.u.thr.precise) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
@@ -267,14 +266,14 @@ static void *timer_main(void *arg)
         at = now;
         ts_add(&at, lead);
       }
-      if (ljp_signal_is_default(ctx->opt.signo) || ktimer_arm(ctx, &at) != 0)
+      if (ljp_sig_is_default(ctx->opt.signo) || ktimer_arm(ctx, &at) != 0)
         atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
       else
         atomic_fetch_add(&ctx->tmr.thr_sent, 1);
       send = TICK_NONE;
     }
     /* SIG_DFL would kill: no tick (the schedule goes on below). */
-    if (send && !ljp_signal_is_default(ctx->opt.signo)) {
+    if (send && !ljp_sig_is_default(ctx->opt.signo)) {
       if (syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
                   &si) != 0)
         atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
@@ -317,7 +316,8 @@ static int thr_start(ljp_ctx *ctx, int precise, char *err, size_t n)
   ctx->tmr.u.thr.precise = precise;
   ctx->tmr.u.thr.pid = getpid();
   atomic_store(&ctx->ring_owner, 0);
-  if ((rc = pthread_create(&ctx->tmr.u.thr.th, NULL, timer_main, ctx)) != 0) {
+  /* every signal blocked there: it never runs a handler */
+  if ((rc = ljp_thread_start(&ctx->tmr.u.thr.th, timer_main, ctx)) != 0) {
     snprintf(err, n, "ljprof: cannot create the timer thread: %s",
              strerror(rc));
     pthread_cond_destroy(&ctx->tmr.u.thr.cv);

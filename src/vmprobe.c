@@ -76,6 +76,7 @@ static pid_t cached_pid;  /* 0: ask the kernel */
 static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
 static int pid_atfork;    /* set once, inside pid_once */
 
+/* ENTRY: fork's child handler (pthread_atfork). */
 static void pid_forget(void) { __atomic_store_n(&cached_pid, 0, __ATOMIC_RELAXED); }
 
 static void pid_register(void)

@@ -10,8 +10,16 @@ broken:
   - no import cycle among src files;
   - lua_sethook/lua_gethook* only in the hook owner (hook.c) and the probe;
   - dl_iterate_phdr only in the object registry (objects.c);
+  - signal dispositions, masks and threads (sigaction, signal,
+    sigprocmask, pthread_sigmask, pthread_create) in exactly one file,
+    their owner (sigowner.c): no other file uses them, and it does;
   - the context lookups (ljp_slot_find, ljp_slot_enter,
     ljp_ctx_get) only in the entry points;
+  - nothing below an entry point names it: the files that look up a
+    context are used only by files holding an entry point (ENTRY_FILES),
+    but for the symbols of EXCEPT;
+  - every file whose source marks an entry point ("ENTRY") is in the
+    entry points' table of docs/design.md, and in ENTRY_FILES below;
   - the signal handler's unwinder (cfi.c) calls nothing outside itself:
     no libc, no other src file (it is async-signal-safe by construction);
   - libljprof.so does not depend on libunwind (its _Unwind_* exports
@@ -28,7 +36,22 @@ import os
 import subprocess
 import sys
 
+# Files that look up a context (ljp_slot_*, ljp_ctx_get).
 ENTRY_POINTS = {"signal", "safepoint", "api", "lua_ljprof"}
+# Files holding an entry point of docs/design.md's table besides those:
+# what calls them is outside ljprof (the kernel, a thread's start, the
+# host, Lua), so they may name the files above.
+ENTRY_FILES = ENTRY_POINTS | {"exit_signals", "auto", "exec", "preload",
+                              "spawn", "timer_thread", "timer_exit",
+                              "vmprobe"}
+# (user, entry point file): symbols a file below may still name there.
+EXCEPT = {}
+# Symbols used by exactly one file, their owner.
+OWNED = [
+    ({"sigaction", "signal", "sigprocmask", "pthread_sigmask",
+      "pthread_create", "sigset", "bsd_signal", "sysv_signal",
+      "__sysv_signal"}, "sigowner", "sigaction"),
+]
 RULES = [
     # (symbols, files allowed to use them)
     ({"lua_sethook", "lua_gethook", "lua_gethookmask", "lua_gethookcount"},
@@ -134,6 +157,43 @@ def main():
             if o and o != name:
                 graph[name].add(o)
     bad = []
+    for syms, own, must in OWNED:
+        users = sorted(n for n, u in undefs.items() if u & syms)
+        for name in users:
+            if name != own:
+                bad.append("%s uses %s: %d files do, one may (%s.c)" %
+                           (name, ", ".join(sorted(undefs[name] & syms)),
+                            len(users), own))
+        if must not in undefs.get(own, ()):
+            bad.append("%s.c does not call %s: it owns it" % (own, must))
+    for name, u in sorted(undefs.items()):
+        if name in ENTRY_FILES:
+            continue
+        for e in sorted(graph[name] & ENTRY_POINTS):
+            named = sorted(s for s in u if owner.get(s) == e and
+                           s not in EXCEPT.get((name, e), ()))
+            if named:
+                bad.append("%s names the entry point %s: %s" %
+                           (name, e, ", ".join(named)))
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    design = os.path.join(src, "..", "docs", "design.md")
+    if os.path.exists(design):
+        with open(design) as f:
+            text = f.read()
+        table = text[text.find("**Entry points**"):]
+        table = table[:table.find("\n\n", table.find("| entry point"))]
+        for name in sorted(objs):
+            path = os.path.join(src, name + ".c")
+            if not os.path.exists(path):
+                continue
+            with open(path) as f:
+                marked = "ENTRY" in f.read()
+            if marked and ("`%s.c`" % name) not in table:
+                bad.append("%s.c marks an entry point that is not in the "
+                           "entry points' table of docs/design.md" % name)
+            if (name in ENTRY_FILES) != marked:
+                bad.append("%s.c: ENTRY in its source and ENTRY_FILES in "
+                           "tests/structure.py disagree" % name)
     cycles = [c for c in sccs(graph) if len(c) > 1]
     for c in cycles:
         bad.append("import cycle: " + " ".join(c))

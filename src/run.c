@@ -5,7 +5,8 @@
 ** same way, so there is no hand-written unwinding.
 **
 **   results   fresh ring and tables,  | complete what never reached a safe
-**             the start time          | point, aggregate, write the output
+**             the start time, the     | point, aggregate, write the output
+**             output's writer found   | (writer.c: the Lua writer)
 **   code map  loaded objects, traces  | free retired arrays
 **   vm        probe LuaJIT's state    |
 **   native    native frame capture    |

@@ -71,6 +71,13 @@ static lua_State *new_state(const char *path)
 {
   lua_State *L = luaL_newstate();
   luaL_openlibs(L);
+  /* require "ljprof": the library this host links (the sanitized copy
+  ** under ASan), not another one LUA_CPATH finds */
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_ljprof);
+  lua_setfield(L, -2, "ljprof");
+  lua_pop(L, 2);
   if (path) {
     lua_getglobal(L, "package");
     lua_pushstring(L, path);

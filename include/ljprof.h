@@ -81,8 +81,9 @@ typedef struct ljprof_options {
                              format=folded,<output>` writes for the run,
                              by the same Lua writer (jit/prof/folded.lua,
                              in a Lua state of ljprof's own), letters
-                             being stack_fmt's f F l p; jit/prof.lua must
-                             be on the state's package.path at start */
+                             being stack_fmt's f F l p; jit/prof/output.lua
+                             must be on the state's package.path at
+                             start */
   ljprof_callback cb;     /* NULL: aggregate only */
   void *cb_data;
   uint64_t duration_us;   /* stop sampling after this much wall time from

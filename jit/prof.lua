@@ -290,9 +290,8 @@ end
 
 -- Collect the profile of run r and write its outputs (ljprof's functions
 -- read the run: after stop, or in the exit helper's state, the same run):
--- jit/prof/output.lua's write_run, loaded now. Returns the failures, one
--- line each (none: {}).
-local function collect_and_write(r)
+-- jit/prof/output.lua's write_run, loaded now. Each failure is one line.
+local function write_outputs(r)
   local path, cpath = package.path, package.cpath
   if start_paths then package.path, package.cpath = start_paths[1], start_paths[2] end
   local ok, errs = pcall(function()
@@ -300,13 +299,11 @@ local function collect_and_write(r)
     return output.write_run(r, file_name)
   end)
   package.path, package.cpath = path, cpath
-  if not ok then return {"no profile written: " .. tostring(errs):match("^[^\n]*")} end
-  return errs
-end
-
--- The same, each failure said on stderr.
-local function write_outputs(r)
-  for _, line in ipairs(collect_and_write(r)) do io.stderr:write("jit.prof: ", line, "\n") end
+  if not ok then
+    io.stderr:write("jit.prof: no profile written: ", tostring(errs):match("^[^\n]*"), "\n")
+    return
+  end
+  for _, line in ipairs(errs) do io.stderr:write("jit.prof: ", line, "\n") end
 end
 
 -- The same, in a Lua state of ljprof's own (ljprof.write_apart calls
@@ -346,29 +343,14 @@ end
 -- state of its own on the program's thread (write_apart above). spec: the
 -- program's name, the options and the outputs, NUL-separated (what start
 -- was given).
-local function spec_run(spec)
+function M.write_after_signal(spec)
   local parts = {}
   for w in (spec .. "\0"):gmatch("([^%z]*)%z") do parts[#parts + 1] = w end
   local outputs = {}
   for k = 3, #parts do outputs[#outputs + 1] = parts[k] end
   local r = parse(parts[2], outputs)
   r.program, r.apart = parts[1], true  -- (a state of ljprof's own)
-  return r
-end
-
-function M.write_after_signal(spec)
-  write_outputs(spec_run(spec))
-end
-
--- The C API's output option (ljprof_options.output, ljprof.record's
--- output; src/writer.c calls this at stop, in a Lua state of ljprof's
--- own, as write_apart does): the file -jprof=<opts>,<path> writes, by the
--- same code. spec as write_after_signal's; the library gives the options
--- "<letters>/format=folded". A failure is an error, "ljprof: <one line>",
--- which the library prints and stop() returns; nothing is printed here.
-function M.write_output(spec)
-  local errs = collect_and_write(spec_run(spec))
-  if errs[1] then error("ljprof: " .. errs[1], 0) end
+  write_outputs(r)
 end
 
 -- The run description of start(opts, outputs), checked: every output

@@ -4,10 +4,11 @@
 ** and the ljprof command use (jit/prof/folded.lua through
 ** jit/prof/output.lua, the file itself through outfile.c), in a Lua state
 ** of ljprof's own (ownstate.c; the program's heap is not touched): the
-** function jit.prof.write_output, given what `luajit
-** -jprof=<letters>/format=folded,<output>` would be given. So the file is
-** the one -jprof writes for the same run, byte for byte: sorted by count,
-** a name two functions share qualified, frames outermost first.
+** function jit.prof.output.write_output, which makes the run description
+** jit.prof makes of `luajit -jprof=<letters>/format=folded,<output>` and
+** writes it by write_run, as -jprof's stop does. So the file is the one
+** -jprof writes for the same run, byte for byte: sorted by count, a name
+** two functions share qualified, frames outermost first.
 **
 ** The letters come from the run's stack_fmt: its f, F, l (-jp's reading:
 ** l before f before F; none: f) and p; other characters of the format
@@ -15,8 +16,8 @@
 ** innermost |stack_depth| of each sample.
 **
 ** The package paths are the program's at start, made absolute (the
-** program may change them, or its directory, before stop), and jit.prof
-** must be on that package.path then: a start without it fails with one
+** program may change them, or its directory, before stop), and
+** jit.prof.output must be on that package.path then: a start without it fails with one
 ** line. Gone by stop, no file is written and stop says so in one line.
 ** Normal context.
 */
@@ -31,8 +32,8 @@
 #include "ownstate.h"
 #include "writer.h"
 
-#define MODULE "jit.prof"
-#define MODULE_FILE "jit/prof"   /* MODULE as package.path's ? takes it */
+#define MODULE "jit.prof.output"
+#define MODULE_FILE "jit/prof/output" /* MODULE as package.path's ? takes it */
 
 /* Is MODULE_FILE found by one of path's templates (package.searchpath's
 ** rule: each ';'-separated template, every '?' replaced)? */
@@ -64,7 +65,7 @@ int ljp_writer_prepare(lua_State *L, const char *output, char **path,
   ljp_package_paths(L, path, cpath);
   if (*path && on_path(*path)) return 0;
   snprintf(err, n, "ljprof: cannot write %s: its writer, the Lua module "
-           MODULE " (ljprof's jit/prof.lua), is not on package.path "
+           MODULE " (ljprof's " MODULE_FILE ".lua), is not on package.path "
            "(accepted: a package.path that finds " MODULE_FILE ".lua)",
            output);
   free(*path);
@@ -87,7 +88,6 @@ int ljp_writer_write(void *ctx, const char *output, const char *stack_fmt,
                      const char *path, const char *cpath, char *err,
                      size_t n)
 {
-  static const char opts[] = "/format=folded";
   const char *prog = program_invocation_short_name;
   char letters[4], why[512];
   size_t lp = strlen(prog), ll, lo = strlen(output), len;
@@ -95,8 +95,8 @@ int ljp_writer_write(void *ctx, const char *output, const char *stack_fmt,
   int rc;
   letters_of(stack_fmt ? stack_fmt : "", letters);
   ll = strlen(letters);
-  /* jit.prof's spec: program \0 options \0 output */
-  len = lp + 1 + ll + sizeof(opts) - 1 + 1 + lo;
+  /* program \0 letters \0 output */
+  len = lp + 1 + ll + 1 + lo;
   if (!(spec = malloc(len))) {
     snprintf(err, n, "ljprof: no profile written to %s: out of memory",
              output);
@@ -105,8 +105,7 @@ int ljp_writer_write(void *ctx, const char *output, const char *stack_fmt,
   memcpy(spec, prog, lp);
   spec[lp] = '\0';
   memcpy(spec + lp + 1, letters, ll);
-  memcpy(spec + lp + 1 + ll, opts, sizeof(opts) - 1);
-  spec[lp + 1 + ll + sizeof(opts) - 1] = '\0';
+  spec[lp + 1 + ll] = '\0';
   memcpy(spec + len - lo, output, lo);
   rc = ljp_own_write(path, cpath, MODULE, "write_output", ctx, spec, len,
                      why, sizeof(why));

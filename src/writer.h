@@ -13,7 +13,8 @@
 
 /* At start: the program's package paths, made absolute (*path, *cpath:
 ** malloc'ed, NULL when it has none), which the output is written with;
-** and whether the writer, module jit.prof, is on that package.path. 0, or
+** and whether the writer, module jit.prof.output, is on that
+** package.path. 0, or
 ** -1 and one line in err naming output (then nothing is kept). */
 int ljp_writer_prepare(lua_State *L, const char *output, char **path,
                        char **cpath, char *err, size_t n);

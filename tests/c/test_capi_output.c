@@ -6,7 +6,7 @@
 ** "<letters>/format=folded" (write_after_signal, as -jprof=...,<file>
 ** gives them): all three byte-identical, for several stack_fmt/depth
 ** pairs. Then what happens when the writer cannot be loaded: at start
-** (module jit.prof not on package.path) ljprof_start_ex fails with one
+** (module jit.prof.output not on package.path) ljprof_start_ex fails with one
 ** line; at stop (removed since) no file, stop() returns false and one
 ** line. Before this, the output came from store.c: unsorted, names not
 ** qualified, labels in the run's dumpstack format. */

@@ -17,8 +17,9 @@
 **
 ** The package paths are the program's at start, made absolute (the
 ** program may change them, or its directory, before stop), and
-** jit.prof.output must be on that package.path then: a start without it fails with one
-** line. Gone by stop, no file is written and stop says so in one line.
+** jit.prof.output must be on that package.path then: a start without it
+** fails with one line. Gone by stop, no file is written and stop says so
+** in one line.
 ** Normal context.
 */
 #define _GNU_SOURCE

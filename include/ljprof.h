@@ -76,7 +76,14 @@ typedef struct ljprof_options {
   uint32_t ring_size;     /* ring records, power of 2; default 1024 */
   const char *stack_fmt;  /* dumpstack fmt of the aggregation key; "fZ;" */
   int stack_depth;        /* its depth; default -100 (root first) */
-  const char *output;     /* folded stacks written here at stop; NULL */
+  const char *output;     /* folded stacks written here at stop (NULL:
+                             none): the file `luajit -jprof=<letters>/
+                             format=folded,<output>` writes for the run,
+                             by the same Lua writer (jit/prof/folded.lua,
+                             in a Lua state of ljprof's own), letters
+                             being stack_fmt's f F l p; jit/prof/output.lua
+                             must be on the state's package.path at
+                             start */
   ljprof_callback cb;     /* NULL: aggregate only */
   void *cb_data;
   uint64_t duration_us;   /* stop sampling after this much wall time from

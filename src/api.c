@@ -22,6 +22,7 @@
 #include "luastack.h"
 #include "names.h"
 #include "objects.h"
+#include "outfile.h"
 #include "ownstate.h"
 #include "query.h"
 #include "tracesnap.h"
@@ -47,6 +48,8 @@ static void ctx_free(ljp_ctx *ctx)
   ljp_buf_free(&ctx->scratch);
   free(ctx->stack_fmt);
   free(ctx->output);
+  free(ctx->out_path);
+  free(ctx->out_cpath);
   free(ctx->error);
   ljp_slot_free(ctx->slot);
   free(ctx);
@@ -177,7 +180,7 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
   if (!(ctx->in_safepoint && ljp_run_stopping(ctx)) &&
       ljp_run_busy(ctx, L, err, errlen))
     return -1;
-  if (opt.output && ljp_check_writable(opt.output, err, errlen) != 0)
+  if (opt.output && ljp_outfile_check(opt.output, err, errlen) != 0)
     return -1;
   if (ljp_signal_install(opt.signo, err, errlen) != 0) return -1;
   return ljp_run_start(ctx, L, &opt, &ljp_safepoint_entries, err, errlen);

@@ -108,6 +108,8 @@ struct ljp_ctx {
   /* Configuration of the current run. */
   ljprof_options opt;       /* strings below are owned copies */
   char *stack_fmt, *output;
+  char *out_path, *out_cpath; /* the package paths output is written with
+                               (writer.c): the program's at start */
   ljp_timerst tmr;          /* the timer (timer_*.c) */
 
   /* Sampling path: written by the handler. */

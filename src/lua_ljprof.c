@@ -1287,6 +1287,14 @@ static const luaL_Reg ljprof_funcs[] = {
   {NULL, NULL}
 };
 
+/* The writers' states load `ljprof` from this library from the start,
+** also in a C host that never requires it (the C API's output option,
+** writer.c). */
+__attribute__((constructor)) static void ljp_give_opener(void)
+{
+  ljp_own_set_opener(luaopen_ljprof);
+}
+
 int luaopen_ljprof(lua_State *L)
 {
   ljp_own_set_opener(luaopen_ljprof);  /* for the writers' states */

@@ -1,7 +1,8 @@
 /*
-** Writing an output file: the one routine behind every face (the C API's
-** output option, ljprof.record{output=}, -jprof and the ljprof command
-** through ljprof.write_file). Normal context only.
+** Writing an output file: the one routine behind every face (-jprof, the
+** ljprof command, and the C API's output option and
+** ljprof.record{output=}, whose Lua writer writer.c runs: all through
+** ljprof.write_file). Normal context only.
 **
 ** Rules, by what the path names when the write starts:
 **   /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N

@@ -1,6 +1,7 @@
 /*
 ** ljprof's own Lua states (ownstate.c): the writers' states (the exit
-** helper's, the export helper's, ljprof.write_apart's) and the states that
+** helper's, the export helper's, ljprof.write_apart's, the C API output's
+** of writer.c) and the states that
 ** learn LuaJIT's layouts. Their standard libraries are opened while this
 ** thread is marked, so that the LD_PRELOAD interposer of luaL_openlibs
 ** (preload.c) never starts profiling in them. A writer's state reads the

@@ -5,7 +5,8 @@
 ** same way, so there is no hand-written unwinding.
 **
 **   results   fresh ring and tables,  | complete what never reached a safe
-**             the start time          | point, aggregate, write the output
+**             the start time, the     | point, aggregate, write the output
+**             output's writer found   | (writer.c: the Lua writer)
 **   code map  loaded objects, traces  | free retired arrays
 **   vm        probe LuaJIT's state    |
 **   native    native frame capture    |
@@ -35,6 +36,7 @@
 #include "tracesnap.h"
 #include "sigowner.h"
 #include "tracemem.h"
+#include "writer.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -58,9 +60,11 @@ void ljp_run_clock_start(ljp_ctx *ctx)
 static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   const ljprof_options *o = &ctx->pending_opt;
-  (void)L;
   free(ctx->stack_fmt);
   free(ctx->output);
+  free(ctx->out_path);
+  free(ctx->out_cpath);
+  ctx->out_path = ctx->out_cpath = NULL;
   free(ctx->error);
   ctx->error = NULL;
   ctx->stack_fmt = strdup(o->stack_fmt);
@@ -86,6 +90,10 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
     snprintf(err, n, "ljprof: out of memory");
     return -1;
   }
+  /* The output's writer: found now, or no run. */
+  if (ctx->output && ljp_writer_prepare(L, ctx->output, &ctx->out_path,
+                                        &ctx->out_cpath, err, n) != 0)
+    return -1;
   atomic_store(&ctx->seq, 0);
   atomic_store(&ctx->n_signals, 0);
   atomic_store(&ctx->n_ticks, 0);
@@ -121,30 +129,22 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   return 0;
 }
 
-/* A stack as the run's format prints it. */
-static void render_stack(void *d, const ljp_store *s, uint32_t stack,
-                         ljp_buf *sb)
-{
-  const ljp_ctx *ctx = d;
-  ljp_dumpstack_frames(s, stack, ctx->stack_fmt, ctx->opt.stack_depth, 1,
-                       sb);
-}
-
-/* The run is over: what never reached a safe point, then the output. A
-** start that failed writes nothing. An output that cannot be written is
-** one line on stderr and the run's error (Lua's stop() returns false and
-** it), unless the run already failed for another reason. */
+/* The run is over: what never reached a safe point, then the output,
+** by the Lua writer -jprof uses (writer.c). A start that failed writes
+** nothing. An output that cannot be written is one line on stderr and the
+** run's error (Lua's stop() returns false and it), unless the run already
+** failed for another reason. */
 static void results_down(ljp_ctx *ctx, lua_State *L)
 {
-  char err[256];
+  char err[512];
   if (!ctx->started) return;
   ctx->started = 0;
   ctx->stop_ns = ljp_now_ns();
   ljp_complete(ctx, L);
   ljp_aggregate(ctx);
   if (ctx->output &&
-      ljp_store_write_folded(&ctx->store, render_stack, ctx, ctx->output,
-                             err, sizeof(err))) {
+      ljp_writer_write(ctx, ctx->output, ctx->stack_fmt, ctx->out_path,
+                       ctx->out_cpath, err, sizeof(err))) {
     fprintf(stderr, "%s\n", err);
     if (!ctx->error) ctx->error = strdup(err);
   }

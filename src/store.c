@@ -2,18 +2,15 @@
 ** The store (store.h): interning and aggregation. Records move from the
 ** ring into the tables at a safe point when the ring passes its
 ** high-water mark, at stop, and before any reader looks; never in signal
-** context.
+** context. No file is written here: outputs are rendered by the Lua
+** writers (the C API's output option too: writer.c).
 */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "buf.h"
-#include "outfile.h"
 #include "store.h"
 
 static uint64_t now_ns(void)
@@ -249,69 +246,4 @@ void ljp_store_each_trace(const ljp_store *s, ljp_trace_visit fn, void *d)
       fn(d, ljp_store_text(s, ljp_trace_key_start(c->key)),
          ljp_trace_key_trace(c->key), c->count);
   }
-}
-
-int ljp_check_writable(const char *path, char *err, size_t n)
-{
-  return ljp_outfile_check(path, err, n);
-}
-
-/* Folded stacks, one "stack count" line per distinct text (VM states,
-** zones and stacks that render alike summed), written by the output
-** routine (outfile.c). */
-int ljp_store_write_folded(const ljp_store *s, ljp_stack_render render,
-                           void *rd, const char *path, char *err, size_t n)
-{
-  ljp_strtab texts;
-  ljp_counts sum;
-  ljp_buf b, t;
-  uint32_t i;
-  int rc;
-  memset(&b, 0, sizeof(b));
-  memset(&t, 0, sizeof(t));
-  if (ljp_strtab_init(&texts) != 0) goto oom;
-  if (ljp_counts_init(&sum) != 0) {
-    ljp_strtab_free(&texts);
-    goto oom;
-  }
-  for (i = 0; i < s->stacks.cap; i++) {
-    const ljp_count *c = &s->stacks.slot[i];
-    uint32_t id;
-    if (!c->key) continue;
-    t.n = 0;
-    if (ljp_buf_reserve(&t, 0) != 0) goto oom2;
-    render(rd, s, ljp_stack_key_stack(c->key), &t);
-    id = ljp_strtab_intern(&texts, t.b, t.n);
-    if (id == UINT32_MAX ||
-        ljp_counts_add(&sum, ljp_stack_key(id, 1, 0), c->count) != 0)
-      goto oom2;
-  }
-  for (i = 0; i < sum.cap; i++) {
-    const ljp_count *c = &sum.slot[i];
-    if (c->key) {
-      const ljp_str *x = ljp_strtab_get(&texts, ljp_stack_key_stack(c->key));
-      char num[32];
-      int k = snprintf(num, sizeof(num), " %llu\n",
-                       (unsigned long long)c->count);
-      if (ljp_buf_reserve(&b, (x->len ? x->len : 10) + (size_t)k) != 0)
-        goto oom2;
-      if (x->len) ljp_buf_put(&b, x->s, x->len);
-      else ljp_buf_put(&b, "(no stack)", 10);
-      ljp_buf_put(&b, num, (size_t)k);
-    }
-  }
-  ljp_counts_free(&sum);
-  ljp_strtab_free(&texts);
-  ljp_buf_free(&t);
-  rc = ljp_outfile_write(path, b.b ? b.b : "", b.n, err, n);
-  ljp_buf_free(&b);
-  return rc;
-oom2:
-  ljp_counts_free(&sum);
-  ljp_strtab_free(&texts);
-oom:
-  ljp_buf_free(&b);
-  ljp_buf_free(&t);
-  snprintf(err, n, "ljprof: out of memory writing %s", path);
-  return -1;
 }

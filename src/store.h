@@ -188,16 +188,4 @@ void ljp_store_each_stack(const ljp_store *s, ljp_stack_visit fn, void *d);
 void ljp_store_each_func(const ljp_store *s, ljp_func_visit fn, void *d);
 void ljp_store_each_trace(const ljp_store *s, ljp_trace_visit fn, void *d);
 
-/* A stack's text, in some format (dumpstack.c renders them): appended to
-** sb. */
-typedef void (*ljp_stack_render)(void *d, const ljp_store *s, uint32_t stack,
-                                 ljp_buf *sb);
-/* Folded stacks ("stack count" per line, VM states, zones and labels summed, equal
-** texts merged), written by the output routine (the C API's output
-** option). 0, or -1 with one line in err. */
-int ljp_store_write_folded(const ljp_store *s, ljp_stack_render render,
-                           void *rd, const char *path, char *err, size_t n);
-/* Can files be created next to path? Checked before profiling starts. */
-int ljp_check_writable(const char *path, char *err, size_t n);
-
 #endif

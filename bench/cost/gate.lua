@@ -20,7 +20,8 @@
 -- exits 1 when a figure exceeds its budget (tests/meson.build's cost_gate).
 -- Figures, per workload (bench/cost/*.lua):
 --   start      own instructions of a run that takes no sample (interval
---              60 s): loading, starting, stopping, writing the output
+--              60 s): loading, starting, stopping (no output written:
+--              bench/cost/run.lua)
 --   sample     (own with samples - own without - the one-time symbol
 --              load) / samples, 1 ms cpu clock, native frames on / off
 --   trace      (start(many) - start(deep)) / (trace events(many) - trace
@@ -214,7 +215,7 @@ if opt.model then
   out("ljprof's own instructions, inclusive of what it makes LuaJIT, libc and libunwind do " ..
     "for it (bench/cost/callgrind.lua), counted by valgrind's callgrind with LuaJIT's seed " ..
     "fixed (bench/detseed.c) and address randomisation off. *At start*: a run that takes no " ..
-    "sample (loading, starting, stopping, writing). *Per sample*: (own with samples at 1 ms " ..
+    "sample (loading, starting, stopping; no output written: its writer is -jprof's Lua writer). *Per sample*: (own with samples at 1 ms " ..
     "of CPU, native frames on − own without) / samples. Under valgrind about 40 signals share " ..
     "a safe point (natively about 3), so a safe point's work weighs less here than natively. " ..
     "*Per trace event*: the difference of the start costs of the trace-churn program and " ..

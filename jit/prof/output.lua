@@ -40,7 +40,13 @@
 
 local model = require("jit.prof.model")
 local options = require("jit.prof.options")
-local text = require("jit.prof.text")
+-- The text views (jit.prof.text) load when a text output is rendered: a
+-- writer of stack formats only (the C API's output) does not parse them.
+local text = setmetatable({}, {__index = function(t, k)
+  local mod = require("jit.prof.text")
+  setmetatable(t, {__index = mod})
+  return mod[k]
+end})
 
 local M = {}
 
@@ -49,9 +55,10 @@ local M = {}
 -- which a starting run loads without this module.
 M.format, M.check = options.format, options.check
 
--- -jp view letters -> a view (jit.prof.text.parse), or nil and one line.
+-- -jp view letters -> a view (jit.prof.options.parse, which
+-- jit.prof.text.parse is), or nil and one line.
 function M.view(letters)
-  local ok, v = pcall(text.parse, letters or "f")
+  local ok, v = pcall(options.parse, letters or "f")
   if not ok then return nil, tostring(v):match("^[^\n]*") end
   return v
 end
@@ -222,6 +229,24 @@ function M.write(path, data)
   local ok, err = lib().write_file(path, data)
   if not ok then return nil, strip(err) end
   return true
+end
+
+-- The C API's output option (ljprof_options.output, ljprof.record's
+-- output; src/writer.c calls this at stop in a Lua state of ljprof's own):
+-- spec is "program\0letters\0path", and the file written is the one
+-- `-jprof=<letters>/format=folded,<path>` writes for the same run: the
+-- run description jit.prof makes of those options (view, format,
+-- outputs), through write_run below. jit/prof.lua itself is not loaded
+-- (its 21 KB parsed at every stop). A failure is an error "ljprof: <one
+-- line>", which the library prints and stop() returns; nothing is printed
+-- here.
+function M.write_output(spec)
+  local prog, letters, path = spec:match("^([^%z]*)%z([^%z]*)%z(.*)$")
+  local r = {view = options.parse(letters), kv = {format = "folded"}, program = prog,
+             outputs = {{path = path, format = "folded"}}, apart = true}
+  local ljprof = lib()
+  local errs = M.write_run(r, function(p) return ljprof.output_name and ljprof.output_name(p) or p end)
+  if errs[1] then error("ljprof: " .. errs[1], 0) end
 end
 
 -- ljprof's own work (the safe point and call counting: "[ljprof]"; the

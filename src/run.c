@@ -35,6 +35,7 @@
 #include "tracesnap.h"
 #include "sigowner.h"
 #include "tracemem.h"
+#include "ffid.h"
 
 static char *dup_or_null(const char *s)
 {

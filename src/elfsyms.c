@@ -635,7 +635,9 @@ static void *find_debug(const ljp_elfobj *ob, const char *path,
 ** from memory for the kernel's vDSO (it has no file). */
 void ljp_elfsyms_load(ljp_symtab *t, const ljp_elfobj *ob)
 {
-  const char *path = ob->name[0] ? ob->name : ob->exe_path[0] ? ob->exe_path : "/proc/self/exe";
+  const char *path = ob->name[0]       ? ob->name
+                     : ob->exe_path[0] ? ob->exe_path
+                                       : "/proc/self/exe";
   void *map, *dbg;
   uint64_t size, dsize;
   if (!strncmp(ob->name, "linux-vdso", 10) || !strncmp(ob->name, "linux-gate", 10)) {

@@ -26,6 +26,7 @@
 #include "ownstate.h"
 #include "query.h"
 #include "tracesnap.h"
+#include "ffid.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
 

@@ -21,6 +21,7 @@
 #include "objects.h"
 #include "tracemem.h"
 #include "tracesnap.h"
+#include "ffid.h"
 
 /* -- Where the time was spent ---------------------------------------------- */
 

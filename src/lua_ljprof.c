@@ -54,6 +54,7 @@
 #include "ownstate.h"
 #include "query.h"
 #include "spawn.h"
+#include "ffid.h"
 
 /* -- Lua callbacks ----------------------------------------------------------- */
 

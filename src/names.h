@@ -1,14 +1,14 @@
 /*
-** Names of C functions and fast functions (names.c): the one owner of
-** what ljprof knows about them.
+** Names of C functions, fast functions and Lua functions (names.c), as
+** ljprof's reports print them:
 **
-**   fast-function ids   learnt in normal context with Lua calls
-**                       (jit.util.funcinfo), looked up anywhere after;
-**   C-function names    "string.rep", "cjson.encode", "print": learnt
-**                       from package.loaded by raw table reads only, so a
-**                       refresh may run at the safe point;
+**   C and fast functions  "string.rep", [builtin#N], a symbol, or
+**                         "<object>+0x<offset>", from what ffid.c learnt
+**                         and the object registry's symbols;
 **   naming a C function at the safe point or in the call hook, with a
-**                       memory of the functions already looked up.
+**                         memory of the functions already looked up;
+**   Lua functions         by the live frames that showed them, or by the
+**                         variable or field holding them.
 **
 ** Normal context only (mutex, malloc). Functions taking a helper call Lua
 ** on it only when it is non-NULL; everything else calls no Lua.
@@ -21,29 +21,6 @@
 #include <lua.h>
 
 #include "buf.h"
-
-/* Learn fast-function ids (and C-function names) from package.loaded, the
-** string and file methods, the FFI metamethods and a coroutine.wrap
-** closure. Calls Lua: normal context, L running. */
-void ljp_ffid_learn(lua_State *L);
-int ljp_ffid_known(void);         /* has anything been learnt? */
-/* The same, once per process, in a Lua state of ljprof's own (made and
-** closed here): the ids and entries of LuaJIT's libraries are the same in
-** every state, and learning calls Lua and allocates, which would shift
-** the program's objects (and LuaJIT's choice of traces with them). The
-** program's own modules are named by ljp_cname_refresh (raw reads). */
-void ljp_ffid_learn_own(void);
-/* Forget every name learnt (the library is being unloaded). */
-void ljp_names_release(void);
-
-/* The Lua name of fast function ffid ("pcall", "string.byte") into buf;
-** 1 if one was learnt. Normal context (a mutex). */
-int ljp_ffid_name(int ffid, char *buf, size_t n);
-
-/* Learn names of C functions in package.loaded; raw access only, so it
-** may run at the safe point. */
-void ljp_cname_refresh(lua_State *L);
-void ljp_cname_add(lua_CFunction cf, const char *name);
 
 /* By its C entry: "string.rep" / "cjson.encode" / [builtin#N] / @0x...;
 ** 1 if named. No Lua. */
@@ -60,10 +37,6 @@ void ljp_put_code_name(ljp_buf *sb, uintptr_t cf);
 ** jit.util.funcinfo may be called for a fast function not seen before;
 ** NULL at the safe point and in hooks. */
 void ljp_put_ffunc(ljp_buf *sb, lua_State *L, lua_State *helper);
-/* The fast-function id of the C function object on top of L (left in
-** place): > 0, 0 for a plain C function, -1 when it cannot be told
-** without calling Lua. No Lua. */
-int ljp_ffid_top(lua_State *L);
 /* A fast function without a C entry, at idx of L: [builtin#N] from the
 ** object's id byte when the probe found it, else as ljp_put_ffunc. No
 ** Lua. */

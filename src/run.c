@@ -37,6 +37,7 @@
 #include "sigowner.h"
 #include "tracemem.h"
 #include "writer.h"
+#include "ffid.h"
 
 static char *dup_or_null(const char *s)
 {

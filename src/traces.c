@@ -44,6 +44,7 @@
 #include "objects.h"
 #include "tracemem.h"
 #include "tracesnap.h"
+#include "ffid.h"
 
 /* Trace infos by number, in pages that never move: a pointer to one
 ** stays good while another trace's info is added (a safe point holds the

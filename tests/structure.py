@@ -22,6 +22,8 @@ broken:
     entry points' table of docs/design.md, and in ENTRY_FILES below;
   - the signal handler's unwinder (cfi.c) calls nothing outside itself:
     no libc, no other src file (it is async-signal-safe by construction);
+  - the ELF symbol reader (elfsyms.c) uses no other src file: what it
+    needs of the object registry comes in its arguments (ljp_elfobj);
   - libljprof.so does not depend on libunwind (its _Unwind_* exports
     would bind a host's C++/LuaJIT exceptions to it, issue 15), and
     exports no _Unwind_* symbol itself;
@@ -194,6 +196,9 @@ def main():
             if (name in ENTRY_FILES) != marked:
                 bad.append("%s.c: ENTRY in its source and ENTRY_FILES in "
                            "tests/structure.py disagree" % name)
+    if graph.get("elfsyms"):
+        bad.append("elfsyms uses other src files: " +
+                   " ".join(sorted(graph["elfsyms"])))
     cycles = [c for c in sccs(graph) if len(c) > 1]
     for c in cycles:
         bad.append("import cycle: " + " ".join(c))

@@ -1,0 +1,64 @@
+/*
+** Fast-function ids and C-function names learnt by walking what Lua can
+** reach (ffid.c): the one owner of those tables; names.c formats them.
+**
+**   fast-function ids   learnt in normal context with Lua calls
+**                       (jit.util.funcinfo), looked up anywhere after;
+**   C-function names    "string.rep", "cjson.encode", "print": learnt
+**                       on the same walk, or from package.loaded by raw
+**                       table reads only, so a refresh may run at the
+**                       safe point.
+**
+** Normal context only (mutex, malloc). Functions taking a helper call Lua
+** on it only when it is non-NULL; everything else calls no Lua.
+*/
+#ifndef LJP_FFID_H
+#define LJP_FFID_H
+
+#include <stddef.h>
+
+#include <lua.h>
+
+#include "buf.h"
+
+/* Learn fast-function ids (and C-function names) from package.loaded, the
+** string and file methods, the FFI metamethods and a coroutine.wrap
+** closure. Calls Lua: normal context, L running. */
+void ljp_ffid_learn(lua_State *L);
+int ljp_ffid_known(void);         /* has anything been learnt? */
+/* The same, once per process, in a Lua state of ljprof's own (made and
+** closed here): the ids and entries of LuaJIT's libraries are the same in
+** every state, and learning calls Lua and allocates, which would shift
+** the program's objects (and LuaJIT's choice of traces with them). The
+** program's own modules are named by ljp_cname_refresh (raw reads). */
+void ljp_ffid_learn_own(void);
+/* Forget every name learnt (the library is being unloaded). */
+void ljp_names_release(void);
+
+/* The Lua name of fast function ffid ("pcall", "string.byte") into buf;
+** 1 if one was learnt. Normal context (a mutex). */
+int ljp_ffid_name(int ffid, char *buf, size_t n);
+
+/* Learn names of C functions in package.loaded; raw access only, so it
+** may run at the safe point. */
+void ljp_cname_refresh(lua_State *L);
+void ljp_cname_add(lua_CFunction cf, const char *name);
+
+/* The name learnt for the C entry cf put into sb: 1; else 0, and when
+** ffid is not NULL, *ffid set to the fast-function id its entry point
+** gives (left as it is when no fast function has that entry point;
+** LJP_FFID_AMBIGUOUS when several do). No Lua. */
+int ljp_cfunc_learnt(ljp_buf *sb, lua_CFunction cf, int *ffid);
+
+/* The fast-function id of the C function object on top of L (left in
+** place): > 0, 0 for a plain C function, LJP_FFID_AMBIGUOUS when it
+** cannot be told without calling Lua. With a helper (a running thread,
+** normal context) an unknown function is asked from jit.util.funcinfo;
+** without one no Lua is called. */
+#define LJP_FFID_AMBIGUOUS (-1)
+int ljp_ffid_of(lua_State *L, lua_State *helper);
+/* The same without a helper: > 0, 0 for a plain C function, -1 when it
+** cannot be told without calling Lua. No Lua. */
+int ljp_ffid_top(lua_State *L);
+
+#endif

@@ -362,18 +362,39 @@ int ljp_luastack_checking(void)
 
 static int getstack_fns(lua_State *L, uintptr_t *fns, int max);
 
+/* A mismatch, said on stderr (the first few of a process): what the
+** checks found is kept where a rare one shows (test_selfcheck). */
+void ljp_check_say(const char *what)
+{
+  static int said;
+  if (said++ < 5) fprintf(stderr, "ljprof: check mismatch: %s\n", what);
+}
+
 int ljp_luastack_check(lua_State *L)
 {
   ljp_lframe fr[256];
   uintptr_t fns[256], stack;
+  char why[160];
   int n, m, bottom, k;
   if (!ljp_lsl.ok) return -1;
   n = ljp_luastack_live(L, fr, 256, &bottom, &stack);
-  if (n < 0 || !bottom) return n < 0 ? 0 : -1;
+  if (n < 0 || !bottom) {
+    if (n < 0) ljp_check_say("frames: the read from memory failed");
+    return n < 0 ? 0 : -1;
+  }
   m = getstack_fns(L, fns, 256);
-  if (m != n) return 0;
+  if (m != n) {
+    snprintf(why, sizeof(why), "frames: %d read from memory, %d from "
+             "lua_getstack", n, m);
+    ljp_check_say(why);
+    return 0;
+  }
   for (k = 0; k < n; k++)
-    if (fr[k].fn != fns[k]) return 0;
+    if (fr[k].fn != fns[k]) {
+      snprintf(why, sizeof(why), "frames: frame %d of %d differs", k, n);
+      ljp_check_say(why);
+      return 0;
+    }
   return 1;
 }
 

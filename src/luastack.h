@@ -113,5 +113,8 @@ int ljp_luastack_line_at(uintptr_t fn, int32_t pc);
 ** 1 when they agree, 0 when they differ, -1 when not checked. */
 int ljp_luastack_check(lua_State *L);
 int ljp_luastack_checking(void);
+/* A check's mismatch, one line on stderr (the first 5 of a process).
+** Normal context. */
+void ljp_check_say(const char *what);
 
 #endif

@@ -441,7 +441,13 @@ static int func_where(ljp_ctx *ctx, lua_State *L, int fidx, int pcidx,
     }
     if (direct >= 0) {  /* checking */
       ctx->stack_checks++;
-      if (direct != *line) ctx->stack_mismatches++;
+      if (direct != *line) {
+        char why[96];
+        ctx->stack_mismatches++;
+        snprintf(why, sizeof(why), "trace line: %d read from the prototype, "
+                 "%d from jit.util.funcinfo", direct, *line);
+        ljp_check_say(why);
+      }
     }
   } else {
     *line = -1;
@@ -513,9 +519,21 @@ static void check_memory(ljp_ctx *ctx, lua_State *L, int32_t tr)
   if (!p->fn || !p->bc) return;
   trace_learn(ctx, L, UP_MC, tr, &addr, &size);
   ctx->stack_checks++;
-  if (!ljp_tm_read(ctx->vm_g, tr, &m) || m.bc != p->bc || m.pc != p->pc ||
-      (m.root != 0) != (p->side != 0) || m.mcode != addr || m.size != size)
+  if (!ljp_tm_read(ctx->vm_g, tr, &m)) {
     ctx->stack_mismatches++;
+    ljp_check_say("trace: its object could not be read");
+  } else if (m.bc != p->bc || m.pc != p->pc ||
+             (m.root != 0) != (p->side != 0) || m.mcode != addr ||
+             m.size != size) {
+    char why[160];
+    ctx->stack_mismatches++;
+    snprintf(why, sizeof(why), "trace %d: its object against its event "
+             "(start %s, side %s, code %s)", (int)tr,
+             m.bc == p->bc && m.pc == p->pc ? "same" : "differs",
+             (m.root != 0) == (p->side != 0) ? "same" : "differs",
+             m.mcode == addr && m.size == size ? "same" : "differs");
+    ljp_check_say(why);
+  }
 }
 
 static void trace_stopped(ljp_ctx *ctx, lua_State *L, lua_Integer tr)

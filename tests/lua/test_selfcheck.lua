@@ -71,7 +71,9 @@ local function run(args)
                       args, checks, mismatches, events, tonumber(event_ns) / math.max(1, tonumber(events)),
                       samples))
   t.ok(tonumber(checks) > 100, "enough checks: " .. checks)
-  t.eq(tonumber(mismatches), 0, "no mismatch")
+  local said = {}
+  for line in out:gmatch("ljprof: check mismatch: [^\n]*") do said[#said + 1] = line end
+  t.eq(tonumber(mismatches), 0, "no mismatch\n" .. table.concat(said, "\n"))
   t.eq(source, "memory", "traces read from memory")
   return tonumber(events), tonumber(event_ns)
 end

@@ -41,7 +41,7 @@ static void ctx_free(ljp_ctx *ctx)
   ljp_labels_free(&ctx->labels);
   ljp_ring_free(&ctx->ring);
   ljp_codemap_free(&ctx->map);
-  ljp_traces_reset(ctx);
+  ljp_traces_free(ctx);
   ljp_store_free(&ctx->store);
   ljp_fnames_free(&ctx->fnames, NULL);
   ljp_native_names_reset(ctx);

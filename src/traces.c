@@ -110,7 +110,7 @@ void ljp_traces_aborts_free(ljp_tracest *t)
   free(t->aborts);
   t->aborts = NULL;
   t->naborts = 0;
-  memset(t->abort_index, 0, sizeof(t->abort_index));
+  if (t->tabs) memset(t->tabs->abort_index, 0, sizeof(t->tabs->abort_index));
   t->nindex = 0;
   t->aborts_lost = 0;
 }
@@ -174,6 +174,13 @@ void ljp_traces_reset(ljp_ctx *ctx)
   ctx->tr.ninfo = 0;
   trinfo_clear(&ctx->tr.pending);
   aborts_reset(ctx);
+}
+
+void ljp_traces_free(ljp_ctx *ctx)
+{
+  ljp_traces_reset(ctx);
+  free(ctx->tr.tabs);
+  ctx->tr.tabs = NULL;
 }
 
 /* Learn trace t's names: its start function must be proven alive (seen
@@ -422,8 +429,9 @@ static int func_where(ljp_ctx *ctx, lua_State *L, int fidx, int pcidx,
     if (*line >= 0 && !ljp_luastack_checking()) return 1;
     h = str_hash(ar->source) ^ ((uint64_t)(uint32_t)ar->linedefined << 20) ^
         (uint64_t)pc;
-    c = &ctx->tr.linecache[(h ^ (h >> 17)) & (LJP_LINECACHE - 1)];
-    if (c->h == h && c->linedefined == ar->linedefined && c->pc == pc) {
+    if (ctx->tr.tabs)
+      c = &ctx->tr.tabs->linecache[(h ^ (h >> 17)) & (LJP_LINECACHE - 1)];
+    if (c && c->h == h && c->linedefined == ar->linedefined && c->pc == pc) {
       *line = c->line;
       return 1;
     }
@@ -574,6 +582,10 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
   uint32_t i, slot;
   uint64_t raw;
   if (!p->fn) return;
+  if (!ctx->tr.tabs) {  /* out of memory at attach: no index */
+    ctx->tr.aborts_lost++;
+    return;
+  }
   raw = mixw(mixw(mixw(mixw(mixw(mixw(1, p->fn), (uint32_t)p->pc),
                            (uint32_t)code),
                       isnum ? (uint64_t)lua_tointeger(L, 6)
@@ -581,9 +593,10 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
                  (uintptr_t)lua_topointer(L, 3)),
             (uint64_t)lua_tointeger(L, 4));
   for (i = (uint32_t)raw & (2 * LJP_MAX_ABORTS - 1);
-       ctx->tr.abort_index[i].rec; i = (i + 1) & (2 * LJP_MAX_ABORTS - 1)) {
-    if (ctx->tr.abort_index[i].raw == raw) {
-      ctx->tr.aborts[ctx->tr.abort_index[i].rec - 1].count++;
+       ctx->tr.tabs->abort_index[i].rec;
+       i = (i + 1) & (2 * LJP_MAX_ABORTS - 1)) {
+    if (ctx->tr.tabs->abort_index[i].raw == raw) {
+      ctx->tr.aborts[ctx->tr.tabs->abort_index[i].rec - 1].count++;
       return;
     }
   }
@@ -623,8 +636,8 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
       a->count++;
       if (ctx->tr.nindex < LJP_MAX_ABORTS) {
         ctx->tr.nindex++;
-        ctx->tr.abort_index[slot].raw = raw;
-        ctx->tr.abort_index[slot].rec = i + 1;
+        ctx->tr.tabs->abort_index[slot].raw = raw;
+        ctx->tr.tabs->abort_index[slot].rec = i + 1;
       }
       goto out;
     }
@@ -637,8 +650,8 @@ static void trace_aborted(ljp_ctx *ctx, lua_State *L)
   }
   if (ctx->tr.nindex < LJP_MAX_ABORTS) {
     ctx->tr.nindex++;
-    ctx->tr.abort_index[slot].raw = raw;
-    ctx->tr.abort_index[slot].rec = ctx->tr.naborts + 1;
+    ctx->tr.tabs->abort_index[slot].raw = raw;
+    ctx->tr.tabs->abort_index[slot].rec = ctx->tr.naborts + 1;
   }
   ctx->tr.aborts[ctx->tr.naborts].func = func;
   ctx->tr.aborts[ctx->tr.naborts].line = p->line;
@@ -828,6 +841,9 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     }
     return;
   }
+  /* The handler's tables, once (kept for later runs; freed with the
+  ** context). */
+  if (!ctx->tr.tabs) ctx->tr.tabs = calloc(1, sizeof(*ctx->tr.tabs));
   if (!keep) {
     ctx->tr.key = 0;
     ljp_hook_forget_recorder(&ctx->hook);

@@ -71,6 +71,19 @@ typedef struct ljp_linecache {
   lua_Integer pc;
 } ljp_linecache;
 
+/* The trace event handler's tables (traces.c), 22.5 KB kept out of the
+** context: allocated when the handler is first attached (a run that reads
+** traces from memory and records no aborts never needs them), kept for
+** later runs and freed with the context (ljp_traces_free). Normal context
+** only: no signal handler reads them. NULL when never attached or out of
+** memory (then new kinds of abort are counted lost, lines not cached). */
+typedef struct ljp_trtabs {
+  struct { uint64_t raw; uint32_t rec; } abort_index[2 * LJP_MAX_ABORTS];
+                            /* an event's raw values -> record + 1 (the
+                               same record may have several) */
+  ljp_linecache linecache[LJP_LINECACHE];
+} ljp_trtabs;
+
 /* The trace part of a context, written only by traces.c. */
 typedef struct ljp_tracest {
   int aborts_on;            /* this run's aborts are counted (handler in) */
@@ -93,11 +106,8 @@ typedef struct ljp_tracest {
   uint32_t nrecent;
   ljp_abort *aborts;
   uint32_t naborts;
-  struct { uint64_t raw; uint32_t rec; } abort_index[2 * LJP_MAX_ABORTS];
-                            /* an event's raw values -> record + 1 (the
-                               same record may have several) */
-  uint32_t nindex;
-  ljp_linecache linecache[LJP_LINECACHE];
+  ljp_trtabs *tabs;         /* the handler's tables, or NULL (above) */
+  uint32_t nindex;          /* raw values in tabs->abort_index */
   uint64_t aborts_lost;     /* abort events beyond LJP_MAX_ABORTS records */
   uint64_t events, event_ns; /* trace events handled, time in our handler */
 } ljp_tracest;
@@ -140,6 +150,9 @@ int ljp_trace_learn_offline(ljp_ctx *ctx, int32_t tr, uintptr_t T);
 /* Returns 0 when that trace is not known for sure (then nothing of it is
 ** used: its number may be another trace's by now). */
 void ljp_traces_reset(ljp_ctx *ctx);  /* forget trace infos and aborts */
+/* Reset, and the handler's tables freed: only when the context is freed
+** (its run stopped, its handler detached). */
+void ljp_traces_free(ljp_ctx *ctx);
 /* Periodic export and snapshots (auto.c): the aborts into a snapshot's
 ** trace part, moved (the run counts afresh) or copied; freed with
 ** ljp_traces_aborts_free. The stack keys kept per trace forgotten (the

@@ -36,8 +36,11 @@
 **                                 walked: writing at lua_close runs in a
 **                                 __gc, where LuaJIT collects nothing)
 **   running()                     -> boolean
+**   clocks()                      -> the clocks' names in the order of
+**                                    ljprof_clock: {"cpu", "wall", ...}
+**                                    (clocks.c's table)
 **
-** opts: clock ("cpu" "wall" "itimer" "thread"), interval (ms) or rate
+** opts: clock (a name of clocks()), interval (ms) or rate
 ** (Hz), duration (s), signal, ring, fmt, depth, output, mode, native,
 ** calls.
 ** A thin layer over the C API; normal context only.
@@ -50,6 +53,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "clocks.h"
 #include "outfile.h"
 #include "ownstate.h"
 #include "query.h"
@@ -118,11 +122,6 @@ static luacb *luacb_new(lua_State *L, int idx)
 
 /* -- Options ------------------------------------------------------------------ */
 
-/* In the order of ljprof_clock (include/ljprof.h); the Lua front ends'
-** list is jit/prof/options.lua's CLOCKS. */
-static const char *const clock_names[] = {"cpu", "wall", "itimer", "thread",
-                                          NULL};
-
 /* The option value on top of the stack, checked: one line naming the
 ** option, the value and what is accepted. */
 static const char *shown(lua_State *L)
@@ -171,16 +170,12 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
     k = lua_tostring(L, -2);
     if (!strcmp(k, "clock")) {
       const char *v = lua_tostring(L, -1);
-      int i;
-      for (i = 0; clock_names[i]; i++)
-        if (v && !strcmp(v, clock_names[i])) break;
-      if (!clock_names[i]) {
-        char acc[64] = "";
-        for (i = 0; clock_names[i]; i++)
-          snprintf(acc + strlen(acc), sizeof(acc) - strlen(acc), "%s%s",
-                   i ? ", " : "", clock_names[i]);
+      int i = ljp_clock_find(v);  /* clocks.c's table */
+      if (i < 0) {
+        char acc[128];
         luaL_error(L, "ljprof: bad clock '%s' (accepted: %s)",
-                   v ? v : luaL_typename(L, -1), acc);
+                   v ? v : luaL_typename(L, -1),
+                   ljp_clock_accepted(acc, sizeof(acc), 0));
       }
       opt->clock = (ljprof_clock)i;
     } else if (!strcmp(k, "interval") || !strcmp(k, "rate")) {
@@ -1243,7 +1238,20 @@ static int l_auto_notice(lua_State *L)
   return 0;
 }
 
+/* clocks() -> {"cpu", "wall", "itimer", "thread"}: clocks.c's table. */
+static int l_clocks(lua_State *L)
+{
+  int i, n = ljp_clock_count();
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) {
+    lua_pushstring(L, ljp_clock((ljprof_clock)i)->name);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
 static const luaL_Reg ljprof_funcs[] = {
+  {"clocks", l_clocks},
   {"auto_attach", l_auto_attach},
   {"auto_start", l_auto_start},
   {"auto_stop", l_auto_stop},

@@ -19,6 +19,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "clocks.h"
 #include "luastack.h"
 #include "names.h"
 #include "objects.h"
@@ -146,15 +147,17 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
   char dummy[8];
   ljp_ctx *ctx;
   ljprof_options opt;
+  const ljp_clock_info *clk;
   if (!err) { err = dummy; errlen = sizeof(dummy); }
   err[0] = '\0';
   if (o) opt = *o; else ljprof_options_init(&opt);
   if (!opt.stack_fmt) opt.stack_fmt = "fZ;";
   if (!opt.interval_us) opt.interval_us = 10000;
   if (!opt.ring_size) opt.ring_size = 1024;
-  if (!ljp_timer_for(opt.clock)) {
-    snprintf(err, errlen, "ljprof: bad clock %d (accepted: cpu, wall, "
-             "itimer, thread)", (int)opt.clock);
+  if (!(clk = ljp_clock(opt.clock))) {
+    char acc[128];
+    snprintf(err, errlen, "ljprof: bad clock %d (accepted: %s)",
+             (int)opt.clock, ljp_clock_accepted(acc, sizeof(acc), 0));
     return -1;
   }
   if (opt.interval_us < 10 || opt.interval_us > 60000000) {
@@ -167,13 +170,13 @@ int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
              "records)", opt.ring_size, 1u << 24);
     return -1;
   }
-  if (opt.clock == LJPROF_CLOCK_ITIMER) {
-    if (opt.signo && opt.signo != SIGPROF) {
-      snprintf(err, errlen, "ljprof: the itimer clock always uses SIGPROF "
-               "(signal %d given)", opt.signo);
+  if (clk->signo) {
+    if (opt.signo && opt.signo != clk->signo) {
+      snprintf(err, errlen, "ljprof: the %s clock always uses %s "
+               "(signal %d given)", clk->name, clk->signame, opt.signo);
       return -1;
     }
-    opt.signo = SIGPROF;
+    opt.signo = clk->signo;
   } else if (!opt.signo) {
     opt.signo = LJPROF_DEFAULT_SIGNAL;
   }
@@ -762,7 +765,7 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
   memset(ri, 0, sizeof(*ri));
   if (!ctx) return -1;
-  ri->clock = ctx->tmr.ops ? ctx->tmr.ops->name : "none";
+  ri->clock = ljp_clock_name_of(ctx->tmr.ops);
   ri->interval_us = ctx->opt.interval_us;
   ri->signo = ctx->opt.signo;
   ri->running = ctx->state == LJP_RUNNING;

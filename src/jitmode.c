@@ -11,13 +11,15 @@
 ** "f": LuaJIT's built-in profiler is started with an interval so long
 ** (2e9 ms, 23 days) that its timer never fires, and a callback that does
 ** nothing. So jit.profile (jit.p) cannot run at the same time, and
-** clock=itimer, which needs the same signal (SIGPROF, whose handler
+** a clock that needs the same signal (itimer: SIGPROF, whose handler
 ** LuaJIT's profiler takes), is refused. Normal context, on the profiled thread, at start and stop.
 */
+#include <signal.h>
 #include <stdio.h>
 
 #include <luajit.h>
 
+#include "clocks.h"
 #include "jitmode.h"
 
 static void never(void *data, lua_State *L, int samples, int vmstate)
@@ -25,12 +27,14 @@ static void never(void *data, lua_State *L, int samples, int vmstate)
   (void)data; (void)L; (void)samples; (void)vmstate;
 }
 
-int ljp_jitmode_start(lua_State *L, int itimer, char *err, size_t n)
+int ljp_jitmode_start(lua_State *L, ljprof_clock clock, char *err, size_t n)
 {
-  if (itimer) {
-    snprintf(err, n, "ljprof: inline=exact cannot run with clock=itimer "
-             "(both need SIGPROF; accepted clocks: "
-             "cpu, wall, thread)");
+  const ljp_clock_info *c = ljp_clock(clock);
+  if (c && c->signo == SIGPROF) {
+    char acc[128];
+    snprintf(err, n, "ljprof: inline=exact cannot run with clock=%s "
+             "(both need SIGPROF; accepted clocks: %s)", c->name,
+             ljp_clock_accepted(acc, sizeof(acc), SIGPROF));
     return -1;
   }
   luaJIT_profile_start(L, "fi2000000000", never, NULL);

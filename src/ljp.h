@@ -289,7 +289,6 @@ void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now);
 void ljp_run_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */
 /* Keep the trace handler attached until the state closes (ljprof.watch). */
 int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries);
-const ljp_timer_ops *ljp_timer_for(ljprof_clock c);  /* NULL: bad clock */
 /* LuaJIT's layouts and fast-function ids, learnt once per process in a Lua
 ** state of ljprof's own (retried a few times if incomplete). */
 void ljp_run_learn_layouts(void);

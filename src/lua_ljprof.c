@@ -36,13 +36,17 @@
 **                                 walked: writing at lua_close runs in a
 **                                 __gc, where LuaJIT collects nothing)
 **   running()                     -> boolean
+**   clocks()                      -> the clocks' names in the order of
+**                                    ljprof_clock: {"cpu", "wall", ...}
+**                                    (clocks.c's table)
 **
-** opts: clock ("cpu" "wall" "itimer" "thread"), interval (ms) or rate
+** opts: clock (a name of clocks()), interval (ms) or rate
 ** (Hz), duration (s), signal, ring, fmt, depth, output, mode, native,
 ** calls.
 ** A thin layer over the C API; normal context only.
 */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,6 +54,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "clocks.h"
 #include "outfile.h"
 #include "ownstate.h"
 #include "query.h"
@@ -118,11 +123,6 @@ static luacb *luacb_new(lua_State *L, int idx)
 
 /* -- Options ------------------------------------------------------------------ */
 
-/* In the order of ljprof_clock (include/ljprof.h); the Lua front ends'
-** list is jit/prof/options.lua's CLOCKS. */
-static const char *const clock_names[] = {"cpu", "wall", "itimer", "thread",
-                                          NULL};
-
 /* The option value on top of the stack, checked: one line naming the
 ** option, the value and what is accepted. */
 static const char *shown(lua_State *L)
@@ -171,16 +171,12 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
     k = lua_tostring(L, -2);
     if (!strcmp(k, "clock")) {
       const char *v = lua_tostring(L, -1);
-      int i;
-      for (i = 0; clock_names[i]; i++)
-        if (v && !strcmp(v, clock_names[i])) break;
-      if (!clock_names[i]) {
-        char acc[64] = "";
-        for (i = 0; clock_names[i]; i++)
-          snprintf(acc + strlen(acc), sizeof(acc) - strlen(acc), "%s%s",
-                   i ? ", " : "", clock_names[i]);
+      int i = ljp_clock_find(v);  /* clocks.c's table */
+      if (i < 0) {
+        char acc[128];
         luaL_error(L, "ljprof: bad clock '%s' (accepted: %s)",
-                   v ? v : luaL_typename(L, -1), acc);
+                   v ? v : luaL_typename(L, -1),
+                   ljp_clock_accepted(acc, sizeof(acc), 0));
       }
       opt->clock = (ljprof_clock)i;
     } else if (!strcmp(k, "interval") || !strcmp(k, "rate")) {
@@ -542,10 +538,154 @@ static int l_profile(lua_State *L)
   return 1;
 }
 
+/* stats(): one descriptor per struct, {key, offset, kind}, walked in a
+** loop: a stat is one line here. The kind comes from the field's type
+** (a wrong type does not compile): numbers (uint64_t, uint32_t, int as
+** uint64_t), booleans (int), strings (no key when NULL). */
+enum { ST_U64, ST_U32, ST_INT, ST_BOOL, ST_STR, ST_STR_SET, ST_U64_SET };
+typedef struct stat_field {
+  const char *key;
+  size_t off;
+  int kind;
+} stat_field;
+#define ST_NUM(T, f) _Generic(((T *)0)->f, uint64_t: ST_U64, \
+                              uint32_t: ST_U32, int: ST_INT)
+#define NUM(T, key, f) {key, offsetof(T, f), ST_NUM(T, f)}
+#define BOOL(T, key, f) {key, offsetof(T, f), _Generic(((T *)0)->f, int: ST_BOOL)}
+#define STR(T, key, f) {key, offsetof(T, f), \
+                        _Generic(((T *)0)->f, const char *: ST_STR)}
+/* Only when set: a number not 0, a string not "" (nor NULL). */
+#define NUM_SET(T, key, f) {key, offsetof(T, f), \
+                            _Generic(((T *)0)->f, uint64_t: ST_U64_SET)}
+#define STR_SET(T, key, f) {key, offsetof(T, f), \
+                            _Generic(((T *)0)->f, const char *: ST_STR_SET)}
+
+static const stat_field stats_fields[] = {  /* ljprof_stats (ljprof.h) */
+  NUM(ljprof_stats, "signals", signals),
+  NUM(ljprof_stats, "ticks", ticks),
+  NUM(ljprof_stats, "samples", ticks),
+  NUM(ljprof_stats, "completed", completed),
+  NUM(ljprof_stats, "dropped", dropped),
+  NUM(ljprof_stats, "merged", merged),
+  NUM(ljprof_stats, "pending", pending),
+  NUM(ljprof_stats, "safepoints", safepoints),
+  NUM(ljprof_stats, "batches", batches),
+  NUM(ljprof_stats, "stacks", stacks),
+  NUM(ljprof_stats, "entries", entries),
+  NUM(ljprof_stats, "hook_ns", hook_ns),
+  NUM(ljprof_stats, "handler_ns", handler_ns),
+  NUM(ljprof_stats, "complete_ns", complete_ns),
+  NUM(ljprof_stats, "aggregate_ns", aggregate_ns),
+  NUM(ljprof_stats, "aggregated", aggregated),
+  NUM(ljprof_stats, "native_unwinds", native_unwinds),
+  NUM(ljprof_stats, "native_frames", native_frames),
+  NUM(ljprof_stats, "native_truncated", native_truncated),
+  NUM(ljprof_stats, "native_skipped", native_skipped),
+  NUM(ljprof_stats, "bytes", bytes),
+};
+
+/* ljp_q_run (query.h), present once the state was profiled. What each
+** means is in query.h; the less obvious ones: trace_events and
+** trace_event_ns, the jit.attach events handled and ljprof's time in them
+** (not LuaJIT's dispatch); trace_source, where a sample's trace is learnt
+** ("memory", "events", "none"); recorder_kept, safe points inside a trace
+** recording that gave its abort back; aborts_recorded, aborts() has this
+** run's; exact_stacks, Lua frames captured at the signal; host_ticks,
+** ticks in the host's own code with no Lua call active, and host_detect,
+** whether that can be told (L->cframe learnt, vmprobe.c); missed, ticks
+** the wall and thread clocks' timer thread woke too late for; inline_*,
+** frames a trace had inlined, from its snapshots; expired, the duration
+** option ran out; signal_lost, the program took the signal; jit_state,
+** the trace compiler's state learnt; exports, export_ns, lend_waits,
+** lend_wait_ns: runs started from LJPROF (the export helper's files and
+** time, the program's waits while it borrowed the context); interval, a
+** periodic export's interval (only when there is one); thread, the
+** profiled thread's name (only when known). */
+static const stat_field run_fields[] = {
+  STR(ljp_q_run, "clock", clock),
+  NUM(ljp_q_run, "interval_us", interval_us),
+  NUM(ljp_q_run, "signal", signo),
+  BOOL(ljp_q_run, "running", running),
+  BOOL(ljp_q_run, "cfunc_names", cfunc_names),
+  NUM(ljp_q_run, "aborts_lost", aborts_lost),
+  NUM(ljp_q_run, "trace_events", trace_events),
+  NUM(ljp_q_run, "trace_event_ns", trace_event_ns),
+  STR(ljp_q_run, "trace_source", trace_source),
+  NUM(ljp_q_run, "recorder_kept", recorder_kept),
+  BOOL(ljp_q_run, "aborts_recorded", aborts_recorded),
+  BOOL(ljp_q_run, "exact_stacks", exact),
+  BOOL(ljp_q_run, "exact_lines", exact_lines),
+  NUM(ljp_q_run, "lua_captures", lua_captures),
+  BOOL(ljp_q_run, "host_detect", host_detect),
+  NUM(ljp_q_run, "host_ticks", host_ticks),
+  NUM(ljp_q_run, "missed", missed),
+  NUM(ljp_q_run, "stack_checks", stack_checks),
+  NUM(ljp_q_run, "stack_mismatches", stack_mismatches),
+  STR(ljp_q_run, "inline_frames", inline_frames),
+  NUM(ljp_q_run, "inline_samples", inline_samples),
+  NUM(ljp_q_run, "inline_undecoded", inline_undecoded),
+  NUM(ljp_q_run, "inline_estimated", inline_estimated),
+  NUM(ljp_q_run, "snap_checks", snap_checks),
+  NUM(ljp_q_run, "snap_mismatches", snap_mismatches),
+  BOOL(ljp_q_run, "expired", expired),
+  BOOL(ljp_q_run, "signal_lost", signal_lost),
+  BOOL(ljp_q_run, "jit_state", jit_state),
+  NUM(ljp_q_run, "exports", exports),
+  NUM(ljp_q_run, "export_ns", export_ns),
+  NUM(ljp_q_run, "lend_waits", lend_waits),
+  NUM(ljp_q_run, "lend_wait_ns", lend_wait_ns),
+  STR(ljp_q_run, "error", error),
+  NUM_SET(ljp_q_run, "interval", interval),
+  NUM(ljp_q_run, "thread_id", tid),
+  NUM(ljp_q_run, "state_id", state_id),
+  STR_SET(ljp_q_run, "thread", thread_name),
+};
+#undef ST_NUM
+#undef NUM
+#undef BOOL
+#undef STR
+#undef NUM_SET
+#undef STR_SET
+
 static void setnum(lua_State *L, const char *k, uint64_t v)
 {
   lua_pushnumber(L, (lua_Number)v);
   lua_setfield(L, -2, k);
+}
+
+/* Each field of fields[0..n) of the struct at base into the table on top. */
+static void set_fields(lua_State *L, const void *base, const stat_field *f,
+                       size_t n)
+{
+  for (; n--; f++) {
+    const char *p = (const char *)base + f->off, *str;
+    uint64_t u64;
+    uint32_t u32;
+    int i;
+    switch (f->kind) {
+    case ST_U64: case ST_U64_SET:
+      memcpy(&u64, p, sizeof(u64));
+      if (f->kind == ST_U64_SET && !u64) continue;
+      setnum(L, f->key, u64);
+      break;
+    case ST_U32:
+      memcpy(&u32, p, sizeof(u32));
+      setnum(L, f->key, u32);
+      break;
+    case ST_INT: case ST_BOOL:
+      memcpy(&i, p, sizeof(i));
+      if (f->kind == ST_INT) { setnum(L, f->key, (uint64_t)i); break; }
+      lua_pushboolean(L, i);
+      lua_setfield(L, -2, f->key);
+      break;
+    default:  /* ST_STR, ST_STR_SET */
+      memcpy(&str, p, sizeof(str));
+      if (!str || (f->kind == ST_STR_SET && !str[0])) continue;
+      lua_pushstring(L, str);
+      lua_setfield(L, -2, f->key);
+      break;
+    }
+  }
 }
 
 static int l_stats(lua_State *L)
@@ -556,27 +696,8 @@ static int l_stats(lua_State *L)
   int i;
   ljprof_get_stats(L, &st);
   lua_createtable(L, 0, 48);
-  setnum(L, "signals", st.signals);
-  setnum(L, "ticks", st.ticks);
-  setnum(L, "samples", st.ticks);
-  setnum(L, "completed", st.completed);
-  setnum(L, "dropped", st.dropped);
-  setnum(L, "merged", st.merged);
-  setnum(L, "pending", st.pending);
-  setnum(L, "safepoints", st.safepoints);
-  setnum(L, "batches", st.batches);
-  setnum(L, "stacks", st.stacks);
-  setnum(L, "entries", st.entries);
-  setnum(L, "hook_ns", st.hook_ns);
-  setnum(L, "handler_ns", st.handler_ns);
-  setnum(L, "complete_ns", st.complete_ns);
-  setnum(L, "aggregate_ns", st.aggregate_ns);
-  setnum(L, "aggregated", st.aggregated);
-  setnum(L, "native_unwinds", st.native_unwinds);
-  setnum(L, "native_frames", st.native_frames);
-  setnum(L, "native_truncated", st.native_truncated);
-  setnum(L, "native_skipped", st.native_skipped);
-  setnum(L, "bytes", st.bytes);
+  set_fields(L, &st, stats_fields,
+             sizeof(stats_fields) / sizeof(stats_fields[0]));
   setnum(L, "stale_signals", ljp_q_stale_signals());
   lua_createtable(L, 0, 5);
   for (i = 0; i < 5; i++) {
@@ -585,88 +706,17 @@ static int l_stats(lua_State *L)
   }
   lua_setfield(L, -2, "vmstate");
   if (ljp_q_run_info(L, &ri) == 0) {
-    lua_pushstring(L, ri.clock);
-    lua_setfield(L, -2, "clock");
-    setnum(L, "interval_us", ri.interval_us);
-    setnum(L, "signal", (uint64_t)ri.signo);
-    lua_pushboolean(L, ri.running);
-    lua_setfield(L, -2, "running");
+    set_fields(L, &ri, run_fields,
+               sizeof(run_fields) / sizeof(run_fields[0]));
     /* Where VM states come from: LuaJIT's own g->vmstate, or the PC. */
     lua_pushstring(L, ri.vmstate_exact ? "vmstate" : "pc");
     lua_setfield(L, -2, "vmstate_source");
-    lua_pushboolean(L, ri.cfunc_names);
-    lua_setfield(L, -2, "cfunc_names");
-    setnum(L, "aborts_lost", ri.aborts_lost);
-    /* Trace events handled (jit.attach) and the time ljprof spent in them
-    ** (not LuaJIT's dispatch of the event). */
-    setnum(L, "trace_events", ri.trace_events);
-    setnum(L, "trace_event_ns", ri.trace_event_ns);
-    /* Where a sample's trace is learnt: read from LuaJIT's trace objects
-    ** (no handler: nothing paid per trace event), from trace events, or
-    ** nowhere (no JIT). Safe points that came inside a trace recording
-    ** and gave its abort back. */
-    lua_pushstring(L, ri.trace_source);
-    lua_setfield(L, -2, "trace_source");
-    setnum(L, "recorder_kept", ri.recorder_kept);
-    lua_pushboolean(L, ri.aborts_recorded);
-    lua_setfield(L, -2, "aborts_recorded");  /* aborts() has this run's */
-    /* Lua frames captured at the signal (exact stacks under traces). */
-    lua_pushboolean(L, ri.exact);
-    lua_setfield(L, -2, "exact_stacks");
-    lua_pushboolean(L, ri.exact_lines);
-    lua_setfield(L, -2, "exact_lines");
-    setnum(L, "lua_captures", ri.lua_captures);
-    /* Ticks in the host's own code, no Lua call active on the running
-    ** thread (its native frames or "[host]", never a Lua frame), and
-    ** whether that can be told here (L->cframe learnt, vmprobe.c). */
-    lua_pushboolean(L, ri.host_detect);
-    lua_setfield(L, -2, "host_detect");
-    setnum(L, "host_ticks", ri.host_ticks);
-    /* Ticks the wall and thread clocks' timer thread woke too late for (a
-    ** loaded machine): not taken, not charged to the next sample. */
-    setnum(L, "missed", ri.missed);
-    setnum(L, "stack_checks", ri.stack_checks);
-    setnum(L, "stack_mismatches", ri.stack_mismatches);
-    /* Frames a trace had inlined, from its snapshots ("snapshots", or why
-    ** not), the samples that got them, those whose snapshot could not be
-    ** decoded whole, and the trace exits checked against them. */
-    lua_pushstring(L, ri.inline_frames);
-    lua_setfield(L, -2, "inline_frames");
-    setnum(L, "inline_samples", ri.inline_samples);
-    setnum(L, "inline_undecoded", ri.inline_undecoded);
-    setnum(L, "inline_estimated", ri.inline_estimated);
-    setnum(L, "snap_checks", ri.snap_checks);
-    setnum(L, "snap_mismatches", ri.snap_mismatches);
-    lua_pushboolean(L, ri.expired);
-    lua_setfield(L, -2, "expired");    /* the duration option ran out */
-    lua_pushboolean(L, ri.signal_lost);
-    lua_setfield(L, -2, "signal_lost"); /* the program took the signal */
-    lua_pushboolean(L, ri.jit_state);
-    lua_setfield(L, -2, "jit_state");  /* trace compiler state learnt */
-    /* Started from LJPROF: files written by the export helper and its
-    ** time; ljprof regions of the program's thread that waited while
-    ** the helper borrowed the context, and how long. */
-    setnum(L, "exports", ri.exports);
-    setnum(L, "export_ns", ri.export_ns);
-    setnum(L, "lend_waits", ri.lend_waits);
-    setnum(L, "lend_wait_ns", ri.lend_wait_ns);
-    if (ri.error) {
-      lua_pushstring(L, ri.error);
-      lua_setfield(L, -2, "error");
-    }
     /* The run's time: its start (Unix seconds, to the microsecond) and
-    ** duration (to its stop, or now), and what it profiled. */
+    ** duration (to its stop, or now). */
     if (ri.start_unix_ns) {
       lua_pushnumber(L, (lua_Number)(ri.start_unix_ns / 1000u) / 1e6);
       lua_setfield(L, -2, "start_time");
       setnum(L, "duration_ns", ri.duration_ns);
-    }
-    if (ri.interval) setnum(L, "interval", ri.interval);
-    setnum(L, "thread_id", (uint64_t)ri.tid);
-    setnum(L, "state_id", (uint64_t)ri.state_id);
-    if (ri.thread_name && ri.thread_name[0]) {
-      lua_pushstring(L, ri.thread_name);
-      lua_setfield(L, -2, "thread");
     }
   }
   return 1;
@@ -1243,7 +1293,20 @@ static int l_auto_notice(lua_State *L)
   return 0;
 }
 
+/* clocks() -> {"cpu", "wall", "itimer", "thread"}: clocks.c's table. */
+static int l_clocks(lua_State *L)
+{
+  int i, n = ljp_clock_count();
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) {
+    lua_pushstring(L, ljp_clock((ljprof_clock)i)->name);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
 static const luaL_Reg ljprof_funcs[] = {
+  {"clocks", l_clocks},
   {"auto_attach", l_auto_attach},
   {"auto_start", l_auto_start},
   {"auto_stop", l_auto_stop},

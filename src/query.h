@@ -15,6 +15,8 @@
 #include "store.h"
 #include "../include/ljprof.h"
 
+/* A run's state; stats() shows each field through lua_ljprof.c's
+** run_fields (one line per field). */
 typedef struct ljp_q_run {
   const char *clock;         /* timer name, "none" before any run */
   uint32_t interval_us;

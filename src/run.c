@@ -29,6 +29,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "clocks.h"
 #include "luastack.h"
 #include "objects.h"
 #include "ownstate.h"
@@ -253,7 +254,7 @@ static int jitmode_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   ctx->jitmode_on = ctx->jitmode_run = 0;
   if (ctx->opt.inline_frames != LJPROF_INLINE_EXACT || ctx->opt.cb) return 0;
-  if (ljp_jitmode_start(L, ctx->opt.clock == LJPROF_CLOCK_ITIMER, err, n))
+  if (ljp_jitmode_start(L, ctx->opt.clock, err, n))
     return -1;
   ctx->jitmode_on = ctx->jitmode_run = 1;
   return 0;
@@ -329,10 +330,8 @@ static void hook_down(ljp_ctx *ctx, lua_State *L)
 static uint64_t run_clock_ns(const ljp_ctx *ctx)
 {
   struct timespec ts;
-  clockid_t id = ctx->opt.clock == LJPROF_CLOCK_CPU ? CLOCK_THREAD_CPUTIME_ID
-               : ctx->opt.clock == LJPROF_CLOCK_ITIMER ? CLOCK_PROCESS_CPUTIME_ID
-               : CLOCK_MONOTONIC;
-  if (clock_gettime(id, &ts) != 0) return 0;
+  if (clock_gettime(ljp_clock(ctx->opt.clock)->run_clock, &ts) != 0)
+    return 0;
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -460,17 +459,6 @@ void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
           (unsigned long long)atomic_load(&ctx->n_ticks));
 }
 
-const ljp_timer_ops *ljp_timer_for(ljprof_clock c)
-{
-  switch (c) {
-  case LJPROF_CLOCK_CPU: return &ljp_timer_cpu;
-  case LJPROF_CLOCK_WALL: return &ljp_timer_wall;
-  case LJPROF_CLOCK_ITIMER: return &ljp_timer_itimer;
-  case LJPROF_CLOCK_THREAD: return &ljp_timer_thread;
-  }
-  return NULL;
-}
-
 int ljp_run_busy(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen)
 {
   if (ctx->state == LJP_FAILED) /* already reported; finish that run */
@@ -523,7 +511,7 @@ int ljp_run_start(ljp_ctx *ctx, lua_State *L, const ljprof_options *opt,
     return restart_later(ctx, opt, entries, err, errlen);
   if (ljp_run_busy(ctx, L, err, errlen)) return -1;
   ctx->pending_opt = *opt;
-  ctx->tmr.ops = ljp_timer_for(opt->clock);
+  ctx->tmr.ops = ljp_clock(opt->clock)->timer;
   ctx->entries = entries;
   ljp_hook_bind(&ctx->hook, entries->hook);
   ljp_gate_enter(&ctx->exit);

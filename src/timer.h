@@ -60,8 +60,9 @@ typedef struct ljp_timerst {
 } ljp_timerst;
 
 
+/* A clock's ticks; its name and the rest of what it is are in clocks.c's
+** table. */
 struct ljp_timer_ops {
-  const char *name;
   int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
   void (*stop)(ljp_ctx *ctx);
   /* Signal context: called for each of the timer's signals on the

@@ -115,5 +115,5 @@ void ljp_itimer_resume(const struct itimerspec *saved)
   if (atomic_load(&itimer_made)) timer_settime(itimer_id, 0, saved, NULL);
 }
 
-const ljp_timer_ops ljp_timer_itimer = {"itimer", itimer_start, itimer_stop,
+const ljp_timer_ops ljp_timer_itimer = {itimer_start, itimer_stop,
                                         itimer_weigh, itimer_halt};

@@ -150,7 +150,7 @@ static void posix_stop(ljp_ctx *ctx)
   timer_delete(ctx->tmr.u.posix);  /* also discards its pending signal */
 }
 
-const ljp_timer_ops ljp_timer_cpu = {"cpu", cpu_start, posix_stop,
+const ljp_timer_ops ljp_timer_cpu = {cpu_start, posix_stop,
                                      posix_rearm, posix_halt};
-const ljp_timer_ops ljp_timer_wall_kernel = {"wall", wall_start, posix_stop,
+const ljp_timer_ops ljp_timer_wall_kernel = {wall_start, posix_stop,
                                              posix_rearm, posix_halt};

@@ -370,7 +370,7 @@ static uint32_t thread_rearm(ljp_ctx *ctx)
   return 1;
 }
 
-const ljp_timer_ops ljp_timer_thread = {"thread", thread_start, thread_stop,
+const ljp_timer_ops ljp_timer_thread = {thread_start, thread_stop,
                                         thread_rearm, NULL};
 
 /* wall: the timer thread, woken without slack; the kernel timer
@@ -433,7 +433,7 @@ static void wall_halt(ljp_ctx *ctx)
   timer_settime(ctx->tmr.u.thr.ktimer, 0, &its, NULL);
 }
 
-const ljp_timer_ops ljp_timer_wall = {"wall", wall_start, wall_stop,
+const ljp_timer_ops ljp_timer_wall = {wall_start, wall_stop,
                                       wall_rearm, wall_halt};
 
 int ljp_timer_thread_sends(const ljp_ctx *ctx)

@@ -60,6 +60,43 @@ local function make_tmp()
   return name
 end
 
+-- Every key of a stats() table with its value's type, sorted ("k=type",
+-- vmstate's keys as "vmstate.K=type").
+local function stat_keys(st)
+  local ks = {}
+  for k, v in pairs(st) do ks[#ks + 1] = k .. "=" .. type(v) end
+  for k, v in pairs(st.vmstate or {}) do ks[#ks + 1] = "vmstate." .. k .. "=" .. type(v) end
+  table.sort(ks)
+  return table.concat(ks, " ")
+end
+
+-- stats()'s keys and types as lua_ljprof.c's field-by-field copying gave
+-- them before the stats descriptor (captured from that code): before any
+-- run, and of a finished run (no error, no periodic export interval).
+local STATS_BEFORE = "aggregate_ns=number aggregated=number batches=number bytes=number " ..
+  "complete_ns=number completed=number dropped=number entries=number handler_ns=number " ..
+  "hook_ns=number merged=number native_frames=number native_skipped=number " ..
+  "native_truncated=number native_unwinds=number pending=number safepoints=number " ..
+  "samples=number signals=number stacks=number stale_signals=number ticks=number " ..
+  "vmstate.C=number vmstate.G=number vmstate.I=number vmstate.J=number vmstate.N=number " ..
+  "vmstate=table"
+local STATS_RUN = "aborts_lost=number aborts_recorded=boolean aggregate_ns=number " ..
+  "aggregated=number batches=number bytes=number cfunc_names=boolean clock=string " ..
+  "complete_ns=number completed=number dropped=number duration_ns=number entries=number " ..
+  "exact_lines=boolean exact_stacks=boolean expired=boolean export_ns=number " ..
+  "exports=number handler_ns=number hook_ns=number host_detect=boolean host_ticks=number " ..
+  "inline_estimated=number inline_frames=string inline_samples=number " ..
+  "inline_undecoded=number interval_us=number jit_state=boolean lend_wait_ns=number " ..
+  "lend_waits=number lua_captures=number merged=number missed=number native_frames=number " ..
+  "native_skipped=number native_truncated=number native_unwinds=number pending=number " ..
+  "recorder_kept=number running=boolean safepoints=number samples=number signal=number " ..
+  "signal_lost=boolean signals=number snap_checks=number snap_mismatches=number " ..
+  "stack_checks=number stack_mismatches=number stacks=number stale_signals=number " ..
+  "start_time=number state_id=number thread=string thread_id=number ticks=number " ..
+  "trace_event_ns=number trace_events=number trace_source=string vmstate.C=number " ..
+  "vmstate.G=number vmstate.I=number vmstate.J=number vmstate.N=number vmstate=table " ..
+  "vmstate_source=string"
+
 -- -- Before any start --------------------------------------------------------
 
 t.case("dumpstack, stop, stats and running before any start", function()
@@ -72,6 +109,7 @@ t.case("dumpstack, stop, stats and running before any start", function()
   t.eq(a, true, "stop before any start returns true")
   t.eq(b, nil, "no message")
   t.eq(type(ljprof.stats()), "table", "stats() before any start")
+  t.eq(stat_keys(ljprof.stats()), STATS_BEFORE, "stats() keys and types before any start")
   t.eq(type(ljprof.summary()), "table", "summary() before any start")
 end)
 
@@ -216,6 +254,8 @@ t.case("callback error stops profiling, stop returns false + message", function(
     "message has the error text: " .. tostring(msg))
   t.ok(msg and msg:find(SRC, 1, true), "message has the error position: " .. tostring(msg))
   t.eq(ljprof.running(), false, "not running after stop")
+  t.eq(type(ljprof.stats().error), "string", "stats().error says why the run failed")
+  t.ok(ljprof.stats().error:find("boom in callback 42", 1, true), "stats().error: " .. ljprof.stats().error)
   -- A new run works and reports success.
   local calls2 = 0
   ljprof.start("i1", function() calls2 = calls2 + 1 end, WALL1)
@@ -619,6 +659,35 @@ t.case("stats fields", function()
     t.eq(ljprof.stats().clock, c, "clock name " .. c)
     ljprof.stop()
   end
+end)
+
+t.case("stats keys, types and values of a finished run", function()
+  ljprof.record({interval = 1})
+  work_until(20, function() hot(3000) end)
+  t.ok(ljprof.stop(), "stop")
+  local st = ljprof.stats()
+  t.eq(stat_keys(st), STATS_RUN, "stats() keys and types of a finished run")
+  for k, v in pairs(st) do
+    if type(v) == "number" and k ~= "start_time" then
+      t.ok(is_int(v) and v >= 0, "stats." .. k .. " = " .. tostring(v))
+    end
+  end
+  t.eq(st.samples, st.ticks, "samples is ticks")
+  t.eq(st.clock, "cpu", "clock")
+  t.eq(st.interval_us, 1000, "interval_us")
+  t.eq(st.signal, 23, "signal: the default (SIGURG on Linux)")
+  t.eq(st.running, false, "running")
+  t.eq(st.expired, false, "expired")
+  t.eq(st.signal_lost, false, "signal_lost")
+  t.ok(st.vmstate_source == "vmstate" or st.vmstate_source == "pc", "vmstate_source " .. st.vmstate_source)
+  t.ok(st.trace_source == "memory" or st.trace_source == "events" or st.trace_source == "none",
+       "trace_source " .. st.trace_source)
+  t.ok(math.abs(st.start_time - os.time()) < 3600, "start_time: Unix seconds " .. st.start_time)
+  t.ok(st.duration_ns > 0, "duration_ns")
+  t.ok(st.thread_id > 0 and st.state_id >= 1, "thread_id and state_id")
+  local n = 0
+  for _, k in ipairs({"N", "I", "C", "G", "J"}) do n = n + st.vmstate[k] end
+  t.eq(n, st.ticks, "vmstate counts add up to ticks")
 end)
 
 t.case("dumpstack after stop", function()

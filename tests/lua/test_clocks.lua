@@ -245,4 +245,21 @@ t.case("random gaps: no aliasing with a periodic program", function()
   end
 end)
 
+t.case("one table of clocks: clocks(), the front ends' list, messages, stats", function()
+  local names = ljprof.clocks()
+  local options = require "jit.prof.options"
+  t.eq(table.concat(names, ","), table.concat(options.CLOCKS, ","),
+       "ljprof.clocks() (src/clocks.c) == jit.prof.options.CLOCKS")
+  t.eq(table.concat(names, ", "), "cpu, wall, itimer, thread", "the clocks, in the order of ljprof_clock")
+  local ok, err = pcall(ljprof.record, {clock = "sundial"})
+  t.ok(not ok and err:find("bad clock 'sundial' (accepted: cpu, wall, itimer, thread)", 1, true), tostring(err))
+  t.eq(select(2, options.clock("sundial")), "cpu, wall, itimer, thread", "options.clock's accepted list")
+  for _, c in ipairs(names) do  -- each name reaches its timer and back
+    ljprof.record({clock = c, interval = 1})
+    t.burn(0.02)
+    t.ok(ljprof.stop(), c .. ": stop")
+    t.eq(ljprof.stats().clock, c, c .. ": stats().clock names the clock run")
+  end
+end)
+
 t.done()

@@ -12,7 +12,9 @@
 ** A signal carries a token (slot | run generation << 8) in si_value;
 ** itimer signals carry none and use the one itimer binding. A context's
 ** slot stays valid while the handler runs: closing a run bumps the token
-** and then waits until no handler is inside the slot.
+** and then waits until no handler is inside the slot. What the handler
+** asks of the OS (the interrupted PC, the alternate stack's room, the
+** thread id, tgkill) goes through os.h, inline.
 **
 ** Stack: the handler runs on the interrupted code's stack. When that is
 ** a small alternate signal stack (the program's own handler, running on

@@ -37,7 +37,9 @@
 ** is SIG_DFL: a program that reset it (many daemons reset every signal)
 ** would be ended by the kernel, its profile lost; the run's signal check
 ** (run.c) then finds the ticks missing and says so in one line, keeping
-** the samples. Normal context, except the rearm and halt functions.
+** the samples. The OS calls (the thread's state from /proc, timer slack,
+** rt_tgsigqueueinfo) go through os.h. Normal context, except the rearm
+** and halt functions.
 */
 #define _GNU_SOURCE
 #include <errno.h>

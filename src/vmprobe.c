@@ -45,8 +45,9 @@
 ** state falls back to the program counter (codemap.c), coarser but never
 ** wrong; one notice line says so. LJPROF_VMSTATE=pc forces the fallback.
 **
-** Memory of uncertain validity is read with ljp_peek (process_vm_readv on
-** ourselves): a bad address fails instead of faulting. Probing runs once
+** Memory of uncertain validity is read with ljp_peek (os.h; on Linux
+** process_vm_readv on ourselves, os_linux.c): a bad address fails instead
+** of faulting. Probing runs once
 ** per process, in normal context, under a mutex.
 */
 #define _GNU_SOURCE

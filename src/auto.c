@@ -46,13 +46,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "os.h"
 #include "auto.h"
 #include "outfile.h"
 #include "ownstate.h"
@@ -437,8 +437,7 @@ static int borrow(ljp_autox *x, ljp_ctx *ctx)
     ** on the thread is merged into the tick and lost. A request too many
     ** does nothing (only an ASKED lend is granted). */
     if (waited % 50 == 0 &&
-        syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
-                &si) != 0)
+        ljp_os_tgsigqueue(ctx->pid, ctx->tid, ctx->opt.signo, &si) != 0)
       break;                      /* the thread is gone */
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_nsec += 10000000L;

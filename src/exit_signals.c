@@ -65,7 +65,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,6 +72,7 @@
 #include <lualib.h>
 
 #include "ljp.h"
+#include "os.h"
 #include "ownstate.h"
 #include "sigowner.h"
 
@@ -185,7 +185,7 @@ static void exit_signal_handler(int sig, siginfo_t *si, void *uc)
   if (!ctx || !trap.helper_up || getpid() != trap.pid) {
     die_of(sig);                  /* nothing to write, or a forked child */
   } else if (ljp_gettid() != ctx->tid) {
-    if (!ctx->exit.signal) syscall(SYS_tgkill, ctx->pid, ctx->tid, sig);
+    if (!ctx->exit.signal) ljp_os_tgkill(ctx->pid, ctx->tid, sig);
   } else if (trap.hold) {         /* the run is writing: die after it */
     if (!ctx->exit.signal) ctx->exit.signal = sig;
   } else if (!ctx->exit.signal) { /* the first: the safe point may come */
@@ -335,7 +335,7 @@ static void *helper_main(void *arg)
       if (!trap.HL) trap.HL = helper_state(ctx);
       if (int_grace(ctx)) {       /* no "interrupted!": TERM's way */
         trap.int_force = 1;
-        syscall(SYS_tgkill, ctx->pid, ctx->tid, SIGINT);
+        ljp_os_tgkill(ctx->pid, ctx->tid, SIGINT);
       }
     }
   }
@@ -346,7 +346,7 @@ static void *helper_main(void *arg)
   if (!HL) die_of(sig);           /* no writer: as without ljprof */
   closed = wait_closed(GRACE_MS);
   for (i = 0; !closed && i < FORCE_TRIES; i++) {
-    if (syscall(SYS_tgkill, ctx->pid, ctx->tid, sig) != 0 && errno == ESRCH)
+    if (ljp_os_tgkill(ctx->pid, ctx->tid, sig) != 0 && errno == ESRCH)
       closed = 1;                 /* the thread is gone: nothing runs */
     else
       closed = wait_closed(FORCE_MS);

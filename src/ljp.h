@@ -19,7 +19,6 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 #include <time.h>
@@ -224,7 +223,6 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
 ** weight w (0: a handler holds the ring now). */
 int ljp_blocked_capture(ljp_ctx *ctx, uintptr_t pc, ljp_record *rec);
 int ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w);
-static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 extern _Atomic uint64_t ljp_stale_signals;
 extern _Atomic int ljp_live_runs;   /* run.c: live runs, for exec.c, */
 extern _Atomic int ljp_live_pid;    /* and the process they run in */

@@ -47,7 +47,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -200,7 +199,7 @@ static int mapped(uintptr_t lo, uintptr_t hi)
   l[1].iov_base = &b; l[1].iov_len = 8;
   r[0].iov_base = (void *)lo; r[0].iov_len = 8;
   r[1].iov_base = (void *)hi; r[1].iov_len = 8;
-  return process_vm_readv(ljp_self_pid(), l, 2, r, 2, 0) == 16;
+  return ljp_peekv(l, r, 2) == 16;
 }
 
 int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)

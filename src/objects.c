@@ -45,7 +45,6 @@
 #include <errno.h>
 #include <elf.h>
 #include <link.h>
-#include <sys/uio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -55,6 +54,7 @@
 #include <unistd.h>
 
 #include "ljp.h"
+#include "os.h"
 #include "cfi.h"
 #include "objects.h"
 #include "elfsyms.h"
@@ -227,7 +227,7 @@ uint64_t ljp_objects_print(void)
   int n = 0;
   for (; l && n < 1024; l = w[3], n++) {
     struct iovec li = {w, sizeof(w)}, ri = {(void *)l, sizeof(w)};
-    if (l < 4096 || process_vm_readv(ljp_self_pid(), &li, 1, &ri, 1, 0) !=
+    if (l < 4096 || ljp_peekv(&li, &ri, 1) !=
                         (ssize_t)sizeof(w))
       return 0;  /* unreadable: never a snapshot's print */
     h = (h ^ (uint64_t)w[0]) * 1099511628211ull;
@@ -247,7 +247,7 @@ static uint32_t lm_walk(ljp_lmnode *out, uint32_t max)
   for (; l; l = w[3]) {
     struct iovec li = {w, sizeof(w)}, ri = {(void *)l, sizeof(w)};
     if (n == max || l < 4096 ||
-        process_vm_readv(ljp_self_pid(), &li, 1, &ri, 1, 0) != (ssize_t)sizeof(w))
+        ljp_peekv(&li, &ri, 1) != (ssize_t)sizeof(w))
       return 0;
     out[n].node = l;
     out[n].addr = w[0];
@@ -274,7 +274,7 @@ int ljp_objects_unchanged(const ljp_objsnap *s)
       ri[k].iov_base = (void *)s->lm[i + k].node;
       ri[k].iov_len = sizeof(w[k]);
     }
-    if (process_vm_readv(ljp_self_pid(), li, m, ri, m, 0) !=
+    if (ljp_peekv(li, ri, (int)m) !=
         (ssize_t)(m * sizeof(w[0])))
       return 0;
     for (k = 0; k < m; k++) {
@@ -362,46 +362,30 @@ static uintptr_t vm_addr(void)
   return (uintptr_t)p;
 }
 
-/* glibc's _dl_find_object (2.35 and later; looked up at the first
-** refresh, NULL before or without it): the object the loader has at an
-** address, lock-free and async-signal-safe by design (two copies of its
-** table, switched by a version counter), for unwinders. */
-#ifdef DLFO_EH_SEGMENT_TYPE
-typedef int (*dlfo_fn)(void *, struct dl_find_object *);
-static _Atomic(dlfo_fn) dlfo;
-#endif
-
 /* The loader's start of the mapping holding pc, 0 when not known. */
 static uintptr_t loader_map_start(uintptr_t pc)
 {
-#ifdef DLFO_EH_SEGMENT_TYPE
-  dlfo_fn find = atomic_load(&dlfo);
-  struct dl_find_object f;
-  if (find && find((void *)pc, &f) == 0) return (uintptr_t)f.dlfo_map_start;
-#endif
-  (void)pc;
-  return 0;
+  uintptr_t start, eh;
+  return ljp_os_find_object(pc, &start, &eh) == 0 ? start : 0;
 }
 
 int ljp_objects_current(const ljp_objsnap *s, const ljp_span *e, uintptr_t pc)
 {
-#ifdef DLFO_EH_SEGMENT_TYPE
-  dlfo_fn find = atomic_load_explicit(&dlfo, memory_order_relaxed);
-  struct dl_find_object f;
+#if LJP_OS_FIND_OBJECT
+  uintptr_t start, eh;
   const ljp_object *o;
   const volatile unsigned char *m;
   uintptr_t page;
   int i;
   if (e->kind != LJP_SPAN_OTHER || !e->unwind) return 1;
-  if (!find || e->obj >= s->nobj) return -1;
+  if (!ljp_os_find_object_ready() || e->obj >= s->nobj) return -1;
   o = s->obj[e->obj];
   /* Without a build ID a rebuilt copy loaded at the same place could not
   ** be told from the object scanned: the whole list then. */
   if (!o->build_id_len || !o->map_start) return -1;
-  if (find((void *)pc, &f) != 0) return -1;
+  if (ljp_os_find_object(pc, &start, &eh) != 0) return -1;
   /* The same place: the mapping's start and the unwind table's. */
-  if ((uintptr_t)f.dlfo_map_start != o->map_start ||
-      (uintptr_t)f.dlfo_eh_frame != o->eh.hdr)
+  if (start != o->map_start || eh != o->eh.hdr)
     return 0;
   /* The same build: the build ID where it was, in the mapping's first
   ** page (mapped for as long as an object is loaded there: it holds the
@@ -588,10 +572,7 @@ static void refresh_locked(int force)
   uint32_t nlm;
   gen = ljp_dl_generation();
   if (old && !force && old->dlgen == gen) return;
-#ifdef DLFO_EH_SEGMENT_TYPE
-  if (!atomic_load(&dlfo))
-    atomic_store(&dlfo, (dlfo_fn)dlsym(RTLD_DEFAULT, "_dl_find_object"));
-#endif
+  ljp_os_find_object_init();  /* the loader's lookup, at the first refresh */
   if (!(lm = malloc(LJP_LM_MAX * sizeof(*lm)))) return;
   nlm = lm_walk(lm, LJP_LM_MAX);
   exe_init();
@@ -792,7 +773,7 @@ int ljp_objects_is_sigreturn(uintptr_t pc)
                                         0x00, 0x0f, 0x05};
   unsigned char b[sizeof(code)];
   struct iovec li = {b, sizeof(b)}, ri = {(void *)pc, sizeof(b)};
-  if (!pc || process_vm_readv(ljp_self_pid(), &li, 1, &ri, 1, 0) !=
+  if (!pc || ljp_peekv(&li, &ri, 1) !=
                  (ssize_t)sizeof(b))
     return 0;
   return !memcmp(b, code, sizeof(code));

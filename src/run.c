@@ -23,13 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
 
 #include "ljp.h"
 #include "clocks.h"
+#include "os.h"
 #include "luastack.h"
 #include "objects.h"
 #include "ownstate.h"
@@ -127,7 +127,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
                      ljp_now_ns() + o->duration_us * 1000u : 0;
   ljp_run_clock_start(ctx);
   memset(ctx->thread_name, 0, sizeof(ctx->thread_name));
-  prctl(PR_GET_NAME, ctx->thread_name, 0, 0, 0);  /* "luajit", "nginx" */
+  ljp_os_thread_name(ctx->thread_name);  /* "luajit", "nginx" */
   return 0;
 }
 

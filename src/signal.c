@@ -12,7 +12,9 @@
 ** A signal carries a token (slot | run generation << 8) in si_value;
 ** itimer signals carry none and use the one itimer binding. A context's
 ** slot stays valid while the handler runs: closing a run bumps the token
-** and then waits until no handler is inside the slot.
+** and then waits until no handler is inside the slot. What the handler
+** asks of the OS (the interrupted PC, the alternate stack's room, the
+** thread id, tgkill) goes through os.h, inline.
 **
 ** Stack: the handler runs on the interrupted code's stack. When that is
 ** a small alternate signal stack (the program's own handler, running on
@@ -30,12 +32,11 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include "cfi.h"
 #include "ljp.h"
+#include "os.h"
 #include "sigowner.h"
 
 _Atomic uint64_t ljp_stale_signals;
@@ -49,35 +50,11 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv);
 
 /* -- Signal context ------------------------------------------------------ */
 
-static inline uintptr_t ucontext_pc(void *ucv)
-{
-  ucontext_t *uc = ucv;
-#if defined(__x86_64__)
-  return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-#elif defined(__aarch64__)
-  return (uintptr_t)uc->uc_mcontext.pc;
-#else
-  (void)uc;
-  return 0;
-#endif
-}
-
 /* Room the handler has on an alternate signal stack (see the top):
 ** below LJP_ALT_FULL no native walk nor Lua capture, below LJP_ALT_LITE
 ** no sample. */
 #define LJP_ALT_FULL 4096
 #define LJP_ALT_LITE 1024
-
-/* Bytes of stack left below here when the handler runs on the thread's
-** alternate signal stack (the kernel saves its range in uc_stack), else
-** SIZE_MAX. No system call. */
-static inline size_t ljp_alt_room(void *ucv, const void *here)
-{
-  const ucontext_t *uc = ucv;
-  uintptr_t lo = (uintptr_t)uc->uc_stack.ss_sp, sp = (uintptr_t)here;
-  if (uc->uc_stack.ss_size && sp - lo < uc->uc_stack.ss_size) return sp - lo;
-  return SIZE_MAX;
-}
 
 /* Signal context: the previous disposition of sig, SIG_IGN or SIG_DFL.
 ** The default action of the signals ljprof may take is to ignore them
@@ -100,7 +77,7 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
   uint32_t token, w = 1;
   ljp_ctx *ctx;
   int from_kernel = 0, lend = 0;
-  size_t room = ljp_alt_room(ucv, &token);
+  size_t room = ljp_os_uc_alt_room(ucv, &token);  /* SIZE_MAX: not on one */
 
   if (si->si_code == SI_TIMER) {        /* timer_create: cpu, itimer, wall's kernel timer */
     token = (uint32_t)si->si_value.sival_int;
@@ -127,7 +104,7 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
       if (ljp_gettid() == ctx->tid) ljp_lend_grant(&ctx->exit);
     } else if (from_kernel && ljp_gettid() != ctx->tid) {
       /* Process-wide timer landed on another thread: hand it over. */
-      syscall(SYS_tgkill, ctx->pid, ctx->tid, SIGPROF);
+      ljp_os_tgkill(ctx->pid, ctx->tid, SIGPROF);
     } else if (ctx->tmr.expired || (ctx->tmr.deadline_ns &&
                                 ljp_now_ns() >= ctx->tmr.deadline_ns)) {
       if (!ctx->tmr.expired && ctx->tmr.ops->halt) ctx->tmr.ops->halt(ctx);
@@ -156,7 +133,7 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
           int lite = room < LJP_ALT_FULL;
           ljp_regs regs;
           if (ctx->native_on && !lite) ljp_cfi_regs(&regs, ucv);
-          ljp_sample(ctx, ucontext_pc(ucv),
+          ljp_sample(ctx, ljp_os_uc_pc(ucv),
                      ctx->native_on && !lite ? &regs : NULL, w, lite);
           atomic_store_explicit(&ctx->ring_owner, 0, memory_order_release);
         } else {

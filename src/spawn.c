@@ -64,7 +64,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -73,6 +72,7 @@
 
 #include <lauxlib.h>
 
+#include "os.h"
 #include "query.h"
 #include "sigowner.h"
 #include "spawn.h"
@@ -228,7 +228,7 @@ static int l_spawn(lua_State *L)
   if (pid == 0) {
     int e;
     if (own_group) setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    ljp_os_parent_death_signal(SIGTERM);
     if (getppid() != parent) _exit(127);  /* the command is already gone */
     for (i = 0; i < NPASS; i++) ljp_sig_put(passed[i], &old_act[i]);
     ljp_sig_put(SIGCHLD, &old_chld);

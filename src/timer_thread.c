@@ -37,7 +37,9 @@
 ** is SIG_DFL: a program that reset it (many daemons reset every signal)
 ** would be ended by the kernel, its profile lost; the run's signal check
 ** (run.c) then finds the ticks missing and says so in one line, keeping
-** the samples. Normal context, except the rearm and halt functions.
+** the samples. The OS calls (the thread's state from /proc, timer slack,
+** rt_tgsigqueueinfo) go through os.h. Normal context, except the rearm
+** and halt functions.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -45,12 +47,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ljp.h"
+#include "os.h"
 #include "sigowner.h"
 
 /* wall: the timer thread wakes this long before a tick's time, to have
@@ -86,29 +87,6 @@ static uint64_t cpu_ns(clockid_t c)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The profiled thread's system call now, from /proc (one pread of the
-** file kept open): SYS_IN and its text (number, arguments, sp, pc) when
-** it is in one and not on a CPU, SYS_RUNNING when it is on a CPU,
-** SYS_USER when it waits for one in user space ("-1 sp pc": a signal is
-** taken there as soon as it runs, before any system call), SYS_UNKNOWN
-** when the file cannot be read. */
-enum { SYS_UNKNOWN = -1, SYS_USER, SYS_IN, SYS_RUNNING };
-static int in_syscall(int fd, char *buf, size_t n)
-{
-  ssize_t r = pread(fd, buf, n - 1, 0);
-  if (r <= 0) return SYS_UNKNOWN;
-  buf[r] = 0;
-  if (buf[0] >= '0' && buf[0] <= '9') return SYS_IN;
-  return buf[0] == 'r' ? SYS_RUNNING : SYS_USER;
-}
-
-/* Its user PC at the system call: the last field. */
-static uintptr_t syscall_pc(const char *buf)
-{
-  const char *p = strrchr(buf, ' ');
-  return p ? (uintptr_t)strtoull(p + 1, NULL, 16) : 0;
-}
-
 /* What the blocked thread's tick becomes (no signal: it would end the
 ** call with EINTR). The Lua frames it blocked in, captured now and
 ** checked (its CPU time and system call the same after as before: it did
@@ -127,17 +105,19 @@ typedef struct blocked_memo {
 } blocked_memo;
 
 static void blocked_tick(ljp_ctx *ctx, blocked_memo *m, const char *sys,
-                         uint64_t cpu)
+                         uintptr_t pc, uint64_t cpu)
 {
+  uintptr_t pc2;
   int fd = ctx->tmr.u.thr.sysfd;
   char again[160];
   uint32_t w;
   if (ctx->autos.paused) return;   /* as the handler: no sample */
   if (!(m->ok && m->cpu == cpu && !strcmp(m->sys, sys))) {
     m->ok = 0;
-    if (!ljp_blocked_capture(ctx, syscall_pc(sys), &m->rec)) goto later;
+    if (!ljp_blocked_capture(ctx, pc, &m->rec)) goto later;
     if (cpu_ns(ctx->tmr.u.thr.cpuclk) != cpu ||
-        in_syscall(fd, again, sizeof(again)) != 1 || strcmp(again, sys))
+        ljp_os_thread_state(fd, again, sizeof(again), &pc2) !=
+            LJP_OS_IN_SYSCALL || strcmp(again, sys))
       goto later;                   /* it ran: the frames may be torn */
     m->ok = 1;
     m->cpu = cpu;
@@ -178,15 +158,17 @@ static int tick_decide(ljp_ctx *ctx, blocked_memo *memo, uint64_t busy,
   clockid_t clk = ctx->tmr.u.thr.cpuclk;
   uint64_t cpu = cpu_ns(clk), ran = cpu - *last_cpu;
   char sys[160];
+  uintptr_t pc = 0;
   int st;
   *last_cpu = cpu;
   if (ran >= busy && cpu_ns(clk) != cpu) return TICK_NOW;
-  st = in_syscall(ctx->tmr.u.thr.sysfd, sys, sizeof(sys));
-  if (st == SYS_IN) {
-    blocked_tick(ctx, memo, sys, cpu);
+  /* what it does now (os.h: /proc/self/task/<tid>/syscall on Linux) */
+  st = ljp_os_thread_state(ctx->tmr.u.thr.sysfd, sys, sizeof(sys), &pc);
+  if (st == LJP_OS_IN_SYSCALL) {
+    blocked_tick(ctx, memo, sys, pc, cpu);
     return TICK_NONE;
   }
-  if (st == SYS_RUNNING && ran < busy) {
+  if (st == LJP_OS_RUNNING && ran < busy) {
     atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
     return TICK_NONE;
   }
@@ -226,7 +208,7 @@ static void *timer_main(void *arg)
   struct timespec next, now, wake;
   /* wall: woken on time (the default slack, 50 us, would make each
   ** wake-up up to that late; the schedule does not drift either way) */
-  if (ctx->tmr.u.thr.precise) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  if (ctx->tmr.u.thr.precise) ljp_os_timer_slack_min();
   memset(&memo, 0, sizeof(memo));
   memset(&si, 0, sizeof(si));  /* what pthread_sigqueue would send */
   si.si_signo = ctx->opt.signo;
@@ -274,8 +256,7 @@ static void *timer_main(void *arg)
     }
     /* SIG_DFL would kill: no tick (the schedule goes on below). */
     if (send && !ljp_sig_is_default(ctx->opt.signo)) {
-      if (syscall(SYS_rt_tgsigqueueinfo, ctx->pid, ctx->tid, ctx->opt.signo,
-                  &si) != 0)
+      if (ljp_os_tgsigqueue(ctx->pid, ctx->tid, ctx->opt.signo, &si) != 0)
         atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
       else
         atomic_fetch_add(&ctx->tmr.thr_sent, 1);
@@ -296,11 +277,9 @@ static void *timer_main(void *arg)
 ** (sysfd -1: it cannot be looked at). */
 static void thr_open(ljp_ctx *ctx)
 {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)ctx->tid);
   ctx->tmr.u.thr.sysfd = -1;
   if (pthread_getcpuclockid(pthread_self(), &ctx->tmr.u.thr.cpuclk) == 0)
-    ctx->tmr.u.thr.sysfd = open(path, O_RDONLY | O_CLOEXEC);
+    ctx->tmr.u.thr.sysfd = ljp_os_thread_state_open(ctx->tid);
 }
 
 static int thr_start(ljp_ctx *ctx, int precise, char *err, size_t n)

@@ -22,7 +22,8 @@
 ** skips the walk (counted) while the loader is changing its list of
 ** objects, and whenever an object whose unwind table it is about to read
 ** is no longer the one the snapshot copied (glibc's _dl_find_object,
-** lock-free and async-signal-safe by design, the one call into libc; or,
+** through os.h, lock-free and async-signal-safe by design, the one call
+** into libc; or,
 ** where it cannot tell, the loader's list read back through
 ** process_vm_readv). The whole walk is one epoch section: the snapshot is
 ** not freed under it. A per-context flag guards against a nested walk.

@@ -45,8 +45,9 @@
 ** state falls back to the program counter (codemap.c), coarser but never
 ** wrong; one notice line says so. LJPROF_VMSTATE=pc forces the fallback.
 **
-** Memory of uncertain validity is read with ljp_peek (process_vm_readv on
-** ourselves): a bad address fails instead of faulting. Probing runs once
+** Memory of uncertain validity is read with ljp_peek (os.h; on Linux
+** process_vm_readv on ourselves, os_linux.c): a bad address fails instead
+** of faulting. Probing runs once
 ** per process, in normal context, under a mutex.
 */
 #define _GNU_SOURCE
@@ -69,43 +70,7 @@ static int probe_done;
 
 /* -- Fault-safe reads (async-signal-safe) ---------------------------------- */
 
-/* Written by any thread that starts a run, read by every handler: atomic
- * (relaxed: a stale 0 only costs a getpid). The fork handler clears it in
- * the child, so a forked profiler never reads another process. */
-static pid_t cached_pid;  /* 0: ask the kernel */
-static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
-static int pid_atfork;    /* set once, inside pid_once */
-
-/* ENTRY: fork's child handler (pthread_atfork). */
-static void pid_forget(void) { __atomic_store_n(&cached_pid, 0, __ATOMIC_RELAXED); }
-
-static void pid_register(void)
-{
-  pid_atfork = pthread_atfork(NULL, NULL, pid_forget) == 0;
-}
-
-void ljp_self_pid_cache(void)
-{
-  pthread_once(&pid_once, pid_register);
-  if (pid_atfork) __atomic_store_n(&cached_pid, getpid(), __ATOMIC_RELAXED);
-}
-
-pid_t ljp_self_pid(void)
-{
-  pid_t p = __atomic_load_n(&cached_pid, __ATOMIC_RELAXED);
-  return p ? p : getpid();
-}
-
-int ljp_peek(void *dst, uintptr_t src, size_t n)
-{
-  struct iovec l, r;
-  l.iov_base = dst;
-  l.iov_len = n;
-  r.iov_base = (void *)src;
-  r.iov_len = n;
-  if (src < 4096) return -1;
-  return process_vm_readv(ljp_self_pid(), &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
-}
+/* ljp_peek and ljp_self_pid: the OS file (os.h, os_linux.c). */
 
 static int peek_word(uintptr_t src, uintptr_t *v)
 {

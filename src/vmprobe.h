@@ -10,6 +10,8 @@
 
 #include <lua.h>
 
+#include "os.h"
+
 
 typedef struct ljp_vmlayout {
   int vmstate_ok;         /* g->vmstate located and proven */
@@ -84,19 +86,14 @@ void ljp_vm_state_restore(uintptr_t g, int32_t st);
 ** before); states of several threads may ask first at the same time
 ** (they all compute the same). */
 int ljp_env_is(_Atomic int *cache, const char *var, const char *value);
-/* Fault-safe read of our own memory: 0, or -1 for an unreadable range. */
-int ljp_peek(void *dst, uintptr_t src, size_t n);
+/* ljp_peek (fault-safe read of our own memory): os.h. */
 /* The same for the first n bytes after a global_State g (they lie in the
 ** one block LuaJIT allocates for the state's global and JIT data, so
 ** once read they stay readable while the state lives): one system call
 ** for the first read of g, plain copies after. Learning only (under the
 ** learning mutex). */
 int ljp_peek_g(void *dst, uintptr_t g, size_t n);
-/* This process's id for process_vm_readv, without a getpid() system call
-** once ljp_self_pid_cache has run (the library is pinned: a fork handler
-** forgets it in the child). Signal-safe. */
-pid_t ljp_self_pid(void);
-void ljp_self_pid_cache(void);
+/* ljp_self_pid, ljp_self_pid_cache: os.h. */
 
 static inline int ljp_vm_index(int vmstate)
 {

@@ -20,6 +20,10 @@ broken:
     but for the symbols of EXCEPT;
   - every file whose source marks an entry point ("ENTRY") is in the
     entry points' table of docs/design.md, and in ENTRY_FILES below;
+  - the OS calls (process_vm_readv, prctl, the raw system-call numbers
+    tgkill/rt_tgsigqueueinfo/gettid, _dl_find_object, /proc/self/task,
+    REG_RIP) are named in the source of the OS file only
+    (src/os_linux.c/.h, behind src/os.h), comments aside;
   - the signal handler's unwinder (cfi.c) calls nothing outside itself:
     no libc, no other src file (it is async-signal-safe by construction);
   - the ELF symbol reader (elfsyms.c) uses no other src file: what it
@@ -35,6 +39,7 @@ Usage: tests/structure.py BUILD_DIR [--report]
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -45,7 +50,7 @@ ENTRY_POINTS = {"signal", "safepoint", "api", "lua_ljprof"}
 # host, Lua), so they may name the files above.
 ENTRY_FILES = ENTRY_POINTS | {"exit_signals", "auto", "exec", "preload",
                               "spawn", "timer_thread", "timer_exit",
-                              "vmprobe"}
+                              "os_linux"}
 # (user, entry point file): symbols a file below may still name there.
 EXCEPT = {}
 # Symbols used by exactly one file, their owner.
@@ -54,6 +59,17 @@ OWNED = [
       "pthread_create", "sigset", "bsd_signal", "sysv_signal",
       "__sysv_signal"}, "sigowner", "sigaction"),
 ]
+# OS calls (docs/design.md "The OS interface"): named in the source of the
+# OS file only (src/os_linux.c and the inline half, src/os_linux.h),
+# comments aside. Read from the source, not nm: the raw system-call
+# numbers leave no symbol, and the per-tick ones are inline.
+OS_FILES = {"os_linux.c", "os_linux.h"}
+OS_CALLS = ["process_vm_readv", "prctl", "SYS_tgkill", "SYS_rt_tgsigqueueinfo",
+            "SYS_gettid", "_dl_find_object", "dl_find_object",
+            "/proc/self/task", "REG_RIP"]
+# Files with a reason to name one of them anyway: cfi.c decodes the
+# whole register file from a ucontext and calls nothing outside itself.
+OS_EXCEPT = {("cfi.c", "REG_RIP")}
 RULES = [
     # (symbols, files allowed to use them)
     ({"lua_sethook", "lua_gethook", "lua_gethookmask", "lua_gethookcount"},
@@ -138,6 +154,25 @@ def reach(graph, start):
     return seen
 
 
+def os_calls(src):
+    """The OS calls named outside the OS file (comments stripped)."""
+    bad = []
+    paths = sorted(glob.glob(os.path.join(src, "*.c")) +
+                   glob.glob(os.path.join(src, "*.h")))
+    for path in paths:
+        name = os.path.basename(path)
+        if name in OS_FILES:
+            continue
+        with open(path) as f:
+            text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
+        for call in OS_CALLS:
+            pat = re.escape(call) if "/" in call else r"\b%s\b" % call
+            if re.search(pat, text) and (name, call) not in OS_EXCEPT:
+                bad.append("%s names %s: OS calls live in src/os_linux.c "
+                           "(os.h)" % (name, call))
+    return bad
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     report = "--report" in sys.argv
@@ -178,6 +213,7 @@ def main():
                 bad.append("%s names the entry point %s: %s" %
                            (name, e, ", ".join(named)))
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    bad += os_calls(src)
     design = os.path.join(src, "..", "docs", "design.md")
     if os.path.exists(design):
         with open(design) as f:

@@ -166,7 +166,8 @@ t.case("luajit -l ljprof.auto: the program unchanged, its profile written", func
 end)
 
 local BAD = {
-  {"rate=fast", "bad rate 'fast'"},
+  {"rate=fast", "bad rate 'fast' (accepted: 0.017 to 100000 samples per second)"},
+  {"interval=0", "bad interval '0' (accepted: 0.01 to 60000 milliseconds)"},
   {"rate=1e9", "bad rate '1e9'"},
   {"clock=gpu", "bad clock 'gpu'"},
   {"output=x%q.folded", "placeholder '%q' unknown"},

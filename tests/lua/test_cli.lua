@@ -235,7 +235,7 @@ end)
 
 t.case("bad options: one line naming the input and what is accepted", function()
   local cases = {
-    {"-r zero", "bad rate 'zero'"},
+    {"-r zero", "bad rate 'zero' (accepted: 0.017 to 100000 samples per second)"},
     {"-c sundial", "bad clock 'sundial' (accepted: cpu, wall, itimer, thread)"},
     {"-f png", "bad format 'png'"},
     {"--frobnicate", "unknown option '--frobnicate'"},

@@ -468,6 +468,7 @@ t.case("bad options: one line naming the input and what is accepted", function()
     {"f/format=png", "bad format 'png' (accepted: text, folded, speedscope, pprof, svg, raw)"},
     {"f/duration=-1", "bad duration '-1' (accepted: a positive number of seconds)"},
     {"f/rate=fast", "bad rate 'fast' (accepted: 0.017 to 100000 samples per second)"},
+    {"fi70000", "bad interval 'i70000' (accepted: i1 to i60000 milliseconds; i and i0 mean 1 ms, as with -jp)"},
     {"f/colour=red", "unknown option '/colour=red' (accepted after the letters: /clock="},
     {"f/clock", "bad option '/clock' (accepted after the letters:"},
     {"i5/rate=100", "both i5 and /rate=100 set the interval"},

@@ -209,11 +209,8 @@ local function parse_keys(s)
           fail("bad duration '" .. val .. "' (accepted: a positive number of seconds up to 1e9)")
         end
       elseif k == "rate" then
-        local r = tonumber(val)
-        -- an interval from 10 us to 60 s, as the library accepts
-        if not r or not (r >= 1 / 60 and r <= 100000) then
-          fail("bad rate '" .. val .. "' (accepted: 0.017 to 100000 samples per second)")
-        end
+        local r, err = options.period("rate", val, tonumber(val))
+        if not r then fail(err) end
         kv.rate = r
       elseif k == "native" then
         if val ~= "on" and val ~= "off" and val ~= "show" then
@@ -260,9 +257,9 @@ local function parse(opts, outputs)
   local r = {view = options.parse(letters), outputs = {}}
   local kv = parse_keys(rest)
   r.kv = kv
-  if r.view.interval and r.view.interval > 60000 then
-    fail("bad interval 'i" .. r.view.interval .. "' (accepted: i1 to i60000 milliseconds; "
-      .. "i and i0 mean 1 ms, as with -jp)")
+  if r.view.interval then
+    local ok, err = options.period("i", "i" .. r.view.interval, r.view.interval)
+    if not ok then fail(err) end
   end
   if kv.rate and r.view.interval then
     fail("both i" .. r.view.interval .. " and /rate=" .. kv.rate ..

@@ -65,6 +65,14 @@ local function decimal(s)
   end
 end
 
+-- rate= or interval=: a plain decimal in the range every front end
+-- accepts (options.period has the one check and message).
+local function period(key, val)
+  local n, err = options.period(key, val, decimal(val))
+  if not n then fail(err) end
+  return n
+end
+
 -- Linux's signal numbers (x86-64); SIGRTMIN as glibc has it.
 local SIGNALS = {USR1 = 10, USR2 = 12}
 local RTMIN, RTMAX = 34, 64
@@ -152,9 +160,9 @@ function M.parse(s)
         if not ok then bad(k, v, accepted) end
         kv.clock = v
       elseif k == "rate" then
-        cfg.rate = within(k, v, decimal(v), 1 / 60, 100000, "0.017 to 100000 samples per second")
+        cfg.rate = period(k, v)
       elseif k == "interval" then
-        cfg.interval = within(k, v, decimal(v), 0.01, 60000, "0.01 to 60000 milliseconds")
+        cfg.interval = period(k, v)
       elseif k == "native" then
         if v ~= "on" and v ~= "off" and v ~= "show" then bad(k, v, "on, off, show") end
         kv.native = v

@@ -228,9 +228,9 @@ local function parse_args(argv, first, anywhere)
     local ok, err = output.view(o.view)
     if not ok then fail((err:gsub("^jit%.prof: ", ""))) end
   end
-  local r = o.rate and tonumber(o.rate)
-  if o.rate and not (r and r >= 1 / 60 and r <= 100000) then
-    fail("bad rate '" .. o.rate .. "' (accepted: 0.017 to 100000 samples per second)")
+  if o.rate then
+    local ok, err = options.period("rate", o.rate, tonumber(o.rate))
+    if not ok then fail(err) end
   end
   if o.duration and not (tonumber(o.duration) and tonumber(o.duration) > 0) then
     fail("bad duration '" .. o.duration .. "' (accepted: a positive number of seconds)")

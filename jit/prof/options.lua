@@ -9,6 +9,7 @@
 --   local d = options.record_depth(v, natives)
 --   local ok, err = options.check(path)         -- writable? (before a run)
 --   local ok, err = options.available(fmt)      -- writer found?
+--   local n, err = options.period("rate", val, tonumber(val))  -- in range?
 --
 -- Rules:
 -- - This is the only part of the front end a starting run loads into the
@@ -24,6 +25,8 @@
 -- - An output's format comes from its name; a forced format (/format=,
 --   -f) wins over the name when it is the only output, and otherwise
 --   applies to the names without a known ending (.txt stays text).
+-- - period() is the one range check and message per key for the
+--   sampling rate and interval (-jprof, ljprof and LJPROF all call it).
 -- - available() finds the writer module jit.prof.<format> without loading
 --   it (package.loaded, package.preload, then package.path).
 -- - Nothing here prints or exits: errors are one line.
@@ -117,6 +120,32 @@ function M.clock(v)
     if c == v then return v end
   end
   return nil, table.concat(M.CLOCKS, ", ")
+end
+
+-- The sampling period, as every front end writes it: the one range check
+-- and its message per key (the library accepts an interval from 10 us to
+-- 60 s). "rate" is samples per second (/rate=, --rate, LJPROF rate=),
+-- "interval" milliseconds (LJPROF interval=), "i" the -jp letter i<n>
+-- (whole milliseconds, shown as "i<n>"; i and i0 already mean 1).
+M.PERIOD = {
+  rate = {name = "rate", lo = 1 / 60, hi = 100000,
+          accepted = "0.017 to 100000 samples per second"},
+  interval = {name = "interval", lo = 0.01, hi = 60000,
+              accepted = "0.01 to 60000 milliseconds"},
+  i = {name = "interval", lo = 1, hi = 60000,
+       accepted = "i1 to i60000 milliseconds; i and i0 mean 1 ms, as with -jp"},
+}
+
+-- n (the number the front end read from text val, or nil) when it lies in
+-- key's range; else nil and the one line "bad <key> '<val>' (accepted: ...)".
+-- Each front end keeps its own reading of the number (LJPROF takes plain
+-- decimals only; -jprof and ljprof take what tonumber takes).
+function M.period(key, val, n)
+  local p = M.PERIOD[key]
+  if not n or not (n >= p.lo and n <= p.hi) then
+    return nil, format("bad %s '%s' (accepted: %s)", p.name, val, p.accepted)
+  end
+  return n
 end
 
 -- Output formats: module jit.prof.<name> renders each (text is

@@ -387,7 +387,7 @@ static void take_down(ljp_ctx *ctx, lua_State *L)
 void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
 {
   uint64_t t = ljp_now_ns(), ticks, clk, seen, period, quiet, due, sent;
-  int disp;
+  int disp, thr;
   if (ctx->sig_lost || !ctx->tmr.live || ctx->tmr.expired ||
       (ctx->tmr.deadline_ns && t >= ctx->tmr.deadline_ns))
     return;                             /* no tick is due */
@@ -424,24 +424,16 @@ void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
     /* (a thread's CPU clock read on another thread: cannot tell) */
     if (clk < seen || clk < ctx->sig_clock_ns) return;
     quiet = 8 * period > 50000000u ? 8 * period : 50000000u;
-    if (ljp_timer_thread_sends(ctx)) {
-      uint64_t unseen = sent - atomic_load(&ctx->tmr.thr_sent_seen);
-      if (unseen < 8 || clk < seen + quiet) {
-        due = sent - ctx->sig_sent;
-        if (due < 12) return;                               /* too early */
-        if (ticks - ctx->sig_ticks >= due / 4) {
-          ctx->sig_ticks = ticks;
-          ctx->sig_clock_ns = clk;
-          ctx->sig_sent = sent;
-          return;
-        }
-      }
-    } else if (clk < seen + quiet) {
-      if (clk - ctx->sig_clock_ns < 3 * period) return; /* too early */
-      due = (clk - ctx->sig_clock_ns) / period;
+    thr = ljp_timer_thread_sends(ctx);
+    if (clk < seen + quiet ||
+        (thr && sent - atomic_load(&ctx->tmr.thr_sent_seen) < 8)) {
+      /* ticks due since the last look: sent, or by the run's clock */
+      due = thr ? sent - ctx->sig_sent : (clk - ctx->sig_clock_ns) / period;
+      if (due < (thr ? 12u : 3u)) return;                   /* too early */
       if (ticks - ctx->sig_ticks >= due / 4) {
         ctx->sig_ticks = ticks;
         ctx->sig_clock_ns = clk;
+        ctx->sig_sent = sent;
         return;
       }
     }

@@ -87,6 +87,18 @@ static uint64_t cpu_ns(clockid_t c)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A tick taken (by the handler, or a blocked thread's record): its time
+** and the ticks sent until then, for the run's signal check (run.c).
+** Signal context too. */
+static void tick_seen(ljp_ctx *ctx)
+{
+  atomic_store_explicit(&ctx->tmr.seen_ns, ljp_now_ns(), memory_order_relaxed);
+  atomic_store_explicit(&ctx->tmr.thr_sent_seen,
+                        atomic_load_explicit(&ctx->tmr.thr_sent,
+                                             memory_order_relaxed),
+                        memory_order_relaxed);
+}
+
 /* What the blocked thread's tick becomes (no signal: it would end the
 ** call with EINTR). The Lua frames it blocked in, captured now and
 ** checked (its CPU time and system call the same after as before: it did
@@ -128,11 +140,7 @@ static void blocked_tick(ljp_ctx *ctx, blocked_memo *m, const char *sys,
     atomic_fetch_add(&ctx->tmr.thr_overrun, w);
     return;
   }
-  atomic_store_explicit(&ctx->tmr.seen_ns, ljp_now_ns(), memory_order_relaxed);
-  atomic_store_explicit(&ctx->tmr.thr_sent_seen,
-                        atomic_load_explicit(&ctx->tmr.thr_sent,
-                                             memory_order_relaxed),
-                        memory_order_relaxed);
+  tick_seen(ctx);
   return;
 later:
   atomic_fetch_add(&ctx->tmr.thr_overrun, 1);
@@ -341,11 +349,7 @@ static void thread_stop(ljp_ctx *ctx)
 ** handler adds); its time is the run's clock (CLOCK_MONOTONIC, vDSO). */
 static uint32_t thread_rearm(ljp_ctx *ctx)
 {
-  atomic_store_explicit(&ctx->tmr.seen_ns, ljp_now_ns(), memory_order_relaxed);
-  atomic_store_explicit(&ctx->tmr.thr_sent_seen,
-                        atomic_load_explicit(&ctx->tmr.thr_sent,
-                                             memory_order_relaxed),
-                        memory_order_relaxed);
+  tick_seen(ctx);
   return 1;
 }
 

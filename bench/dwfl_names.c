@@ -1,5 +1,5 @@
 /*
-** The elfutils side of docs/design.md's "Why not elfutils" table: what
+** The elfutils side of docs/decisions.md's "Why not elfutils" table: what
 ** naming native frames with libdwfl would cost in the profiled process.
 ** Loads libdw.so.1 with dlopen (only the runtime package libdw1 is
 ** needed, no headers), reports this process's objects, then names

@@ -1,4 +1,5 @@
--- What labels cost (docs/performance.md, docs/design.md "Labels"):
+-- What labels cost (docs/performance.md; docs/decisions.md, "Labels: a
+-- 24-bit tag, not a 128-bit key"):
 --   1. a push and pop pair on the hot path, by set id (label(id),
 --      label.push/pop), nested (a merge remembered), by table, and a
 --      zone's pair for reference; compiled (JIT on) and interpreted;

@@ -1,4 +1,4 @@
--- ljprof's side of docs/design.md's "Why not elfutils" table: the first
+-- ljprof's side of docs/decisions.md's "Why not elfutils" table: the first
 -- name of an address in libc (the registry, libc's symbols from its debug
 -- file when libc6-dbg is installed, the IFUNC pass) and later names, through
 -- ljprof.code_name. The elfutils side: bench/dwfl_names.c.

@@ -77,7 +77,8 @@ int ljp_hook_armed(const ljp_hookst *h);
 ** flag); saves the program's hook when the installed one is not ours. */
 void ljp_hook_arm(ljp_hookst *h);
 /* May a signal that interrupted pc arm? Not inside LuaJIT's callhook
-** window, where a lua_sethook is half undone (docs/design.md). */
+** window, where a lua_sethook is half undone (docs/design.md, "Signal
+** handler"). */
 int ljp_hook_arm_safe(const ljp_hookst *h, uintptr_t pc);
 /* The state between samples: the program's hook, or ours with the
 ** program's mask plus LUA_MASKCALL while counting. */

@@ -2,8 +2,8 @@
 ** The per-state context: a composition of parts, each declared in its
 ** owner's header and written by its owner (hook.h, timer.h, traces.h,
 ** zones.h, labels.h, exit_signals.h, store.h, codemap.h, names.h), plus identity,
-** run control and the handler's counters. See docs/design.md, "Pipeline
-** and who owns what":
+** run control and the handler's counters. See docs/design.md, "Pipeline"
+** and "The context" (who writes what):
 **
 **   timer_*.c -> signal.c -> ring -> safepoint.c -> complete.c -> store.c
 **   (ticks)      (handler)   (SPSC)  (the hook)     (stack keys)  (counts)

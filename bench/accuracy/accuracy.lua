@@ -366,8 +366,8 @@ p("- **Real-program mixes** (" .. (function()
   "at trace exits); C functions and the GC are entered from traces; a profiler " ..
   "that takes the stack at the next safe point (the built-in) charges the time to " ..
   "wherever the program resumes, which can be another function or the loop " ..
-  "around it. ljprof's exact stacks (docs/design.md, \"Exact stacks: the Lua " ..
-  "frames live at the signal\") are meant for exactly these; the tables below " ..
+  "around it. ljprof's exact stacks (docs/design.md, \"Exact stacks\") " ..
+  "are meant for exactly these; the tables below " ..
   "show how far that holds." ..
   (#RM.missing > 0 and (" Not run here: " .. table.concat(RM.missing, "; ") .. ".") or ""))
 p()

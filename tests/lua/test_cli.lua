@@ -237,9 +237,11 @@ t.case("bad options: one line naming the input and what is accepted", function()
   local cases = {
     {"-r zero", "bad rate 'zero' (accepted: 0.017 to 100000 samples per second)"},
     {"-c sundial", "bad clock 'sundial' (accepted: cpu, wall, itimer, thread)"},
-    {"-f png", "bad format 'png'"},
+    {"-f png", "ljprof: bad format 'png' (accepted: text, folded, speedscope, pprof, svg, raw)\n"},
     {"--frobnicate", "unknown option '--frobnicate'"},
-    {"-v q", "bad option 'q' in 'q'"},
+    {"-v q", "ljprof: bad option 'q' in 'q' (accepted: f F l s p v z r a A G <n> -<n> m<n> i<n>)\n"},
+    {"-d -1", "ljprof: bad duration '-1' (accepted: a positive number of seconds)\n"},
+    {"--inline all", "ljprof: bad --inline 'all' (accepted: snapshots, exact, off)\n"},
   }
   for _, c in ipairs(cases) do
     local code, _, err = sh(LJPROF .. " " .. c[1] .. " " .. script)

@@ -462,11 +462,19 @@ end)
 
 t.case("bad options: one line naming the input and what is accepted", function()
   local cases = {
-    {"x", "bad option 'x' in 'x' (accepted: f F l s p v z r a A G"},
-    {"fm", "bad option 'm' in 'fm'"},
+    {"x", "jit.prof: bad option 'x' in 'x' (accepted: f F l s p v z r a A G <n> -<n> m<n> i<n>)\n"},
+    {"fm", "jit.prof: bad option 'm' in 'fm' (accepted: f F l s p v z r a A G <n> -<n> m<n> i<n>)\n"},
+    {"f999999", "ljprof: bad depth '-1000031' (accepted: an integer depth, as dumpstack's)\n"},
     {"f/clock=sundial", "bad clock 'sundial' (accepted: cpu, wall, itimer, thread)"},
     {"f/format=png", "bad format 'png' (accepted: text, folded, speedscope, pprof, svg, raw)"},
-    {"f/duration=-1", "bad duration '-1' (accepted: a positive number of seconds)"},
+    {"f/duration=-1", "jit.prof: bad duration '-1' (accepted: a positive number of seconds)\n"},
+    {"f/duration=2e9", "jit.prof: bad duration '2e9' (accepted: a positive number of seconds up to 1e9)\n"},
+    {"f/native=maybe", "jit.prof: bad native 'maybe' (accepted: on, off, show)\n"},
+    {"f/zones=leaf", "jit.prof: bad zones 'leaf' (accepted: root, off)\n"},
+    {"f/calls=yes", "jit.prof: bad calls 'yes' (accepted: on, off)\n"},
+    {"f/aborts=yes", "jit.prof: bad aborts 'yes' (accepted: on, off)\n"},
+    {"f/private=yes", "jit.prof: bad private 'yes' (accepted: on, off)\n"},
+    {"f/inline=all", "jit.prof: bad inline 'all' (accepted: snapshots, exact, off)\n"},
     {"f/rate=fast", "bad rate 'fast' (accepted: 0.017 to 100000 samples per second)"},
     {"fi70000", "bad interval 'i70000' (accepted: i1 to i60000 milliseconds; i and i0 mean 1 ms, as with -jp)"},
     {"f/colour=red", "unknown option '/colour=red' (accepted after the letters: /clock="},

@@ -165,6 +165,8 @@ t.case("luajit -l ljprof.auto: the program unchanged, its profile written", func
   t.eq(#ls("^ljprof"), 0, "LJPROF=off: no file")
 end)
 
+local VIEW = "-jp's view letters f F l s p v z r a A G <n> -<n> m<n> (depth up to 100000); " ..
+             "-jprof's also take i<n>, the interval"
 local BAD = {
   {"rate=fast", "bad rate 'fast' (accepted: 0.017 to 100000 samples per second)"},
   {"interval=0", "bad interval '0' (accepted: 0.01 to 60000 milliseconds)"},
@@ -196,8 +198,11 @@ local BAD = {
   {"aborts=yes", "ljprof: LJPROF: bad aborts 'yes' (accepted: on, off); not profiling"},
   {"private=yes", "ljprof: LJPROF: bad private 'yes' (accepted: on, off); not profiling"},
   {"inline=all", "ljprof: LJPROF: bad inline 'all' (accepted: snapshots, exact, off); not profiling"},
-  {"view=vfq", "ljprof: LJPROF: bad option 'q' in 'vfq' (accepted: f F l s p v z r a A G <n> -<n> m<n> i<n>); not profiling"},
-  {"view=vi5", "ljprof: LJPROF: bad view 'vi5' (accepted: -jp's view letters (f F l s p v z r a A G, depth <n>/-<n>, m<n>): the interval is rate= or interval=); not profiling"},
+  {"view=vfq", "ljprof: LJPROF: bad view 'vfq' (letter 'q' unknown; accepted: " .. VIEW .. "); not profiling"},
+  {"view=vi5", "ljprof: LJPROF: bad view 'vi5' (letter 'i': the interval is a key of its own here; accepted: " ..
+               VIEW .. "); not profiling"},
+  {"view=f999999", "ljprof: LJPROF: bad view 'f999999' (depth 999999 too deep; accepted: " .. VIEW ..
+                   "); not profiling"},
   {"every=0", "ljprof: LJPROF: bad every '0' (accepted: 0.1 to 86400 seconds between exports); not profiling"},
   {"keep=0,every=1,output=k-%n.folded", "ljprof: LJPROF: bad keep '0' (accepted: 1 to 1000000 exports kept); not profiling"},
   {"maxbytes=1T,every=1", "ljprof: LJPROF: bad maxbytes '1T' (accepted: a size in bytes, with an optional k, M or G: 1048576, 500k, 100M, 2G); not profiling"},

@@ -15,7 +15,7 @@
 --   f  functions: name, else chunk:line (default)
 --   F  functions with the chunk prefixed (chunk:name)
 --   l  lines: chunk:line
---   <n>   stack depth n, callee < caller (default 1)
+--   <n>   stack depth n, callee < caller (default 1; n up to 100000)
 --   -<n>  stack depth n, caller > callee
 --   s  split after the first stack level (depth at least 2)
 --   p  full chunk paths
@@ -75,7 +75,9 @@
 -- atomically (a temporary file renamed). Reading the letters and choosing
 -- formats is jit/prof/options.lua's job, rendering and writing outputs
 -- jit/prof/output.lua's, both shared with the ljprof command; this file
--- parses its /key=value options, records and hands the profile over. A
+-- splits its /key=value options (each value checked by options.value,
+-- the same check and line as the command's and LJPROF's for that key),
+-- records and hands the profile over. A
 -- run's start loads only the library and options.lua; the rest is loaded
 -- when the profile is written.
 -- Unwritable outputs, unavailable formats and bad options are reported in

@@ -29,7 +29,9 @@
 --
 -- A bad value is one line on stderr naming the item and what is accepted
 -- ("ljprof: LJPROF: bad rate 'fast' (accepted: ...); not profiling") and
--- the program runs unprofiled. The run itself is jit.prof's (-jprof's):
+-- the program runs unprofiled. The keys and the check of each value are
+-- jit.prof.options' (KEYS, value): a key's line is the same as -jprof's
+-- and the ljprof command's; what concerns several items is checked here. The run itself is jit.prof's (-jprof's):
 -- outputs written at exit, os.exit, an error and the exit signals; the
 -- library's export helper (src/auto.c) writes periodic files and
 -- snapshots and acts on the control signal.

@@ -37,7 +37,9 @@
 -- and cleared before the Samples line. Choosing formats, rendering and
 -- writing files is jit.prof.output's job (the same as for -jprof); this
 -- file parses the command line, runs the child and reports. Errors are
--- one line on standard error and exit status 2. Options: see usage().
+-- one line on standard error and exit status 2; an option's value is
+-- checked here, before the child runs, by jit.prof.options.value (the
+-- same line as -jprof's and LJPROF's for that key). Options: see usage().
 ----------------------------------------------------------------------------
 
 local model = require("jit.prof.model")

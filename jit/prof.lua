@@ -15,7 +15,7 @@
 --   f  functions: name, else chunk:line (default)
 --   F  functions with the chunk prefixed (chunk:name)
 --   l  lines: chunk:line
---   <n>   stack depth n, callee < caller (default 1)
+--   <n>   stack depth n, callee < caller (default 1; n up to 100000)
 --   -<n>  stack depth n, caller > callee
 --   s  split after the first stack level (depth at least 2)
 --   p  full chunk paths
@@ -75,7 +75,9 @@
 -- atomically (a temporary file renamed). Reading the letters and choosing
 -- formats is jit/prof/options.lua's job, rendering and writing outputs
 -- jit/prof/output.lua's, both shared with the ljprof command; this file
--- parses its /key=value options, records and hands the profile over. A
+-- splits its /key=value options (each value checked by options.value,
+-- the same check and line as the command's and LJPROF's for that key),
+-- records and hands the profile over. A
 -- run's start loads only the library and options.lua; the rest is loaded
 -- when the profile is written.
 -- Unwritable outputs, unavailable formats and bad options are reported in
@@ -150,9 +152,7 @@ local M = {}
 local run        -- options of the active run, or nil
 local exit_proxy -- __gc proxy of the active run: stops it at lua_close
 
-local KEYS = "/clock=" .. table.concat(options.CLOCKS, "|") .. " /format=" ..
-  table.concat(options.FORMATS, "|") .. " /duration=<seconds> /rate=<Hz> /native=on|off|show /zones=root|off" ..
-  " /calls=on|off /aborts=on|off /inline=snapshots|exact|off /private=on|off"
+local KEYS = options.keys_of("jprof")  -- the /key= items, from the one key table
 
 local function fail(msg) error("jit.prof: " .. msg, 0) end
 
@@ -173,20 +173,9 @@ local function file_name(path)
   return ljprof.output_name and ljprof.output_name(path) or path
 end
 
-local function member(list, x)
-  for _, v in ipairs(list) do if v == x then return true end end
-  return false
-end
-
-local function positive(key, s, what)
-  local n = tonumber(s)
-  if not n or not (n > 0) or n == math.huge then
-    fail(string.format("bad %s '%s' (accepted: a positive number of %s)", key, s, what))
-  end
-  return n
-end
-
--- "/key=value/..." -> {clock=, format=, duration=, rate=}
+-- "/key=value/..." -> {clock=, format=, duration=, rate=, ...}: each key
+-- one of the table's with a /key= spelling, its value checked by
+-- options.value (the message every front end gives for that key).
 local function parse_keys(s)
   local kv = {}
   for item in s:gmatch("/([^/]*)") do
@@ -194,57 +183,14 @@ local function parse_keys(s)
       local k, val = item:match("^([%w_]+)=(.*)$")
       if not k then
         fail("bad option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
-      elseif k == "clock" then
-        local ok, accepted = options.clock(val)
-        if not ok then fail("bad clock '" .. val .. "' (accepted: " .. accepted .. ")") end
-        kv.clock = val
-      elseif k == "format" then
-        if not member(options.FORMATS, val) then
-          fail("bad format '" .. val .. "' (accepted: " .. table.concat(options.FORMATS, ", ") .. ")")
-        end
-        kv.format = val
-      elseif k == "duration" then
-        kv.duration = positive("duration", val, "seconds")
-        if kv.duration > 1e9 then
-          fail("bad duration '" .. val .. "' (accepted: a positive number of seconds up to 1e9)")
-        end
-      elseif k == "rate" then
-        local r, err = options.period("rate", val, tonumber(val))
-        if not r then fail(err) end
-        kv.rate = r
-      elseif k == "native" then
-        if val ~= "on" and val ~= "off" and val ~= "show" then
-          fail("bad native '" .. val .. "' (accepted: on, off, show)")
-        end
-        kv.native = val
-      elseif k == "zones" then
-        if val ~= "root" and val ~= "off" then
-          fail("bad zones '" .. val .. "' (accepted: root, off)")
-        end
-        kv.zones = val
-      elseif k == "calls" then
-        if val ~= "on" and val ~= "off" then
-          fail("bad calls '" .. val .. "' (accepted: on, off)")
-        end
-        kv.calls = val
-      elseif k == "aborts" then
-        if val ~= "on" and val ~= "off" then
-          fail("bad aborts '" .. val .. "' (accepted: on, off)")
-        end
-        kv.aborts = val
-      elseif k == "inline" then
-        if val ~= "snapshots" and val ~= "exact" and val ~= "off" then
-          fail("bad inline '" .. val .. "' (accepted: snapshots, exact, off)")
-        end
-        kv.inline = val
-      elseif k == "private" then
-        if val ~= "on" and val ~= "off" then
-          fail("bad private '" .. val .. "' (accepted: on, off)")
-        end
-        kv.private = val
-      else
+      end
+      local key = options.KEYS[k]
+      if not key or key.jprof ~= "/" .. k .. "=" then
         fail("unknown option '/" .. item .. "' (accepted after the letters: " .. KEYS .. ")")
       end
+      local v, err = options.value(k, val)
+      if v == nil then fail(err) end
+      kv[k] = v
     end
   end
   return kv
@@ -258,7 +204,7 @@ local function parse(opts, outputs)
   local kv = parse_keys(rest)
   r.kv = kv
   if r.view.interval then
-    local ok, err = options.period("i", "i" .. r.view.interval, r.view.interval)
+    local ok, err = options.value("i", "i" .. r.view.interval)
     if not ok then fail(err) end
   end
   if kv.rate and r.view.interval then

@@ -29,7 +29,9 @@
 --
 -- A bad value is one line on stderr naming the item and what is accepted
 -- ("ljprof: LJPROF: bad rate 'fast' (accepted: ...); not profiling") and
--- the program runs unprofiled. The run itself is jit.prof's (-jprof's):
+-- the program runs unprofiled. The keys and the check of each value are
+-- jit.prof.options' (KEYS, value): a key's line is the same as -jprof's
+-- and the ljprof command's; what concerns several items is checked here. The run itself is jit.prof's (-jprof's):
 -- outputs written at exit, os.exit, an error and the exit signals; the
 -- library's export helper (src/auto.c) writes periodic files and
 -- snapshots and acts on the control signal.
@@ -38,8 +40,7 @@
 local M = {}
 local options = require("jit.prof.options")
 
-local KEYS = "clock=, rate=, interval=, native=, calls=, aborts=, inline=, private=, zones=, view=, " ..
-  "format=, output=, every=, keep=, maxbytes=, signal=, control=, start=; or off alone"
+local KEYS = options.keys_of("env") .. "; or off alone"
 local DEFAULT_OUTPUT = "ljprof-%p-%t.pb.gz"
 local CONTROL = {off = 0, snapshot = 1, toggle = 2}
 
@@ -47,93 +48,19 @@ local function fail(msg)
   error("ljprof: LJPROF: " .. msg .. "; not profiling", 0)
 end
 
-local function bad(key, val, accepted)
-  fail(string.format("bad %s '%s' (accepted: %s)", key, val, accepted))
+-- The one check of a key's value (jit.prof.options.value: the same line
+-- as -jprof's and ljprof's for the keys they share).
+local function value(k, v)
+  local x, err = options.value(k, v)
+  if x == nil then fail(err) end
+  return x
 end
 
--- n (the number read from val, or nil) when it lies in [lo, hi]; else the
--- one line naming key and val.
-local function within(key, val, n, lo, hi, accepted)
-  if not n or not (n >= lo and n <= hi) then bad(key, val, accepted) end
-  return n
-end
+local SIGNAL_DEFAULT = 12  -- USR2
 
--- A plain decimal number (no sign, hex, exponent, inf or nan), or nil.
-local function decimal(s)
-  if s:match("^%d+$") or s:match("^%d+%.%d*$") or s:match("^%.%d+$") then
-    return tonumber(s)
-  end
-end
-
--- rate= or interval=: a plain decimal in the range every front end
--- accepts (options.period has the one check and message).
-local function period(key, val)
-  local n, err = options.period(key, val, decimal(val))
-  if not n then fail(err) end
-  return n
-end
-
--- Linux's signal numbers (x86-64); SIGRTMIN as glibc has it.
-local SIGNALS = {USR1 = 10, USR2 = 12}
-local RTMIN, RTMAX = 34, 64
--- Not for control: faults, aborts, children, the exit signals, the
--- sampling signals (SIGURG by default, SIGPROF for itimer), stop, kill.
-local REFUSED = {[1] = "HUP", [2] = "INT", [3] = "QUIT", [4] = "ILL",
-  [5] = "TRAP", [6] = "ABRT", [7] = "BUS", [8] = "FPE", [9] = "KILL",
-  [11] = "SEGV", [13] = "PIPE", [15] = "TERM", [17] = "CHLD", [18] = "CONT",
-  [19] = "STOP", [20] = "TSTP", [21] = "TTIN", [22] = "TTOU", [23] = "URG",
-  [24] = "XCPU", [25] = "XFSZ", [27] = "PROF", [31] = "SYS", [32] = "",
-  [33] = ""}
-local SIGNAL_FORMS = "USR2 (the default), USR1, RTMIN+N (N from 0 to " ..
-  (RTMAX - RTMIN) .. "), a number from 1 to 64 not used for faults, " ..
-  "children, exits, stops or sampling, or off"
-
-local function signal_number(v)
-  local name = v:upper():gsub("^SIG", "")
-  local n
-  if SIGNALS[name] then
-    n = SIGNALS[name]
-  elseif name:match("^RTMIN%+%d+$") then
-    n = RTMIN + tonumber(name:match("%d+"))
-  elseif name == "RTMIN" then
-    n = RTMIN
-  elseif v:match("^%d+$") then
-    n = tonumber(v)
-  end
-  if not n or n < 1 or n > RTMAX or REFUSED[n] then bad("signal", v, SIGNAL_FORMS) end
-  return n
-end
-
--- A size: digits with an optional k, M or G (powers of 1024) and B.
-local function size(key, v)
-  local num, unit = v:match("^(%d+)([kKmMgG]?)[bB]?$")
-  local n = num and tonumber(num)
-  if n and #num <= 15 then
-    n = n * (({k = 1024, m = 1024 ^ 2, g = 1024 ^ 3})[unit:lower()] or 1)
-  end
-  if not n or n < 1 or #num > 15 then
-    bad(key, v, "a size in bytes, with an optional k, M or G: 1048576, 500k, 100M, 2G")
-  end
-  return n
-end
-
--- The placeholders of an output template; one line for a bad one.
-local PLACEHOLDERS = "%p pid, %s state, %t time, %n sequence, %% a percent sign"
+-- The placeholders of a checked output template.
 local function template(v)
-  local has = {}
-  local i = 1
-  while true do
-    local k = v:find("%", i, true)
-    if not k then break end
-    local c = v:sub(k + 1, k + 1)
-    if not ("pstn%"):find(c, 1, true) or c == "" then
-      fail(string.format("bad output '%s' (placeholder '%%%s' unknown; accepted: %s)",
-                         v, c, PLACEHOLDERS))
-    end
-    has[c] = true
-    i = k + 2
-  end
-  return has
+  return options.placeholders(v) or {}
 end
 
 -- Parse LJPROF's value: a run description, or nil for off; errors are
@@ -141,7 +68,7 @@ end
 -- call it with anything).
 function M.parse(s)
   s = tostring(s)
-  local cfg = {outputs = {}, control = "snapshot", signal = SIGNALS.USR2}
+  local cfg = {outputs = {}, control = "snapshot", signal = SIGNAL_DEFAULT}
   local kv, seen = {}, {}
   local off = false
   for item in (s .. ","):gmatch("([^,]*),") do
@@ -153,65 +80,25 @@ function M.parse(s)
       if not k then
         fail(string.format("bad item '%s' (accepted: key=value items: %s)", item, KEYS))
       end
-      if v == "" then bad(k, v, "a value after '" .. k .. "='") end
       seen[#seen + 1] = item
-      if k == "clock" then
-        local ok, accepted = options.clock(v)
-        if not ok then bad(k, v, accepted) end
-        kv.clock = v
-      elseif k == "rate" then
-        cfg.rate = period(k, v)
-      elseif k == "interval" then
-        cfg.interval = period(k, v)
-      elseif k == "native" then
-        if v ~= "on" and v ~= "off" and v ~= "show" then bad(k, v, "on, off, show") end
-        kv.native = v
-      elseif k == "calls" or k == "aborts" or k == "private" then
-        if v ~= "on" and v ~= "off" then bad(k, v, "on, off") end
-        kv[k] = v
-      elseif k == "zones" then
-        if v ~= "root" and v ~= "off" then bad(k, v, "root, off") end
-        kv.zones = v
-      elseif k == "inline" then
-        if v ~= "snapshots" and v ~= "exact" and v ~= "off" then
-          bad(k, v, "snapshots, exact, off")
-        end
-        kv.inline = v
-      elseif k == "format" then
-        local fmts = options.FORMATS
-        local ok = false
-        for _, f in ipairs(fmts) do ok = ok or f == v end
-        if not ok then bad(k, v, table.concat(fmts, ", ")) end
-        kv.format = v
-      elseif k == "view" then
-        if not v:match("^[%w<>%-]+$") or v:find("i") then
-          bad(k, v, "-jp's view letters (f F l s p v z r a A G, depth <n>/-<n>, m<n>): " ..
-            "the interval is rate= or interval=")
-        end
-        cfg.view = v
-      elseif k == "output" then
-        template(v)
-        cfg.outputs[#cfg.outputs + 1] = v
-      elseif k == "every" then
-        cfg.every = within(k, v, decimal(v), 0.1, 86400, "0.1 to 86400 seconds between exports")
-      elseif k == "keep" then
-        cfg.keep = within(k, v, v:match("^%d+$") and tonumber(v), 1, 1000000, "1 to 1000000 exports kept")
-      elseif k == "maxbytes" then
-        cfg.maxbytes = size(k, v)
-      elseif k == "signal" then
-        if v == "off" then
-          cfg.signal = nil
-        else
-          cfg.signal = signal_number(v)
-        end
-      elseif k == "control" then
-        if not CONTROL[v] then bad(k, v, "snapshot, toggle, off") end
-        cfg.control = v
-      elseif k == "start" then
-        if v ~= "running" and v ~= "paused" then bad(k, v, "running, paused") end
-        cfg.paused = v == "paused"
-      else
+      local key = options.KEYS[k]
+      if not key or key.env ~= k .. "=" then
         fail(string.format("unknown item '%s' (accepted: %s)", item, KEYS))
+      end
+      local x = value(k, v)
+      if k == "rate" or k == "interval" or k == "every" or k == "keep" or k == "maxbytes" or
+         k == "view" then
+        cfg[k] = x
+      elseif k == "output" then
+        cfg.outputs[#cfg.outputs + 1] = x
+      elseif k == "signal" then
+        cfg.signal = x ~= "off" and x or nil
+      elseif k == "control" then
+        cfg.control = x
+      elseif k == "start" then
+        cfg.paused = x == "paused"
+      else  -- -jprof's own /key= items
+        kv[k] = x
       end
     end
   end

@@ -37,7 +37,9 @@
 -- and cleared before the Samples line. Choosing formats, rendering and
 -- writing files is jit.prof.output's job (the same as for -jprof); this
 -- file parses the command line, runs the child and reports. Errors are
--- one line on standard error and exit status 2. Options: see usage().
+-- one line on standard error and exit status 2; an option's value is
+-- checked here, before the child runs, by jit.prof.options.value (the
+-- same line as -jprof's and LJPROF's for that key). Options: see usage().
 ----------------------------------------------------------------------------
 
 local model = require("jit.prof.model")
@@ -189,11 +191,7 @@ local function parse_args(argv, first, anywhere)
     elseif a == "-N" or a == "--show-native" then o.show_native = true
     elseif a == "--calls" then o.calls = true
     elseif a == "--aborts" then o.aborts = true
-    elseif a == "--inline" then
-      o.inline = val()
-      if o.inline ~= "snapshots" and o.inline ~= "exact" and o.inline ~= "off" then
-        fail("bad --inline '" .. o.inline .. "' (accepted: snapshots, exact, off)")
-      end
+    elseif a == "--inline" then o.inline = val()
     elseif a == "--private" then o.private = true
     elseif a == "--diff" and anywhere then o.diff = true
     elseif a == "--luajit" then o.luajit = val()
@@ -217,26 +215,13 @@ local function parse_args(argv, first, anywhere)
     i = i + 1
   end
   for j = i, #argv do o.rest[#o.rest + 1] = argv[j] end
-  if o.format then
-    local known = false
-    for _, f in ipairs(model.FORMATS) do if f == o.format then known = true end end
-    if not known then
-      fail("bad format '" .. o.format .. "' (accepted: " .. table.concat(model.FORMATS, ", ") .. ")")
+  -- The values, checked by the one key table's check (the same line as
+  -- -jprof's and LJPROF's for each key); kept as given, for -jprof.
+  for _, k in ipairs({"format", "view", "rate", "duration", "clock", "inline"}) do
+    if o[k] then
+      local ok, err = options.value(k, o[k])
+      if not ok then fail(err) end
     end
-  end
-  if o.view then
-    local ok, err = output.view(o.view)
-    if not ok then fail((err:gsub("^jit%.prof: ", ""))) end
-  end
-  if o.rate then
-    local ok, err = options.period("rate", o.rate, tonumber(o.rate))
-    if not ok then fail(err) end
-  end
-  if o.duration and not (tonumber(o.duration) and tonumber(o.duration) > 0) then
-    fail("bad duration '" .. o.duration .. "' (accepted: a positive number of seconds)")
-  end
-  if o.clock and not options.clock(o.clock) then
-    fail("bad clock '" .. o.clock .. "' (accepted: " .. select(2, options.clock()) .. ")")
   end
   return o
 end

@@ -1,15 +1,17 @@
 ----------------------------------------------------------------------------
--- jit.prof.options: what a run asks for, read before it starts. The -jp
--- view letters, the output formats and the file endings that choose them,
--- the stack key and depth a recording needs, and whether an output can be
+-- jit.prof.options: what a run asks for, read before it starts. The one
+-- option reader of the three front ends (-jprof, the ljprof command,
+-- LJPROF): the key table and the check of a key's value; the -jp view
+-- letters, the output formats and the file endings that choose them, the
+-- stack key and depth a recording needs, and whether an output can be
 -- written and its writer found.
 --
 --   local v = options.parse("vf")              -- -jp letters -> view
+--   local x, err = options.value("rate", "99")  -- any key: value or its line
 --   local fmt = options.format(path, forced, n)
 --   local d = options.record_depth(v, natives)
 --   local ok, err = options.check(path)         -- writable? (before a run)
 --   local ok, err = options.available(fmt)      -- writer found?
---   local n, err = options.period("rate", val, tonumber(val))  -- in range?
 --
 -- Rules:
 -- - This is the only part of the front end a starting run loads into the
@@ -18,15 +20,25 @@
 --   profiler allocates before the program is loaded moves the program's
 --   bytecode, and LuaJIT's choice of traces follows the bytecode's
 --   addresses (docs/performance.md, *JIT perturbation*): this module stays
---   small and loads nothing else.
+--   small and loads nothing else. (The key table took it from 12.3 KB
+--   kept after loading to 36.9 KB, and from 28.2 KB allocated while
+--   loading to 78.5 KB: collectgarbage("count") around require, after a
+--   full collection / with the collector stopped. The control signal's
+--   table is made only when a signal= is read.)
 -- - parse() reads the letters exactly as LuaJIT's jit/p.lua does (same
 --   order, same defaults, same interplay: s, fl, vf/fv, a/A, G); letters
 --   -jp would ignore are an error (one line).
 -- - An output's format comes from its name; a forced format (/format=,
 --   -f) wins over the name when it is the only output, and otherwise
 --   applies to the names without a known ending (.txt stays text).
--- - period() is the one range check and message per key for the
---   sampling rate and interval (-jprof, ljprof and LJPROF all call it).
+-- - KEYS is the one table of option keys: every key any front end takes,
+--   its accepted values, default and spelling in each front end (or why
+--   a front end has none). value() is the one check: each front end keeps
+--   its surface (letters and /key=, --flags, key=value items), maps it
+--   onto these keys and calls value(), so a key's bad value is the same
+--   line everywhere: "bad <key> '<value>' (accepted: ...)". Numbers have
+--   one reading (number()). What concerns several keys at once (rate=
+--   with interval=, keep= without every=) stays with the front end.
 -- - available() finds the writer module jit.prof.<format> without loading
 --   it (package.loaded, package.preload, then package.path).
 -- - Nothing here prints or exits: errors are one line.
@@ -43,11 +55,35 @@ M.MAX_DEPTH = 200             -- frames kept per sample for stack formats
 M.NATIVE_MAX = 32             -- native frames per sample (src/ring.h)
 
 M.ACCEPTED = "f F l s p v z r a A G <n> -<n> m<n> i<n>"
+M.MAX_VIEW_DEPTH = 100000     -- |<n>| of the view letters (the library
+                              -- takes 1000000, less NATIVE_MAX and G's 100)
 
--- Parse -jp option letters into a view (jit/p.lua prof_start, in order).
+-- What is wrong with -jp letters s, or nil: with_i, -jprof's letters,
+-- where i<n> is the interval (key i); elsewhere (ljprof -v, LJPROF view=)
+-- the letters are the view alone. The same order as parse() below.
+local function letters_wrong(s, with_i)
+  local why
+  if with_i then s = s:gsub("i%d*", "") end
+  s = s:gsub("m%d+", "")
+  s = s:gsub("%-?%d+", function(d)
+    if not why and math.abs(tonumber(d)) > M.MAX_VIEW_DEPTH then
+      why = "depth " .. d .. " too deep"
+    end
+    return ""
+  end)
+  if why then return why end
+  local c = s:match("[^fFlspvzraAG%-]")
+  if c == "i" then return "letter 'i': the interval is a key of its own here" end
+  if c then return "letter '" .. c .. "' unknown" end
+end
+
+-- Parse -jp option letters into a view (jit/p.lua prof_start, in order);
+-- i<n> is read too (-jprof's interval). A bad letter is the view key's
+-- one line (M.value("view", ...)), with "jit.prof: " before it.
 function M.parse(mode)
   mode = mode or "f"
-  local given = mode
+  local why = letters_wrong(mode, true)
+  if why then error("jit.prof: " .. M.bad("view", mode, why), 0) end
   local v = {min = 3, depth = 1}
   mode = mode:gsub("i%d*", function(s)
     v.interval = math.max(1, tonumber(s:sub(2)) or 0)  -- "i", "i0": 1 ms
@@ -56,13 +92,7 @@ function M.parse(mode)
   mode = mode:gsub("m(%d+)", function(s) v.min = tonumber(s); return "" end)
   mode = mode:gsub("%-?%d+", function(s) v.depth = tonumber(s); return "" end)
   local m = {}
-  for c in mode:gmatch(".") do
-    if not c:find("^[fFlspvzraAG%-]$") then
-      error(format("jit.prof: bad option '%s' in '%s' (accepted: %s)", c, given,
-        M.ACCEPTED), 0)
-    end
-    m[c] = c
-  end
+  for c in mode:gmatch(".") do m[c] = c end
   v.letters = m
   v.states = m.z or m.v
   local scope = m.l or m.f or m.F or (v.states and "" or "f")
@@ -122,32 +152,6 @@ function M.clock(v)
   return nil, table.concat(M.CLOCKS, ", ")
 end
 
--- The sampling period, as every front end writes it: the one range check
--- and its message per key (the library accepts an interval from 10 us to
--- 60 s). "rate" is samples per second (/rate=, --rate, LJPROF rate=),
--- "interval" milliseconds (LJPROF interval=), "i" the -jp letter i<n>
--- (whole milliseconds, shown as "i<n>"; i and i0 already mean 1).
-M.PERIOD = {
-  rate = {name = "rate", lo = 1 / 60, hi = 100000,
-          accepted = "0.017 to 100000 samples per second"},
-  interval = {name = "interval", lo = 0.01, hi = 60000,
-              accepted = "0.01 to 60000 milliseconds"},
-  i = {name = "interval", lo = 1, hi = 60000,
-       accepted = "i1 to i60000 milliseconds; i and i0 mean 1 ms, as with -jp"},
-}
-
--- n (the number the front end read from text val, or nil) when it lies in
--- key's range; else nil and the one line "bad <key> '<val>' (accepted: ...)".
--- Each front end keeps its own reading of the number (LJPROF takes plain
--- decimals only; -jprof and ljprof take what tonumber takes).
-function M.period(key, val, n)
-  local p = M.PERIOD[key]
-  if not n or not (n >= p.lo and n <= p.hi) then
-    return nil, format("bad %s '%s' (accepted: %s)", p.name, val, p.accepted)
-  end
-  return n
-end
-
 -- Output formats: module jit.prof.<name> renders each (text is
 -- jit.prof.output's own), chosen explicitly or from the file name.
 M.FORMATS = {"text", "folded", "speedscope", "pprof", "svg", "raw"}
@@ -155,6 +159,199 @@ local EXT = {
   {".speedscope.json", "speedscope"}, {".pb.gz", "pprof"}, {".svg", "svg"},
   {".folded", "folded"}, {".ljprof", "raw"}, {".txt", "text"},
 }
+
+-- The one reading of a number, for every key and front end: a plain
+-- decimal, digits with an optional fraction and exponent (99, 0.5, .5,
+-- 1e3); no sign, hex, inf, nan or spaces. nil otherwise.
+function M.number(s)
+  if type(s) ~= "string" then return nil end
+  local m = s:match("^%d+%.?%d*") or s:match("^%.%d+")
+  if not m then return nil end
+  local e = s:sub(#m + 1)
+  if e ~= "" and not e:match("^[eE][+-]?%d+$") then return nil end
+  return tonumber(s)
+end
+
+-- The placeholders of an LJPROF output template: the set of those used
+-- ({p = true, ...}), or nil and why not.
+M.PLACEHOLDERS = "%p pid, %s state, %t time, %n sequence, %% a percent sign"
+function M.placeholders(v)
+  local has, i = {}, 1
+  while true do
+    local k = v:find("%", i, true)
+    if not k then return has end
+    local c = v:sub(k + 1, k + 1)
+    if c == "" or not ("pstn%"):find(c, 1, true) then
+      return nil, "placeholder '%" .. c .. "' unknown"
+    end
+    has[c] = true
+    i = k + 2
+  end
+end
+
+-- The control signal (LJPROF signal=): Linux's numbers (x86-64), SIGRTMIN
+-- as glibc has it. Refused: faults, aborts, children, the exit signals,
+-- the sampling signals (SIGURG by default, SIGPROF for itimer), stops,
+-- kill. (Built when a signal= is read, not when a run starts.)
+M.RTMIN, M.RTMAX = 34, 64
+local function signal_number(v)
+  if v == "off" then return "off" end
+  local name = v:upper():gsub("^SIG", "")
+  local n = ({USR1 = 10, USR2 = 12, RTMIN = M.RTMIN})[name]
+  if not n and name:match("^RTMIN%+%d+$") then n = M.RTMIN + tonumber(name:match("%d+"))
+  elseif not n and v:match("^%d+$") then n = tonumber(v) end
+  local refused = {[1] = 1, [2] = 1, [3] = 1, [4] = 1, [5] = 1, [6] = 1, [7] = 1, [8] = 1,
+    [9] = 1, [11] = 1, [13] = 1, [15] = 1, [17] = 1, [18] = 1, [19] = 1, [20] = 1, [21] = 1,
+    [22] = 1, [23] = 1, [24] = 1, [25] = 1, [27] = 1, [31] = 1, [32] = 1, [33] = 1}
+  if not n or n < 1 or n > M.RTMAX or refused[n] then return nil end
+  return n
+end
+
+-- A size: digits with an optional k, M or G (powers of 1024) and B.
+local function size(v)
+  local num, unit = v:match("^(%d+)([kKmMgG]?)[bB]?$")
+  if not num or #num > 15 then return nil end
+  local n = tonumber(num) * (({k = 1024, m = 1024 ^ 2, g = 1024 ^ 3})[unit:lower()] or 1)
+  if n >= 1 then return n end
+end
+
+-- The option keys: every key any front end accepts, the one table the
+-- three read (-jprof: jit/prof.lua; the ljprof command: jit/prof/cli.lua;
+-- LJPROF: jit/prof/auto.lua). Each has its accepted values (values: a
+-- list; lo/hi: a number, M.number's reading, in that range, whole when
+-- int; check: a function, value or nil [, why]), the text of what is
+-- accepted, its default, and its spelling in each front end: jprof, cli,
+-- env (a string), or lacks[front end] saying why it has none; as_given
+-- [front end]: the value is taken there as given, unchecked. cli_sets:
+-- the value a flag without a value sets (-z sets root). M.value() below
+-- is the one check; its message is the key's in every front end. form:
+-- how -jprof's list of keys shows the value. test_options checks every
+-- key through every front end that has it. Not options: ljprof -h, -V,
+-- --env (what the command does instead of a run).
+M.KEYS = {
+  {key = "clock", values = M.CLOCKS, default = "cpu",
+   jprof = "/clock=", cli = "-c, --clock", env = "clock="},
+  {key = "rate", lo = 1 / 60, hi = 100000, form = "<Hz>",
+   accepted = "0.017 to 100000 samples per second", default = "100 (-jprof: i10; LJPROF: 99)",
+   jprof = "/rate=", cli = "-r, --rate", env = "rate="},
+  {key = "interval", lo = 0.01, hi = 60000, accepted = "0.01 to 60000 milliseconds",
+   default = "from rate=",
+   env = "interval=", lacks = {jprof = "the letter i<n> (key i), as -jp's", cli = "--rate only"}},
+  {key = "i", lo = 1, hi = 60000, int = true, prefix = "i",
+   accepted = "i1 to i60000 milliseconds; i and i0 mean 1 ms, as with -jp", default = "i10",
+   jprof = "i<n>", lacks = {cli = "--rate only", env = "interval= or rate= (view= refuses i)"}},
+  {key = "duration", lo = 1e-6, hi = 1e9, form = "<seconds>",
+   accepted = "0.000001 to 1e9 seconds", default = "the whole run",
+   jprof = "/duration=", cli = "-d, --duration",
+   lacks = {env = "an LJPROF run is the program's run, or periodic exports (every=)"}},
+  {key = "view", check = function(v)
+     local why = letters_wrong(v)
+     if why then return nil, why end
+     return v
+   end,
+   accepted = "-jp's view letters f F l s p v z r a A G <n> -<n> m<n> (depth up to 100000); " ..
+     "-jprof's also take i<n>, the interval",
+   default = "f", jprof = "the letters before the first /", cli = "-v, --view", env = "view="},
+  {key = "format", values = M.FORMATS, default = "from the output's name",
+   jprof = "/format=", cli = "-f, --format", env = "format="},
+  {key = "output", check = function(v)
+     local ok, why = M.placeholders(v)
+     if ok then return v end
+     return nil, why
+   end,
+   accepted = M.PLACEHOLDERS, default = "standard output (-jprof), <app>.svg (ljprof), " ..
+   "ljprof-%p-%t.pb.gz (LJPROF)", env = "output=", jprof = "the words after the commas",
+   cli = "-o, --output",
+   as_given = {jprof = "no placeholders: only LJPROF's runs fill them", cli = "the same"}},
+  {key = "native", values = {"on", "off", "show"}, default = "on",
+   jprof = "/native=", cli = "-n, --no-native; -N, --show-native", cli_sets = {"off", "show"},
+   env = "native="},
+  {key = "zones", values = {"root", "off"}, default = "off",
+   jprof = "/zones=", cli = "-z, --zones", cli_sets = {"root"}, env = "zones="},
+  {key = "calls", values = {"on", "off"}, default = "off",
+   jprof = "/calls=", cli = "--calls", cli_sets = {"on"}, env = "calls="},
+  {key = "aborts", values = {"on", "off"}, default = "off",
+   jprof = "/aborts=", cli = "--aborts", cli_sets = {"on"}, env = "aborts="},
+  {key = "inline", values = {"snapshots", "exact", "off"}, default = "snapshots",
+   jprof = "/inline=", cli = "--inline", env = "inline="},
+  {key = "private", values = {"on", "off"}, default = "off",
+   jprof = "/private=", cli = "--private", cli_sets = {"on"}, env = "private="},
+  {key = "every", lo = 0.1, hi = 86400, accepted = "0.1 to 86400 seconds between exports",
+   default = "none", env = "every=", lacks = {jprof = "writes at exit", cli = "writes at exit"}},
+  {key = "keep", lo = 1, hi = 1000000, int = true, accepted = "1 to 1000000 exports kept",
+   default = "all", env = "keep=", lacks = {jprof = "no exports", cli = "no exports"}},
+  {key = "maxbytes", check = size, default = "any", env = "maxbytes=",
+   accepted = "a size in bytes, with an optional k, M or G: 1048576, 500k, 100M, 2G",
+   lacks = {jprof = "no exports", cli = "no exports"}},
+  {key = "signal", check = signal_number, default = "USR2", env = "signal=",
+   accepted = "USR2 (the default), USR1, RTMIN+N (N from 0 to 30), a number from 1 to 64 " ..
+     "not used for faults, children, exits, stops or sampling, or off",
+   lacks = {jprof = "the exit signals write the run", cli = "passes the exit signals on"}},
+  {key = "control", values = {"snapshot", "toggle", "off"}, default = "snapshot", env = "control=",
+   lacks = {jprof = "no control signal", cli = "no control signal"}},
+  {key = "start", values = {"running", "paused"}, default = "running", env = "start=",
+   lacks = {jprof = "starts with the program", cli = "starts with the program"}},
+  {key = "luajit", check = function(v) return v end, accepted = "the interpreter's path",
+   default = "luajit on PATH", cli = "--luajit",
+   lacks = {jprof = "runs in the interpreter", env = "runs in the interpreter"}},
+  {key = "quiet", values = {"on"}, default = "off", cli = "-q, --quiet", cli_sets = {"on"},
+   lacks = {jprof = "no progress line", env = "no progress line"}},
+}
+for _, k in ipairs(M.KEYS) do
+  M.KEYS[k.key] = k
+  if k.values then k.accepted = table.concat(k.values, ", ") end
+end
+
+-- The one line for a bad value of key: "bad <key> '<val>' (accepted:
+-- ...)", why (or nil) before what is accepted.
+function M.bad(key, val, why)
+  return format("bad %s '%s' (%saccepted: %s)", key == "i" and "interval" or key,
+                val, why and why .. "; " or "", M.KEYS[key].accepted)
+end
+
+-- The one check of a key's value, for every front end: the value (a
+-- number for lo/hi keys, the control signal's number, a size in bytes,
+-- else the text) or nil and the key's one line. val: the text given
+-- (-jprof's letter i<n> as "i<n>"). No key takes an empty value.
+function M.value(key, val)
+  local k = M.KEYS[key]
+  local s = tostring(val)
+  local v, why = nil, nil
+  if s == "" then
+    v = nil
+  elseif k.values then
+    for _, x in ipairs(k.values) do if x == s then v = s end end
+  elseif k.lo then
+    local t = k.prefix and s:sub(1, #k.prefix) == k.prefix and s:sub(#k.prefix + 1) or s
+    if k.prefix and t == s then t = nil end
+    local n
+    if t and k.int then n = t:match("^%d+$") and tonumber(t)
+    elseif t then n = M.number(t) end
+    if n and k.prefix then n = math.max(k.lo, n) end  -- "i", "i0": 1 ms
+    if k.prefix and t == "" then n = k.lo end
+    if n and n >= k.lo and n <= k.hi then v = n end
+  else
+    v, why = k.check(s)
+  end
+  if v == nil or v == false then return nil, M.bad(key, s, why) end
+  return v
+end
+
+-- One front end's spellings of the keys, for its "unknown option" line:
+-- "/clock=cpu|wall|itimer|thread /format=... /rate=<Hz>" (-jprof: the
+-- /key= items) or "clock=, rate=, ..." (LJPROF).
+function M.keys_of(fe)
+  local out = {}
+  for _, k in ipairs(M.KEYS) do
+    local sp = k[fe]
+    if fe == "jprof" and sp and sp:sub(1, 1) == "/" then
+      out[#out + 1] = sp .. (k.form or table.concat(k.values, "|"))
+    elseif fe == "env" and sp then
+      out[#out + 1] = sp
+    end
+  end
+  return table.concat(out, fe == "env" and ", " or " ")
+end
 
 -- The file name ending of a format (".svg" for "svg").
 function M.extension(fmt)

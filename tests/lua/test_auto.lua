@@ -165,6 +165,8 @@ t.case("luajit -l ljprof.auto: the program unchanged, its profile written", func
   t.eq(#ls("^ljprof"), 0, "LJPROF=off: no file")
 end)
 
+local VIEW = "-jp's view letters f F l s p v z r a A G <n> -<n> m<n> (depth up to 100000); " ..
+             "-jprof's also take i<n>, the interval"
 local BAD = {
   {"rate=fast", "bad rate 'fast' (accepted: 0.017 to 100000 samples per second)"},
   {"interval=0", "bad interval '0' (accepted: 0.01 to 60000 milliseconds)"},
@@ -187,6 +189,27 @@ local BAD = {
   {"frobnicate", "bad item 'frobnicate'"},
   {"foo=1", "unknown item 'foo=1'"},
   {"native=", "bad native ''"},
+  -- each key's message in full (the front ends share them: test_options)
+  {"clock=gpu", "ljprof: LJPROF: bad clock 'gpu' (accepted: cpu, wall, itimer, thread); not profiling"},
+  {"format=xml", "ljprof: LJPROF: bad format 'xml' (accepted: text, folded, speedscope, pprof, svg, raw); not profiling"},
+  {"native=maybe", "ljprof: LJPROF: bad native 'maybe' (accepted: on, off, show); not profiling"},
+  {"zones=leaf", "ljprof: LJPROF: bad zones 'leaf' (accepted: root, off); not profiling"},
+  {"calls=yes", "ljprof: LJPROF: bad calls 'yes' (accepted: on, off); not profiling"},
+  {"aborts=yes", "ljprof: LJPROF: bad aborts 'yes' (accepted: on, off); not profiling"},
+  {"private=yes", "ljprof: LJPROF: bad private 'yes' (accepted: on, off); not profiling"},
+  {"inline=all", "ljprof: LJPROF: bad inline 'all' (accepted: snapshots, exact, off); not profiling"},
+  {"view=vfq", "ljprof: LJPROF: bad view 'vfq' (letter 'q' unknown; accepted: " .. VIEW .. "); not profiling"},
+  {"view=vi5", "ljprof: LJPROF: bad view 'vi5' (letter 'i': the interval is a key of its own here; accepted: " ..
+               VIEW .. "); not profiling"},
+  {"view=f999999", "ljprof: LJPROF: bad view 'f999999' (depth 999999 too deep; accepted: " .. VIEW ..
+                   "); not profiling"},
+  {"every=0", "ljprof: LJPROF: bad every '0' (accepted: 0.1 to 86400 seconds between exports); not profiling"},
+  {"keep=0,every=1,output=k-%n.folded", "ljprof: LJPROF: bad keep '0' (accepted: 1 to 1000000 exports kept); not profiling"},
+  {"maxbytes=1T,every=1", "ljprof: LJPROF: bad maxbytes '1T' (accepted: a size in bytes, with an optional k, M or G: 1048576, 500k, 100M, 2G); not profiling"},
+  {"signal=TERM", "ljprof: LJPROF: bad signal 'TERM' (accepted: USR2 (the default), USR1, RTMIN+N (N from 0 to 30), a number from 1 to 64 not used for faults, children, exits, stops or sampling, or off); not profiling"},
+  {"control=reboot", "ljprof: LJPROF: bad control 'reboot' (accepted: snapshot, toggle, off); not profiling"},
+  {"start=later", "ljprof: LJPROF: bad start 'later' (accepted: running, paused); not profiling"},
+  {"output=x%q.folded", "ljprof: LJPROF: bad output 'x%q.folded' (placeholder '%q' unknown; accepted: %p pid, %s state, %t time, %n sequence, %% a percent sign); not profiling"},
 }
 
 t.case("bad LJPROF values: one line naming the item, the program runs unprofiled", function()
@@ -202,6 +225,7 @@ t.case("bad LJPROF values: one line naming the item, the program runs unprofiled
     t.ok(err[1] and err[1]:find("^ljprof: LJPROF: ") and err[1]:find("accepted", 1, true) and
          err[1]:find(c[2], 1, true) and err[1]:find("not profiling$"),
          c[1] .. ": the line names it and what is accepted: " .. tostring(err[1]))
+    if c[2]:find("^ljprof: LJPROF: ") then t.eq(err[1], c[2], c[1] .. ": the whole line") end
   end
   t.eq(#ls("^bad"), 0, "no profile written")
   -- The same through LD_PRELOAD in a host with three states: said once.

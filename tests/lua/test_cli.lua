@@ -234,12 +234,21 @@ t.case("--version and -V print meson's project version", function()
 end)
 
 t.case("bad options: one line naming the input and what is accepted", function()
+  local VIEW = "-jp's view letters f F l s p v z r a A G <n> -<n> m<n> (depth up to 100000); " ..
+               "-jprof's also take i<n>, the interval"
   local cases = {
     {"-r zero", "bad rate 'zero' (accepted: 0.017 to 100000 samples per second)"},
     {"-c sundial", "bad clock 'sundial' (accepted: cpu, wall, itimer, thread)"},
-    {"-f png", "bad format 'png'"},
+    {"-f png", "ljprof: bad format 'png' (accepted: text, folded, speedscope, pprof, svg, raw)\n"},
     {"--frobnicate", "unknown option '--frobnicate'"},
-    {"-v q", "bad option 'q' in 'q'"},
+    {"-v q", "ljprof: bad view 'q' (letter 'q' unknown; accepted: " .. VIEW .. ")\n"},
+    -- the interval is --rate: -v's letters refused it (it was ignored)
+    {"-v fi5", "ljprof: bad view 'fi5' (letter 'i': the interval is a key of its own here; " ..
+               "accepted: " .. VIEW .. ")\n"},
+    {"-d -1", "ljprof: bad duration '-1' (accepted: 0.000001 to 1e9 seconds)\n"},
+    -- checked here, not by the child (it was two lines and status 1)
+    {"-d 2e9", "ljprof: bad duration '2e9' (accepted: 0.000001 to 1e9 seconds)\n"},
+    {"--inline all", "ljprof: bad inline 'all' (accepted: snapshots, exact, off)\n"},
   }
   for _, c in ipairs(cases) do
     local code, _, err = sh(LJPROF .. " " .. c[1] .. " " .. script)

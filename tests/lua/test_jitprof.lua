@@ -462,18 +462,31 @@ end)
 
 t.case("bad options: one line naming the input and what is accepted", function()
   local cases = {
-    {"x", "bad option 'x' in 'x' (accepted: f F l s p v z r a A G"},
-    {"fm", "bad option 'm' in 'fm'"},
+    {"x", "jit.prof: bad view 'x' (letter 'x' unknown; accepted: %s)\n"},
+    {"fm", "jit.prof: bad view 'fm' (letter 'm' unknown; accepted: %s)\n"},
+    -- the view's depth, checked as the view (was the library's "bad depth '-1000031'")
+    {"f999999", "jit.prof: bad view 'f999999' (depth 999999 too deep; accepted: %s)\n"},
     {"f/clock=sundial", "bad clock 'sundial' (accepted: cpu, wall, itimer, thread)"},
     {"f/format=png", "bad format 'png' (accepted: text, folded, speedscope, pprof, svg, raw)"},
-    {"f/duration=-1", "bad duration '-1' (accepted: a positive number of seconds)"},
+    {"f/duration=-1", "jit.prof: bad duration '-1' (accepted: %D)\n"},
+    {"f/duration=2e9", "jit.prof: bad duration '2e9' (accepted: %D)\n"},
+    {"f/rate=0x10", "jit.prof: bad rate '0x10' (accepted: 0.017 to 100000 samples per second)\n"},
+    {"f/native=maybe", "jit.prof: bad native 'maybe' (accepted: on, off, show)\n"},
+    {"f/zones=leaf", "jit.prof: bad zones 'leaf' (accepted: root, off)\n"},
+    {"f/calls=yes", "jit.prof: bad calls 'yes' (accepted: on, off)\n"},
+    {"f/aborts=yes", "jit.prof: bad aborts 'yes' (accepted: on, off)\n"},
+    {"f/private=yes", "jit.prof: bad private 'yes' (accepted: on, off)\n"},
+    {"f/inline=all", "jit.prof: bad inline 'all' (accepted: snapshots, exact, off)\n"},
     {"f/rate=fast", "bad rate 'fast' (accepted: 0.017 to 100000 samples per second)"},
     {"fi70000", "bad interval 'i70000' (accepted: i1 to i60000 milliseconds; i and i0 mean 1 ms, as with -jp)"},
     {"f/colour=red", "unknown option '/colour=red' (accepted after the letters: /clock="},
     {"f/clock", "bad option '/clock' (accepted after the letters:"},
     {"i5/rate=100", "both i5 and /rate=100 set the interval"},
   }
+  local VIEW = "-jp's view letters f F l s p v z r a A G <n> -<n> m<n> (depth up to 100000); " ..
+               "-jprof's also take i<n>, the interval"
   for _, c in ipairs(cases) do
+    c[2] = c[2]:gsub("%%s", VIEW):gsub("%%D", "0.000001 to 1e9 seconds")
     local s, code = run("-jprof=" .. c[1], workload)
     t.ok(s:find(c[2], 1, true), c[1] .. ": " .. s)
     t.ok(not s:find("result", 1, true) and code ~= 0, c[1] .. ": the program does not run")
@@ -740,7 +753,7 @@ t.case("option parsing: -jp's interplay", function()
   t.ok(v.min == 0 and v.raw == true and v.depth == -100, "G: min 0, depth -100")
   v = text.parse(nil)
   t.ok(v.scope == "f" and v.min == 3 and v.depth == 1 and not v.interval, "defaults")
-  t.raises(function() text.parse("q") end, "bad option 'q' in 'q'")
+  t.raises(function() text.parse("q") end, "bad view 'q' (letter 'q' unknown; accepted: ")
 end)
 
 os.execute("rm -rf " .. q(dir))

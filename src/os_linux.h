@@ -7,10 +7,21 @@
 #define LJP_OS_LINUX_H
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+/* CLOCK_MONOTONIC through the vDSO: no system call, async-signal-safe. */
+static inline uint64_t ljp_now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 

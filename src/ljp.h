@@ -43,8 +43,6 @@
 #include "hook.h"
 #include "vmprobe.h"
 
-#define LJP_MAX_SLOTS 256  /* contexts (profiled states) alive at once */
-
 /* -- Address ranges ------------------------------------------------------- */
 
 /* Binary search in an array of n records of stride bytes, each starting

@@ -16,6 +16,13 @@
 **   uint64_t ljp_now_ns(void)                            inline, AS-safe
 **     A monotonic clock in nanoseconds (Linux: CLOCK_MONOTONIC through
 **     the vDSO; Windows: QueryPerformanceCounter). Any context.
+**   ljp_os_lock, LJP_OS_LOCK_INIT, ljp_os_lock_take(l), ljp_os_lock_drop(l)
+**                                                        inline
+**     A statically initialised mutex (Linux: pthread_mutex_t; Windows:
+**     SRWLOCK, exclusive). Normal context only.
+**   void ljp_os_yield(void)                              inline
+**     Give up the CPU to another ready thread (sched_yield;
+**     SwitchToThread). Normal context.
 **   pid_t ljp_gettid(void)                               inline, AS-safe
 **     The calling thread's kernel id. Any context.
 **   int ljp_os_tgkill(pid_t pid, pid_t tid, int sig)     inline, AS-safe
@@ -69,8 +76,9 @@
 **     LJP_OS_UNKNOWN (cannot be read). One read system call.
 **
 ** Windows (os_win.c/.h, in progress, issue 31): only what the portable
-** core built for Windows calls (ring, table, buf, zones, labels, store:
-** see meson.build) is there, ljp_now_ns; the rest of the interface is
+** core built for Windows calls (ring, table, buf, zones, labels, store,
+** slots: see meson.build) is there: ljp_now_ns, the lock, the yield; the
+** rest of the interface is
 ** declared but not defined for Windows, so a file that calls it cannot
 ** link into the Windows build until its Windows side exists.
 **

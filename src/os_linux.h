@@ -7,6 +7,8 @@
 #define LJP_OS_LINUX_H
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -35,6 +37,12 @@ static inline int ljp_os_tgsigqueue(pid_t pid, pid_t tid, int sig,
 {
   return (int)syscall(SYS_rt_tgsigqueueinfo, pid, tid, sig, si);
 }
+
+typedef pthread_mutex_t ljp_os_lock;
+#define LJP_OS_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
+static inline void ljp_os_lock_take(ljp_os_lock *l) { pthread_mutex_lock(l); }
+static inline void ljp_os_lock_drop(ljp_os_lock *l) { pthread_mutex_unlock(l); }
+static inline void ljp_os_yield(void) { sched_yield(); }
 
 /* glibc declares it for _GNU_SOURCE only: the same declaration, so that
 ** every file including os.h may call ljp_peekv. */

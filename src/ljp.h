@@ -43,8 +43,6 @@
 #include "hook.h"
 #include "vmprobe.h"
 
-#define LJP_MAX_SLOTS 256  /* contexts (profiled states) alive at once */
-
 /* -- Address ranges ------------------------------------------------------- */
 
 /* Binary search in an array of n records of stride bytes, each starting
@@ -295,12 +293,6 @@ void ljp_run_learn_layouts(void);
 ljp_ctx *ljp_ctx_get(lua_State *L, int create);
 void ljp_parse_mode(const char *mode, ljprof_options *opt); /* jit.profile */
 
-/* Clocks (CLOCK_MONOTONIC through the vDSO; async-signal-safe). */
-static inline uint64_t ljp_now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* ljp_now_ns, the monotonic clock: os.h (through vmprobe.h). */
 
 #endif

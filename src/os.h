@@ -13,6 +13,16 @@
 **
 ** The interface, per function (AS-safe: async-signal-safe):
 **
+**   uint64_t ljp_now_ns(void)                            inline, AS-safe
+**     A monotonic clock in nanoseconds (Linux: CLOCK_MONOTONIC through
+**     the vDSO; Windows: QueryPerformanceCounter). Any context.
+**   ljp_os_lock, LJP_OS_LOCK_INIT, ljp_os_lock_take(l), ljp_os_lock_drop(l)
+**                                                        inline
+**     A statically initialised mutex (Linux: pthread_mutex_t; Windows:
+**     SRWLOCK, exclusive). Normal context only.
+**   void ljp_os_yield(void)                              inline
+**     Give up the CPU to another ready thread (sched_yield;
+**     SwitchToThread). Normal context.
 **   pid_t ljp_gettid(void)                               inline, AS-safe
 **     The calling thread's kernel id. Any context.
 **   int ljp_os_tgkill(pid_t pid, pid_t tid, int sig)     inline, AS-safe
@@ -65,6 +75,13 @@
 **     (on a CPU), LJP_OS_USER (waiting for a CPU in user space),
 **     LJP_OS_UNKNOWN (cannot be read). One read system call.
 **
+** Windows (os_win.c/.h, in progress, issue 31): only what the portable
+** core built for Windows calls (ring, table, buf, zones, labels, store,
+** slots: see meson.build) is there: ljp_now_ns, the lock, the yield; the
+** rest of the interface is
+** declared but not defined for Windows, so a file that calls it cannot
+** link into the Windows build until its Windows side exists.
+**
 ** Not here: ljp_cfi_regs (cfi.c) decodes the whole register file from a
 ** ucontext for the unwinder; cfi.c calls nothing outside itself (it is
 ** async-signal-safe by construction, checked by structure.py), so it
@@ -73,11 +90,9 @@
 #ifndef LJP_OS_H
 #define LJP_OS_H
 
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <sys/uio.h>
 
 enum { LJP_OS_UNKNOWN = -1, LJP_OS_USER, LJP_OS_IN_SYSCALL, LJP_OS_RUNNING };
 
@@ -93,6 +108,8 @@ int ljp_os_thread_state(int fd, char *buf, size_t n, uintptr_t *pc);
 
 #if defined(__linux__)
 #include "os_linux.h"
+#elif defined(_WIN32)
+#include "os_win.h"
 #else
 #error "ljprof: no OS file for this system (src/os.h)"
 #endif

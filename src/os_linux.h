@@ -7,10 +7,23 @@
 #define LJP_OS_LINUX_H
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+/* CLOCK_MONOTONIC through the vDSO: no system call, async-signal-safe. */
+static inline uint64_t ljp_now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static inline pid_t ljp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
@@ -24,6 +37,12 @@ static inline int ljp_os_tgsigqueue(pid_t pid, pid_t tid, int sig,
 {
   return (int)syscall(SYS_rt_tgsigqueueinfo, pid, tid, sig, si);
 }
+
+typedef pthread_mutex_t ljp_os_lock;
+#define LJP_OS_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
+static inline void ljp_os_lock_take(ljp_os_lock *l) { pthread_mutex_lock(l); }
+static inline void ljp_os_lock_drop(ljp_os_lock *l) { pthread_mutex_unlock(l); }
+static inline void ljp_os_yield(void) { sched_yield(); }
 
 /* glibc declares it for _GNU_SOURCE only: the same declaration, so that
 ** every file including os.h may call ljp_peekv. */

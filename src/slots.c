@@ -9,13 +9,16 @@
 ** ljp_slot_enter/ljp_slot_leave and ljp_itimer_bound run in signal context
 ** (atomics only). The rest is normal context. Only the entry points
 ** (signal.c, safepoint.c, api.c, lua_ljprof.c) look a context up.
+** Portable: a context is only a pointer here, and the lock and the yield
+** come from os.h (the Windows build has this file; test_slots.c).
 */
 #define _GNU_SOURCE
-#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ljp.h"
+#include "os.h"
+#include "slots.h"
 
 typedef struct ljp_slot {
   _Atomic(const void *) registry; /* owner state (NULL: free) */
@@ -27,17 +30,17 @@ typedef struct ljp_slot {
 static ljp_slot ljp_slots[LJP_MAX_SLOTS];
 static _Atomic uint32_t ljp_run_gen;
 static _Atomic uint32_t ljp_itimer_token;
-static pthread_mutex_t ljp_slot_mu = PTHREAD_MUTEX_INITIALIZER;
+static ljp_os_lock ljp_slot_mu = LJP_OS_LOCK_INIT;
 
-void ljp_slots_lock(void) { pthread_mutex_lock(&ljp_slot_mu); }
-void ljp_slots_unlock(void) { pthread_mutex_unlock(&ljp_slot_mu); }
+void ljp_slots_lock(void) { ljp_os_lock_take(&ljp_slot_mu); }
+void ljp_slots_unlock(void) { ljp_os_lock_drop(&ljp_slot_mu); }
 
 /* -- Slot table (normal context) ----------------------------------------- */
 
 int ljp_slot_alloc(ljp_ctx *ctx, const void *registry)
 {
   int i, slot = -1;
-  pthread_mutex_lock(&ljp_slot_mu);
+  ljp_os_lock_take(&ljp_slot_mu);
   for (i = 0; i < LJP_MAX_SLOTS; i++) {
     if (!atomic_load(&ljp_slots[i].registry)) {
       atomic_store(&ljp_slots[i].ctx, ctx);
@@ -47,17 +50,17 @@ int ljp_slot_alloc(ljp_ctx *ctx, const void *registry)
       break;
     }
   }
-  pthread_mutex_unlock(&ljp_slot_mu);
+  ljp_os_lock_drop(&ljp_slot_mu);
   return slot;
 }
 
 void ljp_slot_free(int slot)
 {
-  pthread_mutex_lock(&ljp_slot_mu);
+  ljp_os_lock_take(&ljp_slot_mu);
   ljp_slot_close(slot);
   atomic_store(&ljp_slots[slot].ctx, NULL);
   atomic_store(&ljp_slots[slot].registry, NULL);
-  pthread_mutex_unlock(&ljp_slot_mu);
+  ljp_os_lock_drop(&ljp_slot_mu);
 }
 
 ljp_ctx *ljp_slot_find(const void *registry)
@@ -89,7 +92,7 @@ uint32_t ljp_slot_open(int slot)
 void ljp_slot_close(int slot)
 {
   atomic_store(&ljp_slots[slot].token, 0);
-  while (atomic_load(&ljp_slots[slot].inside) > 0) sched_yield();
+  while (atomic_load(&ljp_slots[slot].inside) > 0) ljp_os_yield();
 }
 
 void ljp_itimer_bind(uint32_t token) { atomic_store(&ljp_itimer_token, token); }

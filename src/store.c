@@ -8,17 +8,10 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "buf.h"
+#include "os.h"
 #include "store.h"
-
-static uint64_t now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int ljp_store_init(ljp_store *s)
 {
@@ -152,7 +145,7 @@ void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped)
   uint32_t tag = 0, last = 0;   /* the last (zone, labels) and its tag */
   int have = 0;
   if (!ring->rec) return;
-  t0 = now_ns();
+  t0 = ljp_now_ns();
   tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
   done = atomic_load_explicit(&ring->done, memory_order_acquire);
   for (pos = tail; pos < done; pos++) {
@@ -177,7 +170,7 @@ void ljp_store_drain(ljp_store *s, ljp_ring *ring, _Atomic uint64_t *dropped)
   ljp_ring_retire(ring, done);
   if (done != tail) s->batches++;
   s->aggregated += done - tail;
-  s->aggregate_ns += now_ns() - t0;
+  s->aggregate_ns += ljp_now_ns() - t0;
 }
 
 int ljp_store_add(ljp_store *s, const ljp_offrec *x)

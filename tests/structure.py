@@ -22,8 +22,9 @@ broken:
     entry points' table of docs/design.md, and in ENTRY_FILES below;
   - the OS calls (process_vm_readv, prctl, the raw system-call numbers
     tgkill/rt_tgsigqueueinfo/gettid, _dl_find_object, /proc/self/task,
-    REG_RIP) are named in the source of the OS file only
-    (src/os_linux.c/.h, behind src/os.h), comments aside;
+    REG_RIP; on Windows windows.h and the Win32 calls below) are named in
+    the source of the OS files only (src/os_linux.c/.h, src/os_win.c/.h,
+    behind src/os.h), comments aside;
   - the signal handler's unwinder (cfi.c) calls nothing outside itself:
     no libc, no other src file (it is async-signal-safe by construction);
   - the ELF symbol reader (elfsyms.c) uses no other src file: what it
@@ -63,10 +64,14 @@ OWNED = [
 # OS file only (src/os_linux.c and the inline half, src/os_linux.h),
 # comments aside. Read from the source, not nm: the raw system-call
 # numbers leave no symbol, and the per-tick ones are inline.
-OS_FILES = {"os_linux.c", "os_linux.h"}
+OS_FILES = {"os_linux.c", "os_linux.h", "os_win.c", "os_win.h"}
 OS_CALLS = ["process_vm_readv", "prctl", "SYS_tgkill", "SYS_rt_tgsigqueueinfo",
             "SYS_gettid", "_dl_find_object", "dl_find_object",
-            "/proc/self/task", "REG_RIP"]
+            "/proc/self/task", "REG_RIP",
+            # Windows (os_win.c/.h, issue 31)
+            "windows.h", "QueryPerformanceCounter", "QueryPerformanceFrequency",
+            "SuspendThread", "ResumeThread", "GetThreadContext",
+            "ReadProcessMemory"]
 # Files with a reason to name one of them anyway: cfi.c decodes the
 # whole register file from a ucontext and calls nothing outside itself.
 OS_EXCEPT = {("cfi.c", "REG_RIP")}
@@ -166,9 +171,9 @@ def os_calls(src):
         with open(path) as f:
             text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
         for call in OS_CALLS:
-            pat = re.escape(call) if "/" in call else r"\b%s\b" % call
+            pat = re.escape(call) if "/" in call else r"\b%s\b" % re.escape(call)
             if re.search(pat, text) and (name, call) not in OS_EXCEPT:
-                bad.append("%s names %s: OS calls live in src/os_linux.c "
+                bad.append("%s names %s: OS calls live in src/os_<system>.c/.h "
                            "(os.h)" % (name, call))
     return bad
 

@@ -1,12 +1,20 @@
 /* Unit tests for the lock-free sample ring: wrap-around, full ring
 ** (merge into the pending record, drop when nothing is pending), and an
-** interleaved producer/consumer driven by a real signal (the producer
-** runs in a SIGALRM-style handler, as in the profiler). */
+** interleaved producer/consumer where the producer interrupts the
+** consumer as the profiler's sampler does: on Linux in a SIGALRM handler
+** (a real signal); on Windows (built and run under Wine) from a thread
+** that suspends the consumer, pushes a burst of ticks and resumes it, the
+** Windows backend's way (issue 31). */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
+#ifdef _WIN32
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#else
+#include <sys/time.h>
+#endif
 
 #include "../../src/ring.h"
 #include "check.h"
@@ -95,16 +103,16 @@ static void test_full(void)
   ljp_ring_free(&r);
 }
 
-/* Producer in a signal handler, consumer in the interrupted code. Every
-** tick must be accounted for exactly once: pushed, merged or dropped. */
+/* Producer interrupting the consumer (a signal handler, or a thread that
+** suspends it), consumer in the interrupted code. Every tick must be
+** accounted for exactly once: pushed, merged or dropped. */
 static ljp_ring sr;
 static volatile sig_atomic_t produced, merged, dropped;
 
-static void on_signal(int sig)
+static void produce(void)
 {
   ljp_push_result res;
   ljp_record *rec;
-  (void)sig;
   rec = ljp_ring_reserve(&sr, 1, NULL, &res);
   if (rec) {
     rec->seq = (uint64_t)produced;
@@ -118,15 +126,62 @@ static void on_signal(int sig)
   produced++;
 }
 
-static void test_interleaved(void)
+#ifdef _WIN32
+/* The consumer (this thread) is stopped while ticks are pushed: suspend,
+** wait until it is (GetThreadContext returns once it has stopped), push
+** 1 to 24 ticks (at times more than the ring's 16 hold: it fills, merges
+** and drops), resume, let the consumer run a while. Under Wine a suspend
+** costs ~6 ms, so fewer ticks are asked for than on Linux. */
+#define TICKS_WANTED 5000
+static HANDLE consumer, ticker;
+static volatile LONG ticks_stop_now;
+
+static DWORD WINAPI producer(LPVOID arg)
+{
+  unsigned n = 0;
+  (void)arg;
+  while (!ticks_stop_now) {
+    CONTEXT c;
+    int k;
+    if (SuspendThread(consumer) == (DWORD)-1) break;
+    memset(&c, 0, sizeof(c));
+    c.ContextFlags = CONTEXT_CONTROL;
+    if (GetThreadContext(consumer, &c))
+      for (k = 0; k < (int)(n++ % 24) + 1; k++) produce();
+    ResumeThread(consumer);
+    Sleep(1);
+  }
+  return 0;
+}
+
+static void ticks_start(void)
+{
+  consumer = OpenThread(THREAD_SUSPEND_RESUME | THREAD_GET_CONTEXT, FALSE,
+                        GetCurrentThreadId());
+  ticks_stop_now = 0;
+  ticker = consumer ? CreateThread(NULL, 0, producer, NULL, 0, NULL) : NULL;
+  CHECK(ticker != NULL);
+}
+
+static void ticks_stop(void)
+{
+  ticks_stop_now = 1;
+  if (ticker) WaitForSingleObject(ticker, INFINITE), CloseHandle(ticker);
+  if (consumer) CloseHandle(consumer);
+}
+#else
+#define TICKS_WANTED 20000
+
+static void on_signal(int sig)
+{
+  (void)sig;
+  produce();
+}
+
+static void ticks_start(void)
 {
   struct sigaction sa;
   struct itimerval it;
-  uint64_t from, to, pos, ticks = 0, records = 0;
-  struct timespec t0, t1;
-  int ok = 1;
-  uint64_t last = 0;
-  ljp_ring_init(&sr, 16);
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_signal;
   sigaction(SIGALRM, &sa, NULL);
@@ -134,7 +189,24 @@ static void test_interleaved(void)
   it.it_interval.tv_usec = 50;
   it.it_value.tv_usec = 50;
   setitimer(ITIMER_REAL, &it, NULL);
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+}
+
+static void ticks_stop(void)
+{
+  struct itimerval it;
+  memset(&it, 0, sizeof(it));
+  setitimer(ITIMER_REAL, &it, NULL);
+}
+#endif
+
+static void test_interleaved(void)
+{
+  uint64_t from, to, pos, ticks = 0, records = 0;
+  time_t t0 = time(NULL);
+  int ok = 1;
+  uint64_t last = 0;
+  ljp_ring_init(&sr, 16);
+  ticks_start();
   do {  /* Consume in uneven bursts so the ring is sometimes full. */
     volatile int spin;
     for (spin = 0; spin < (int)(records % 7) * 20000; spin++) {}
@@ -147,17 +219,15 @@ static void test_interleaved(void)
       records++;
     }
     ljp_ring_retire(&sr, to);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-  } while (produced < 20000 && t1.tv_sec - t0.tv_sec < 20);
-  memset(&it, 0, sizeof(it));
-  setitimer(ITIMER_REAL, &it, NULL);
+  } while (produced < TICKS_WANTED && time(NULL) - t0 < 20);
+  ticks_stop();
   ljp_ring_claim(&sr, &from, &to);
   for (pos = from; pos < to; pos++) ticks += atomic_load(&ljp_ring_at(&sr, pos)->weight);
   ljp_ring_retire(&sr, to);
   CHECK(ok);
   CHECK(produced > 1000);
   CHECK_EQ(ticks + dropped, (uint64_t)produced);
-  printf("interleaved: %d signals, %llu records, %d merged, %d dropped\n",
+  printf("interleaved: %d ticks, %llu records, %d merged, %d dropped\n",
          (int)produced, (unsigned long long)records, (int)merged, (int)dropped);
   ljp_ring_free(&sr);
 }

@@ -197,12 +197,16 @@ end
 ------------------------------------------------------------------------
 -- The tree of frames.
 
-local function new_node(label, short, parent)
-  return {label = label, short = short, parent = parent, count = 0, self = 0,
-          before = 0, states = {}, children = {}, files = {}}
-end
-
-local function add_state(t, st, c) t[st] = (t[st] or 0) + c end
+-- The tree is kept in arrays indexed by node number (1 the root; a
+-- node is numbered after its parent): its frame info, parent, samples,
+-- own samples, before counts (differential graphs only) and per VM state
+-- the samples in that state, the first file in byte order (and the set
+-- of files when there is more than one), the lines sampled and "main" or
+-- "first" (Lua frames), and the noise mark; one hash table finds a
+-- node's child by (parent, rank of the label). No table per node: a
+-- node costs ~100 bytes where four tables per node cost ~800 (a frame
+-- per distinct stack: 74,000 stacks took ~1.2 KB each to write). Only the
+-- frames drawn become tables (node_of), when they are laid out.
 
 -- The shade of a label within its hue: 0..1 from a hash of the label.
 local function shade(label)
@@ -223,34 +227,10 @@ local function shown_text(memo, s)
   return r
 end
 
--- The node of frame info fi (frame_infos) under parent, created on first
--- use; nil fi: the empty stack. Nodes merge by the whole label.
-local function child(parent, fi, fr)
-  local key = fi.key
-  local node = parent.children[key]
-  if not node then
-    node = new_node(fi.label, fi.short, parent)
-    node.rank, node.shade = fi.rank, fi.shade
-    parent.children[key] = node
-  end
-  -- a differential graph's frame whose function did not change beyond the
-  -- noise (jit.prof.diff; a native frame as the function below it)
-  if fr and (fr.noise or (fr.native and parent.noise)) then node.noise = true end
-  if fr and fr.lua then
-    node.files[fr.file] = true
-    local line = fr.linedefined or fr.line
-    if fr.linedefined then node.defined = fr.linedefined == 0 and "main" or "first" end
-    if line then
-      if not node.lo or line < node.lo then node.lo = line end
-      if not node.hi or line > node.hi then node.hi = line end
-    end
-  end
-  return node
-end
-
 -- Each frame's label once: key (the whole label, cleaned: frames merge by
 -- it), label and short as shown, shade, and rank (the byte order of keys:
 -- children are sorted by it). [0] is the empty stack's pseudo-frame.
+-- Also returns the number of distinct keys.
 local function frame_infos(p, memo)
   local names = model.names(p, "F", false)
   local infos, by_key, keys = {}, {}, {}
@@ -275,38 +255,117 @@ local function frame_infos(p, memo)
     local fi = by_key[k]
     fi.rank, fi.shade = r, shade(fi.label)
   end
-  return infos, unknown
+  return infos, unknown, #keys
 end
 
+local ROOT_INFO = {label = M.ROOT}
+
 local function build(p, memo)
-  local root = new_node(M.ROOT, nil, nil)
-  local infos, unknown = frame_infos(p, memo)
+  local infos, unknown, nkeys = frame_infos(p, memo)
+  local diff = p.diff
+  local fis, par, count, self = {ROOT_INFO}, {0}, {0}, {0}
+  local before = diff and {0} or nil
+  local states, skeys = {}, {}
+  local file1, fset, lo, hi, defined, noise = {}, {}, {}, {}, {}, {}
+  local kids, stride, n_nodes = {}, nkeys + 1, 1
+  local frames = p.frames
+  -- The node of frame info fi under parent, created on first use; fr the
+  -- frame (nil for the empty stack). Nodes merge by the whole label.
+  local function child(parent, fi, fr)
+    local k = parent * stride + fi.rank
+    local node = kids[k]
+    if not node then
+      n_nodes = n_nodes + 1
+      node = n_nodes
+      kids[k] = node
+      fis[node], par[node], count[node], self[node] = fi, parent, 0, 0
+      if before then before[node] = 0 end
+    end
+    -- a differential graph's frame whose function did not change beyond
+    -- the noise (jit.prof.diff; a native frame as the function below it)
+    if fr and (fr.noise or (fr.native and noise[parent])) then noise[node] = true end
+    if fr and fr.lua then
+      local f, f1 = fr.file, file1[node]
+      if f1 == nil then
+        if f == nil then error("a Lua frame without a file") end
+        file1[node] = f
+      elseif f ~= f1 then
+        local set = fset[node]
+        if not set then set = {[f1] = true}; fset[node] = set end
+        set[f] = true
+        if f < f1 then file1[node] = f end
+      end
+      local line = fr.linedefined or fr.line
+      if fr.linedefined then defined[node] = fr.linedefined == 0 and "main" or "first" end
+      if line then
+        local l = lo[node]
+        if not l or line < l then lo[node] = line end
+        local h = hi[node]
+        if not h or line > h then hi[node] = line end
+      end
+    end
+    return node
+  end
+  local function add(node, st, c, b)
+    count[node] = count[node] + c
+    if before then before[node] = before[node] + b end
+    local a = states[st]
+    if not a then a = {}; states[st] = a; skeys[#skeys + 1] = st end
+    a[node] = (a[node] or 0) + c
+  end
   for _, s in ipairs(p.samples) do
     local c = tonumber(s.count) or 0
-    local b = p.diff and tonumber(s.before) or 0
+    local b = diff and tonumber(s.before) or 0
     if c > 0 or b > 0 then
       local st = tostring(s.vmstate or "?")
-      local node = root
-      node.count = node.count + c
-      node.before = node.before + b
-      add_state(node.states, st, c)
-      local stack = s.stack or {}
-      if #stack == 0 then
+      local node = 1
+      add(node, st, c, b)
+      local stack = s.stack
+      if not stack or #stack == 0 then
         node = child(node, infos[0])
-        node.count = node.count + c
-        node.before = node.before + b
-        add_state(node.states, st, c)
+        add(node, st, c, b)
+      else
+        for _, id in ipairs(stack) do
+          node = child(node, infos[id] or unknown, frames[id])
+          add(node, st, c, b)
+        end
       end
-      for _, id in ipairs(stack) do
-        node = child(node, infos[id] or unknown, p.frames[id])
-        node.count = node.count + c
-        node.before = node.before + b
-        add_state(node.states, st, c)
-      end
-      node.self = node.self + c
+      self[node] = self[node] + c
     end
   end
-  return root
+  kids = nil
+  -- Each node's children (first, then next), in no order: a node is
+  -- numbered after its parent.
+  local first, nxt = {}, {}
+  for node = n_nodes, 2, -1 do
+    local q = par[node]
+    nxt[node] = first[q] or false
+    first[q] = node
+  end
+  return {n = n_nodes, fi = fis, parent = par, count = count, self = self, before = before,
+          states = states, skeys = skeys, file1 = file1, fset = fset, lo = lo, hi = hi,
+          defined = defined, noise = noise, first = first, next = nxt}
+end
+
+-- Node n of tree T as a table (a frame drawn): label, short, parent (true
+-- but for the root), count, self, before, states, files (a set), lo, hi,
+-- defined, noise, rank, shade.
+local function node_of(T, n)
+  local fi = T.fi[n]
+  local st = {}
+  for _, k in ipairs(T.skeys) do
+    local v = T.states[k][n]
+    if v then st[k] = v end
+  end
+  local files = T.fset[n]
+  if not files then
+    files = {}
+    if T.file1[n] then files[T.file1[n]] = true end
+  end
+  return {id = n, label = fi.label, short = fi.short, parent = n ~= 1 or nil,
+          count = T.count[n], self = T.self[n], before = T.before and T.before[n] or 0,
+          states = st, files = files, lo = T.lo[n], hi = T.hi[n], defined = T.defined[n],
+          noise = T.noise[n], rank = fi.rank, shade = fi.shade}
 end
 
 -- The colour of a change (after - before) relative to the largest one:
@@ -411,12 +470,13 @@ local function tooltip(node, total, us, clock_time, diff, memo)
   return concat(t, "\n")
 end
 
--- Children of node in label (byte) order: by rank (frame_infos).
-local function by_rank(a, b) return a.rank < b.rank end
-local function sorted_children(node)
-  local list = {}
-  for _, c in pairs(node.children) do list[#list + 1] = c end
-  table.sort(list, by_rank)
+-- The children of node n of tree T in label (byte) order: by rank
+-- (frame_infos).
+local function sorted_children(T, n)
+  local list, fi = {}, T.fi
+  local c = T.first[n]
+  while c do list[#list + 1] = c; c = T.next[c] end
+  table.sort(list, function(a, b) return fi[a].rank < fi[b].rank end)
   return list
 end
 
@@ -596,11 +656,14 @@ text { font-family: "DejaVu Sans", Verdana, Arial, sans-serif; fill: #222; }
 
 ------------------------------------------------------------------------
 
-function M.render(p, meta)
+-- The SVG text as a list of strings (parts) that join to it: written one
+-- after another (ljprof.write_file), a large graph is never one string.
+function M.render_parts(p, meta)
   meta = meta or {}
   local W, PAD, FH = M.WIDTH - 2 * M.PAD, M.PAD, M.FRAME_H
   local memo = {}
-  local root = build(p, memo)
+  local T = build(p, memo)
+  local root = node_of(T, 1)
   local total = root.count
   local us = tonumber(meta.interval_us)
   if us and us <= 0 then us = nil end
@@ -608,32 +671,38 @@ function M.render(p, meta)
   local clock_time = CLOCK_TIME[clock or ""] or ((clock and M.clean(clock) .. " " or "") .. "time")
   local min_count = total * M.MIN_SHARE
 
-  -- Frames to draw, parents before children, and the deepest row.
+  -- Frames to draw, parents before children, and the deepest row. Every
+  -- frame not drawn is under a frame left out (or is one): their number
+  -- is all frames but those drawn.
   local drawn, left_out, depth_max = {}, 0, 0
-  local function size(node)   -- frames in node's subtree
-    local n = 1
-    for _, c in pairs(node.children) do n = n + size(c) end
-    return n
-  end
+  local count = T.count
   local function layout(node, start, depth)
     node.start, node.depth = start, depth
     drawn[#drawn + 1] = node
     if depth > depth_max then depth_max = depth end
     local x = start
-    for _, c in ipairs(sorted_children(node)) do
-      if c.count >= min_count then
-        layout(c, x, depth + 1)
-      else
-        left_out = left_out + size(c)
+    for _, c in ipairs(sorted_children(T, node.id)) do
+      if count[c] >= min_count then
+        layout(node_of(T, c), x, depth + 1)
       end
-      x = x + c.count
+      x = x + count[c]
     end
   end
-  if total > 0 then layout(root, 0, 0) end
+  if total > 0 then
+    layout(root, 0, 0)
+    left_out = T.n - #drawn
+  end
+  T = nil
 
   local height = M.TOP + (depth_max + 1) * FH + M.BOTTOM
-  local out = {}
-  local function w(...) for i = 1, select("#", ...) do out[#out + 1] = select(i, ...) end end
+  local out, buf = {}, {}
+  local function w(...)
+    for i = 1, select("#", ...) do buf[#buf + 1] = select(i, ...) end
+    if #buf >= 4096 then
+      out[#out + 1] = concat(buf)
+      for k = #buf, 1, -1 do buf[k] = nil end
+    end
+  end
 
   w('<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n')
   w(format('<svg version="1.1" id="ljprof-flamegraph" xmlns="http://www.w3.org/2000/svg" ' ..
@@ -774,7 +843,12 @@ function M.render(p, meta)
   w(format('<text id="matched" x="%d" y="%d" text-anchor="end"></text>\n', M.WIDTH - PAD, height - 10))
   w('<script type="text/ecmascript"><![CDATA[\n', SCRIPT, ']]></script>\n')
   w('</svg>\n')
-  return concat(out)
+  out[#out + 1] = concat(buf)
+  return out
+end
+
+function M.render(p, meta)
+  return concat(M.render_parts(p, meta))
 end
 
 return M

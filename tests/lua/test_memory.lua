@@ -139,6 +139,33 @@ t.case("exit_write_many_stacks_peak_per_stack", function()
   t.ok(j:find('"type":"sampled"', 1, true) and j:sub(-5) == "]}]}\n", "many.speedscope.json complete")
 end)
 
+-- The same write at stop to an SVG flame graph alone: at most 430 bytes
+-- per distinct stack plus 4 MB, as the other writers. Before the frame
+-- tree was kept in arrays (four tables per frame of the tree, one frame
+-- per distinct stack at least), 1,234 bytes per stack for 16,399 stacks
+-- (+19.3 MB); after, 514 (+7.7 MB for 15,764; 248 B per stack above
+-- 4 MB).
+t.case("exit_write_many_stacks_svg_peak_per_stack", function()
+  local out, code = t.sh_in(dir, t.CHILD_ENV .. q(LJ) ..
+    " -jprof=G/clock=wall/rate=10000,many.svg stacks.lua 30 3")
+  t.eq(code, 0, "status: " .. out)
+  local stacks, before, after = out:match("stacks=(%d+) before=(%d+) after=(%d+)")
+  if not t.ok(stacks, "no result line: " .. out) then return end
+  stacks, before, after = tonumber(stacks), tonumber(before), tonumber(after)
+  local added = (after - before) * 1024
+  local limit = 4 * 1048576 + 430 * stacks
+  print(("  write at stop of %d stacks (.svg): peak +%d KB, %.0f B per stack; limit %d KB"):format(
+    stacks, after - before, added / stacks, math.floor(limit / 1024)))
+  t.ok(stacks >= 8000, "distinct stacks sampled: " .. stacks)
+  t.ok(added <= limit, ("the write at stop added %d KB to the peak for %d stacks (limit 4 MB + 430 B each)"):format(
+    after - before, stacks))
+  local f = t.read(dir .. "/many.svg") or ""
+  t.ok(f:find('<svg version="1.1" id="ljprof-flamegraph"', 1, true) and f:sub(-7) == "</svg>\n",
+    "many.svg complete")
+  local _, drawn = f:gsub('<g class="f"', "")
+  t.ok(drawn >= 30, "many.svg: " .. drawn .. " frames drawn")
+end)
+
 -- ljprof.write_file takes a list of strings (the writers' parts): written
 -- one after another, as the string they join to; one line for a part
 -- that is not a string.

@@ -152,7 +152,7 @@ local function write_outputs(p, meta, outputs, o)
   local opts = {view = o.view or "f", zones = o.zones, native = o.show_native}
   for _, path in ipairs(outputs) do
     local fmt = output.format(path, o.format, #outputs)
-    local data, err = output.render(p, meta, fmt, opts)
+    local data, err = output.render_parts(p, meta, fmt, opts)
     if not data then fail((path == "-" and "" or (path .. ": ")) .. err) end
     local ok, werr = output.write(path, data)
     if not ok then fail(werr) end

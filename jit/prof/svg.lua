@@ -48,13 +48,13 @@
 -- wrote it whole: 50 stacks of depth 200 over 10 KB names, a 1 MB file,
 -- took 12.6 s and 422 MB for a 100 MB SVG.)
 --
--- Memory: the tree of frames is kept in arrays indexed by node number
--- (see build), not as tables per node; only the frames drawn (at least
--- MIN_SHARE of the samples each, so at most a thousand per row) become
--- tables, and the text is made in parts of 4096 pieces each, never
--- joined by render_parts. The write at stop of ~16,000 distinct stacks
--- (tests/lua/test_memory.lua) added 1,223 bytes per stack to the peak
--- RSS with four tables per node, ~520 after (~250 above the writer
+-- Memory: the tree of frames is first kept in arrays indexed by node
+-- number (see build), not as tables per node; only the frames drawn (at
+-- least MIN_SHARE of the samples each, so at most a thousand per row)
+-- become tables, and the text is made in parts of 4096 pieces each,
+-- never joined by render_parts. The write at stop of ~15,000 distinct
+-- stacks (tests/lua/test_memory.lua) added 1,223 bytes per stack to the
+-- peak RSS with four tables per node, ~375 after (~90 above the writer
 -- state's fixed 4 MB); the output is the same bytes.
 --
 -- Colours: a frame's hue is the VM state most of its samples were taken
@@ -208,16 +208,16 @@ end
 ------------------------------------------------------------------------
 -- The tree of frames.
 
--- The tree is kept in arrays indexed by node number (1 the root; a
--- node is numbered after its parent): its frame info, parent, samples,
--- own samples, before counts (differential graphs only) and per VM state
--- the samples in that state, the first file in byte order (and the set
--- of files when there is more than one), the lines sampled and "main" or
--- "first" (Lua frames), and the noise mark; one hash table finds a
--- node's child by (parent, rank of the label). No table per node: a
--- node costs ~100 bytes where four tables per node cost ~800 (a frame
--- per distinct stack: 74,000 stacks took ~1.2 KB each to write). Only the
--- frames drawn become tables (node_of), when they are laid out.
+-- The tree is built twice. First every frame's place in it, in arrays
+-- indexed by node number (1 the root; a node is numbered after its
+-- parent): its frame info, parent and samples; one hash table finds a
+-- node's child by (parent, rank of the label). Then the frames to draw
+-- are chosen (layout: at least MIN_SHARE of the samples, under a frame
+-- drawn) and only they become tables, as every node was before; a second
+-- pass over the samples, down each stack as far as its frames are drawn,
+-- gives them the rest: own samples, before counts, VM states, files,
+-- lines and the noise mark. A frame per distinct stack, with four tables
+-- each, took ~1.2 KB per stack to write (74,000 stacks: ~90 MB).
 
 -- The shade of a label within its hue: 0..1 from a hash of the label.
 local function shade(label)
@@ -269,114 +269,121 @@ local function frame_infos(p, memo)
   return infos, unknown, #keys
 end
 
-local ROOT_INFO = {label = M.ROOT}
+local function new_node(id, label, short, parent)
+  return {id = id, label = label, short = short, parent = parent, count = 0, self = 0,
+          before = 0, states = {}, children = {}, files = {}}
+end
 
-local function build(p, memo)
-  local infos, unknown, nkeys = frame_infos(p, memo)
+local function add_state(t, st, c) t[st] = (t[st] or 0) + c end
+local EMPTY = {}
+
+-- The frames of p as a tree: {n = nodes, fi = frame info, count
+-- (samples), first (child), next (sibling)}, arrays by node number.
+local function build(p, infos, unknown, nkeys)
   local diff = p.diff
-  local fis, par, count, self = {ROOT_INFO}, {0}, {0}, {0}
-  local before = diff and {0} or nil
-  local states, skeys = {}, {}
-  local file1, fset, lo, hi, defined, noise = {}, {}, {}, {}, {}, {}
+  local fis, par, count = {false}, {0}, {0}
   local kids, stride, n_nodes = {}, nkeys + 1, 1
-  local frames = p.frames
-  -- The node of frame info fi under parent, created on first use; fr the
-  -- frame (nil for the empty stack). Nodes merge by the whole label.
-  local function child(parent, fi, fr)
-    local k = parent * stride + fi.rank
-    local node = kids[k]
-    if not node then
-      n_nodes = n_nodes + 1
-      node = n_nodes
-      kids[k] = node
-      fis[node], par[node], count[node], self[node] = fi, parent, 0, 0
-      if before then before[node] = 0 end
-    end
-    -- a differential graph's frame whose function did not change beyond
-    -- the noise (jit.prof.diff; a native frame as the function below it)
-    if fr and (fr.noise or (fr.native and noise[parent])) then noise[node] = true end
-    if fr and fr.lua then
-      local f, f1 = fr.file, file1[node]
-      if f1 == nil then
-        if f == nil then error("a Lua frame without a file") end
-        file1[node] = f
-      elseif f ~= f1 then
-        local set = fset[node]
-        if not set then set = {[f1] = true}; fset[node] = set end
-        set[f] = true
-        if f < f1 then file1[node] = f end
-      end
-      local line = fr.linedefined or fr.line
-      if fr.linedefined then defined[node] = fr.linedefined == 0 and "main" or "first" end
-      if line then
-        local l = lo[node]
-        if not l or line < l then lo[node] = line end
-        local h = hi[node]
-        if not h or line > h then hi[node] = line end
+  for _, s in ipairs(p.samples) do
+    local c = tonumber(s.count) or 0
+    local b = diff and tonumber(s.before) or 0
+    if c > 0 or b > 0 then
+      count[1] = count[1] + c
+      -- down the stack (as ipairs goes; i == 0: the empty stack, the
+      -- frame infos[0]), each frame's node under the last one created on
+      -- first use: frames merge by the whole label
+      local stack = s.stack or EMPTY
+      local node, i = 1, #stack == 0 and 0 or 1
+      while true do
+        local fi
+        if i == 0 then
+          fi = infos[0]
+        else
+          local id = stack[i]
+          if id == nil then break end
+          fi = infos[id] or unknown
+        end
+        local k = node * stride + fi.rank
+        local kid = kids[k]
+        if not kid then
+          n_nodes = n_nodes + 1
+          kid = n_nodes
+          kids[k] = kid
+          fis[kid], par[kid], count[kid] = fi, node, 0
+        end
+        count[kid] = count[kid] + c
+        node = kid
+        if i == 0 then break end
+        i = i + 1
       end
     end
-    return node
   end
-  local function add(node, st, c, b)
-    count[node] = count[node] + c
-    if before then before[node] = before[node] + b end
-    local a = states[st]
-    if not a then a = {}; states[st] = a; skeys[#skeys + 1] = st end
-    a[node] = (a[node] or 0) + c
+  kids = nil
+  -- Each node's children (first, then next), in no order: a node is
+  -- numbered after its parent, so that its parent's entry, read after
+  -- its own, is still the parent when the next sibling takes its place.
+  local first = {}
+  for node = n_nodes, 2, -1 do
+    local q = par[node]
+    par[node] = first[q] or false
+    first[q] = node
   end
+  par[1] = false
+  return {n = n_nodes, fi = fis, count = count, first = first, next = par}
+end
+
+-- The node (table) under parent of frame info fi, nil when it is not
+-- drawn; fr the frame (nil for the empty stack), whose file, line and
+-- noise mark it takes.
+local function child(parent, fi, fr)
+  local node = parent.children[fi.key]
+  if not node then return nil end
+  -- a differential graph's frame whose function did not change beyond the
+  -- noise (jit.prof.diff; a native frame as the function below it)
+  if fr and (fr.noise or (fr.native and parent.noise)) then node.noise = true end
+  if fr and fr.lua then
+    node.files[fr.file] = true
+    local line = fr.linedefined or fr.line
+    if fr.linedefined then node.defined = fr.linedefined == 0 and "main" or "first" end
+    if line then
+      if not node.lo or line < node.lo then node.lo = line end
+      if not node.hi or line > node.hi then node.hi = line end
+    end
+  end
+  return node
+end
+
+-- The rest of the frames drawn (the root, and the nodes in its children
+-- tables): own samples, before, states, files, lines, noise, from every
+-- sample down its stack as far as its frames are drawn.
+local function details(p, root, infos, unknown)
+  local diff = p.diff
   for _, s in ipairs(p.samples) do
     local c = tonumber(s.count) or 0
     local b = diff and tonumber(s.before) or 0
     if c > 0 or b > 0 then
       local st = tostring(s.vmstate or "?")
-      local node = 1
-      add(node, st, c, b)
-      local stack = s.stack
-      if not stack or #stack == 0 then
+      local node = root
+      node.before = node.before + b
+      add_state(node.states, st, c)
+      local stack = s.stack or {}
+      if #stack == 0 then
         node = child(node, infos[0])
-        add(node, st, c, b)
-      else
-        for _, id in ipairs(stack) do
-          node = child(node, infos[id] or unknown, frames[id])
-          add(node, st, c, b)
+        if node then
+          node.before = node.before + b
+          add_state(node.states, st, c)
         end
       end
-      self[node] = self[node] + c
+      for _, id in ipairs(stack) do
+        if not node then break end
+        node = child(node, infos[id] or unknown, p.frames[id])
+        if node then
+          node.before = node.before + b
+          add_state(node.states, st, c)
+        end
+      end
+      if node then node.self = node.self + c end
     end
   end
-  kids = nil
-  -- Each node's children (first, then next), in no order: a node is
-  -- numbered after its parent.
-  local first, nxt = {}, {}
-  for node = n_nodes, 2, -1 do
-    local q = par[node]
-    nxt[node] = first[q] or false
-    first[q] = node
-  end
-  return {n = n_nodes, fi = fis, parent = par, count = count, self = self, before = before,
-          states = states, skeys = skeys, file1 = file1, fset = fset, lo = lo, hi = hi,
-          defined = defined, noise = noise, first = first, next = nxt}
-end
-
--- Node n of tree T as a table (a frame drawn): label, short, parent (true
--- but for the root), count, self, before, states, files (a set), lo, hi,
--- defined, noise, rank, shade.
-local function node_of(T, n)
-  local fi = T.fi[n]
-  local st = {}
-  for _, k in ipairs(T.skeys) do
-    local v = T.states[k][n]
-    if v then st[k] = v end
-  end
-  local files = T.fset[n]
-  if not files then
-    files = {}
-    if T.file1[n] then files[T.file1[n]] = true end
-  end
-  return {id = n, label = fi.label, short = fi.short, parent = n ~= 1 or nil,
-          count = T.count[n], self = T.self[n], before = T.before and T.before[n] or 0,
-          states = st, files = files, lo = T.lo[n], hi = T.hi[n], defined = T.defined[n],
-          noise = T.noise[n], rank = fi.rank, shade = fi.shade}
 end
 
 -- The colour of a change (after - before) relative to the largest one:
@@ -673,8 +680,11 @@ function M.render_parts(p, meta)
   meta = meta or {}
   local W, PAD, FH = M.WIDTH - 2 * M.PAD, M.PAD, M.FRAME_H
   local memo = {}
-  local T = build(p, memo)
-  local root = node_of(T, 1)
+  local infos, unknown, nkeys = frame_infos(p, memo)
+  local T = build(p, infos, unknown, nkeys)
+  local count, fis = T.count, T.fi
+  local root = new_node(1, M.ROOT, nil, nil)
+  root.count = count[1]
   local total = root.count
   local us = tonumber(meta.interval_us)
   if us and us <= 0 then us = nil end
@@ -686,7 +696,6 @@ function M.render_parts(p, meta)
   -- frame not drawn is under a frame left out (or is one): their number
   -- is all frames but those drawn.
   local drawn, left_out, depth_max = {}, 0, 0
-  local count = T.count
   local function layout(node, start, depth)
     node.start, node.depth = start, depth
     drawn[#drawn + 1] = node
@@ -694,7 +703,11 @@ function M.render_parts(p, meta)
     local x = start
     for _, c in ipairs(sorted_children(T, node.id)) do
       if count[c] >= min_count then
-        layout(node_of(T, c), x, depth + 1)
+        local fi = fis[c]
+        local kid = new_node(c, fi.label, fi.short, node)
+        kid.count, kid.rank, kid.shade = count[c], fi.rank, fi.shade
+        node.children[fi.key] = kid
+        layout(kid, x, depth + 1)
       end
       x = x + count[c]
     end
@@ -703,7 +716,8 @@ function M.render_parts(p, meta)
     layout(root, 0, 0)
     left_out = T.n - #drawn
   end
-  T = nil
+  T, count, fis = nil, nil, nil
+  details(p, root, infos, unknown)
 
   local height = M.TOP + (depth_max + 1) * FH + M.BOTTOM
   local out, buf = {}, {}

@@ -140,11 +140,11 @@ t.case("exit_write_many_stacks_peak_per_stack", function()
 end)
 
 -- The same write at stop to an SVG flame graph alone: at most 430 bytes
--- per distinct stack plus 4 MB, as the other writers. Before the frame
--- tree was kept in arrays (four tables per frame of the tree, one frame
--- per distinct stack at least), 1,234 bytes per stack for 16,399 stacks
--- (+19.3 MB); after, 514 (+7.7 MB for 15,764; 248 B per stack above
--- 4 MB).
+-- per distinct stack plus 4 MB, as the other writers. With four tables
+-- per frame of the tree (a frame per distinct stack at least), 1,223
+-- bytes per stack (+19.3 MB for 16,589 stacks); with the tree in arrays
+-- and tables for the frames drawn only, 370-377 (+4.8 MB for 13,253,
+-- +5.3 MB for 14,967).
 t.case("exit_write_many_stacks_svg_peak_per_stack", function()
   local out, code = t.sh_in(dir, t.CHILD_ENV .. q(LJ) ..
     " -jprof=G/clock=wall/rate=10000,many.svg stacks.lua 30 3")

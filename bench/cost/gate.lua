@@ -248,22 +248,23 @@ if opt.model then
     "(1 ms of CPU). *Safe point*: the Lua hook's over the safe points, the one-time loads " ..
     "taken out (the native names' ELF symbols, about 12 M; the trace snapshots' layouts, " ..
     "about 2 M; once per process, at the first sample that needs them); it completes the " ..
-    "records of the signals it serves, 4-6 under valgrind, 1-3 natively. *Per signal, " ..
-    "both*: a handler and a whole safe point, the dearest case natively (one signal per " ..
-    "safe point). " ..
+    "records of the signals it serves, 2-6 under valgrind, 1-3 natively. *Per signal*: " ..
+    "a handler and its share of a safe point as measured; natively a safe point serves " ..
+    "fewer signals, and the dearest case, a whole safe point per signal, is in its own " ..
+    "column. " ..
     "*Per trace event*: the difference of the start costs of the trace-churn program and " ..
     "the depth-20 one over their difference in trace events (nothing is followed per event). " ..
-    "*Model*: own instructions per signal (both) × rate / the workload's instructions per second " ..
+    "*Model*: own instructions per signal × rate / the workload's instructions per second " ..
     "(its count under callgrind / its native CPU time without ljprof, median of 3). The " ..
     "kernel's delivery of a signal (about 20 µs on this VM, bench/sigcost.c) is the same for " ..
     "any signal-based profiler and is beside the model, not in it. `deep`: depth 20, a Lua " ..
     "leaf; `manyN`: N distinct functions under integer keys, 300 of them hot, traces flushed " ..
     "twice (bench/cost/).")
   out()
-  out("| workload | own at start (M instr.) | handler per signal | safe point | " ..
-      "per signal, both | own per trace event | model at 100 Hz | model at 1 kHz | " ..
-      "kernel's delivery at 100 Hz / 1 kHz |")
-  out("|---|---|---|---|---|---|---|---|---|")
+  out("| workload | own at start (M instr.) | handler per signal | safe point (signals served) | " ..
+      "per signal | own per trace event | model at 100 Hz | model at 1 kHz | " ..
+      "1 kHz, one signal per safe point | kernel's delivery at 100 Hz / 1 kHz |")
+  out("|---|---|---|---|---|---|---|---|---|---|")
   local per_trace = 0
   for _, f in ipairs(figures) do if f[1] == "trace_event" then per_trace = f[2] end end
   local function row(w, c, label)
@@ -271,13 +272,15 @@ if opt.model then
     if not x then return end
     local h = x.signals > 0 and x.handler / x.signals or 0
     local sp = x.safepoints > 0 and (x.hook - x.once) / x.safepoints or 0
-    -- per signal, natively: its handler and a whole safe point (natively
-    -- a safe point serves 1-3 signals: the dearest case, one each)
-    local per = h + sp
+    local k = x.safepoints > 0 and x.signals / x.safepoints or 1
+    -- per signal as measured: its handler and its share of a safe point;
+    -- natively a safe point serves fewer signals (1-3): the dearest case
+    -- is a whole safe point per signal
+    local per, worst = h + sp / k, h + sp
     local ips = idle.total / native_cpu[w]
-    out(string.format("| %s | %.2f | %.1fk | %.1fk | %.1fk | %.0f | %.3f%% | %.2f%% | 0.2%% / 2%% |",
-      label, idle.own / 1e6, h / 1e3, sp / 1e3, per / 1e3, per_trace, per * 100 / ips * 100,
-      per * 1000 / ips * 100))
+    out(string.format("| %s | %.2f | %.1fk | %.1fk (%.1f) | %.1fk | %.0f | %.3f%% | %.2f%% | %.2f%% | 0.2%% / 2%% |",
+      label, idle.own / 1e6, h / 1e3, sp / 1e3, k, per / 1e3, per_trace, per * 100 / ips * 100,
+      per * 1000 / ips * 100, worst * 1000 / ips * 100))
   end
   for _, w in ipairs(opt.workloads) do
     row(w, "on", w)

@@ -77,7 +77,7 @@ local PLAN = {deep = {"idle", "on", "off"}, deep300 = {"idle", "off"}, many2000 
 -- function called once is inlined and has no arc (load_symbols was named
 -- here until 2026-11-28 and matched nothing, so the symbol load was
 -- spread over the samples).
-local ONCE = {"ljp_elfsyms_load", "ljp_run_learn_snapshots"}
+local ONCE = {"ljp_elfsyms_load", "ljp_run_learn_snapshots"}  -- (the first: checked)
 -- the entry points whose cost is gated per call: the signal handler (per
 -- signal taken) and the Lua hook (per safe point)
 local HANDLER, HOOK = "ljp_signal_handler", "ljp_hook"
@@ -142,6 +142,18 @@ for _, r in ipairs(runs) do
   local own, by_fn, split = cg.own(TMP .. "/" .. r.id .. ".cg", "libljprof", ONCE)
   local once = 0
   for _, v in pairs(split) do once = once + v end
+  -- a function renamed or inlined would silently drop out of a figure:
+  -- the handler and the hook must be seen when signals came, and the
+  -- symbol load in a run that names native frames
+  local missing = (tonumber(sig) > 0 and not (by_fn[HANDLER] and by_fn[HOOK]) and
+                   HANDLER .. " or " .. HOOK) or
+                  (r.c == "on" and tonumber(s) > 0 and (split[ONCE[1]] or 0) == 0 and ONCE[1])
+  if missing then
+    cleanup()
+    io.stderr:write("gate: run ", r.id, ": no cost for ", missing,
+                    " in callgrind's data (renamed or inlined? bench/cost/gate.lua names it)\n")
+    os.exit(1)
+  end
   R[r.id] = {own = own, once = once, samples = tonumber(s), signals = tonumber(sig),
              safepoints = tonumber(p), traces = tonumber(t), total = total,
              handler = by_fn[HANDLER] or 0, hook = by_fn[HOOK] or 0}

@@ -8,8 +8,11 @@
 ** names.c formats what these tables hold.
 **
 ** Rules: normal context only (a mutex and malloc; never the signal
-** handler). Lua is called only by ljp_ffid_learn, ljp_ffid_learn_own
-** (in a state of ljprof's own) and ljp_ffid_of with a helper; everything
+** handler). Lua is called only by ljp_ffid_learn, ljp_ffid_learn_in and
+** ljp_ffid_learn_own (in a state of ljprof's own: a run's start learns
+** there with LuaJIT's layouts, a dump before any run in one of its own;
+** with the VM probe's layout each id is read from the function object,
+** without a call) and ljp_ffid_of with a helper; everything
 ** else reads tables raw and may run at the safe point and in hooks
 ** (ljp_cname_refresh walks package.loaded with raw reads). The tables
 ** are guarded by one mutex, ff_mu; ljp_ffid_of's per-OS-thread cache needs

@@ -26,12 +26,19 @@
 ** closure. Calls Lua: normal context, L running. */
 void ljp_ffid_learn(lua_State *L);
 int ljp_ffid_known(void);         /* has anything been learnt? */
-/* The same, once per process, in a Lua state of ljprof's own (made and
-** closed here): the ids and entries of LuaJIT's libraries are the same in
-** every state, and learning calls Lua and allocates, which would shift
-** the program's objects (and LuaJIT's choice of traces with them). The
-** program's own modules are named by ljp_cname_refresh (raw reads). */
-void ljp_ffid_learn_own(void);
+/* The same in a Lua state of ljprof's own, S, with ffi loaded first (its
+** metatables are learnt too): the ids and entries of LuaJIT's libraries
+** are the same in every state, and learning calls Lua and allocates, which
+** would shift the program's objects (and LuaJIT's choice of traces with
+** them). Once the state is closed, ljp_ffid_own_closed forgets the objects
+** learnt by address (entry points stay). A run's start learns them in the
+** state it learns LuaJIT's layouts in (run.c); ljp_ffid_learn_own makes
+** and closes a state for it (a dump before any run). Not at require: a
+** run pays for one state, not two. The program's own modules are named
+** by ljp_cname_refresh (raw reads). */
+void ljp_ffid_learn_in(lua_State *S);
+void ljp_ffid_own_closed(void);
+void ljp_ffid_learn_own(void);  /* once known, nothing */
 /* Forget every name learnt (the library is being unloaded). */
 void ljp_names_release(void);
 

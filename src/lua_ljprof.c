@@ -315,6 +315,7 @@ static int l_dumpstack(lua_State *L)
   }
   fmt = luaL_checkstring(L, arg + 1);
   depth = check_depth(L, arg + 2);
+  ljp_ffid_learn_own();  /* once: a dump before any run names builtins */
   if (!sb || ljp_dumpstack(L2, L, sb, fmt, depth) != 0)
     return luaL_error(L, "ljprof: out of memory");
   lua_pushlstring(L, sb->b, sb->n);
@@ -1362,7 +1363,7 @@ __attribute__((constructor)) static void ljp_give_opener(void)
 int luaopen_ljprof(lua_State *L)
 {
   ljp_own_set_opener(luaopen_ljprof);  /* for the writers' states */
-  ljp_ffid_learn_own();  /* fast-function ids, in a state of ljprof's own */
+  /* (fast-function ids: learnt by a run's start, or a dump's, ffid.h) */
   ljp_cname_refresh(L);  /* the program's C functions' names: raw reads */
   lua_newtable(L);
   luaL_register(L, NULL, ljprof_funcs);

@@ -169,7 +169,9 @@ static void codemap_down(ljp_ctx *ctx, lua_State *L)
 
 /* LuaJIT's layouts are the same in every Lua state of the process: they
 ** are learnt in a state of ljprof's own, made for it and closed after, not
-** in the program's. Learning runs Lua (probe chunks, coroutines, a loop
+** in the program's; the fast-function ids too, in the same state, after
+** the probes (so that these see a fresh state, and the ids are read from
+** the objects by the byte the VM probe proved). Learning runs Lua (probe chunks, coroutines, a loop
 ** compiled into a trace, jit.util.funcinfo over the libraries) and
 ** allocates; in the program's state that moved its objects and bytecode
 ** and took hot counters and trace numbers, which changes LuaJIT's choice
@@ -183,12 +185,15 @@ void ljp_run_learn_layouts(void)
   static int tries;  /* learn_mu: states of several threads may start */
   lua_State *S;
   pthread_mutex_lock(&learn_mu);
-  if (!(ljp_vml.vmstate_ok && ljp_lsl.ok && ljp_lsl.jit_ok) && tries < 3 &&
+  if (!(ljp_vml.vmstate_ok && ljp_lsl.ok && ljp_lsl.jit_ok &&
+        ljp_ffid_known()) && tries < 3 &&
       (S = ljp_own_newstate(NULL, NULL)) != NULL) {  /* never auto-profiled */
+    int ff = !ljp_ffid_known();
     tries++;
-    if (!ljp_ffid_known()) ljp_ffid_learn(S);  /* (require "ljprof" did) */
     if (ljp_vmprobe(S) && ljp_luastack_probe(S)) ljp_tracemem_probe(S);
+    if (ff) ljp_ffid_learn_in(S);
     lua_close(S);
+    if (ff) ljp_ffid_own_closed();
   }
   pthread_mutex_unlock(&learn_mu);
 }

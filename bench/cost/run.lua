@@ -1,6 +1,8 @@
 -- One run of the cost gate (bench/cost/gate.lua): starts ljprof (or not),
 -- runs a workload, stops, and prints on stderr what the run did:
---   cost: samples S safepoints P traces T cpu SECONDS (the workload's)
+--   cost: samples S signals N safepoints P traces T cpu SECONDS (the workload's)
+-- (S counts timer expiries, N the signals ljprof's handler took: under
+-- valgrind a signal stands for about 10 expiries, natively about 1)
 -- T counts trace events (start/stop/abort/flush) through jit.attach, in
 -- LuaJIT's code, not ljprof's. No output file is written unless
 -- LJPROF_COST_OUT names one: the output option is written by the Lua
@@ -23,10 +25,10 @@ local chunk = assert(loadfile(script))
 local c0 = os.clock()
 chunk(unpack(wargs))
 local cpu = os.clock() - c0
-local st = {samples = 0, safepoints = 0}
+local st = {samples = 0, signals = 0, safepoints = 0}
 if ljprof then
   ljprof.stop()
   st = ljprof.stats()
 end
-io.stderr:write(string.format("cost: samples %d safepoints %d traces %d cpu %.4f\n",
-  st.samples, st.safepoints, traces, cpu))
+io.stderr:write(string.format("cost: samples %d signals %d safepoints %d traces %d cpu %.4f\n",
+  st.samples, st.signals, st.safepoints, traces, cpu))

@@ -656,5 +656,24 @@ t.case("dumpstack before any start and after stop", function()
   t.eq(lds(argco, "F|lZ; ", -100), jds(argco, "F|lZ; ", -100), "after record/stop")
 end)
 
+-- In a fresh process: no run started, nothing learnt at require (the
+-- fast-function ids are learnt by a run's start or by the first dump), so
+-- a builtin below the dump is still [builtin#N], as the built-in says.
+t.case("dumpstack before any run in a fresh process: builtins named", function()
+  local d = t.tmpdir()
+  t.write(d .. "/fresh.lua", [[
+local L, P = require "ljprof", require "jit.profile"
+local co = coroutine.create(function() pcall(function() coroutine.yield() end) end)
+coroutine.resume(co)
+local a, b = L.dumpstack(co, "F|lZ; ", 100), P.dumpstack(co, "F|lZ; ", 100)
+io.write(a, "\n", b, "\n")
+]])
+  local out, code = t.sh_in(d, t.CHILD_ENV .. t.LUAJIT .. " fresh.lua")
+  os.execute("rm -rf " .. t.q(d))
+  local a, b = out:match("^(.-)\n(.-)\n$")
+  t.ok(code == 0 and a and a:find("[builtin#", 1, true), "a builtin named: " .. out)
+  t.eq(a, b, "the built-in's dump")
+end)
+
 print(string.format("%d probes, %d comparisons", nprobes, ncmp))
 t.done()

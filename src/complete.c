@@ -22,6 +22,9 @@
 #include "tracemem.h"
 #include "tracesnap.h"
 #include "ffid.h"
+#include "names.h"
+#include "traces.h"
+#include "vmprobe.h"
 
 /* -- Where the time was spent ---------------------------------------------- */
 

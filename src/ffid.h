@@ -20,28 +20,18 @@
 #include <lua.h>
 
 #include "buf.h"
+#include "vm.h"
 
 /* Learn fast-function ids (and C-function names) from package.loaded, the
 ** string and file methods, the FFI metamethods and a coroutine.wrap
 ** closure. Calls Lua: normal context, L running. */
 void ljp_ffid_learn(lua_State *L);
 int ljp_ffid_known(void);         /* has anything been learnt? */
-/* The same, once per process, in a Lua state of ljprof's own (made and
-** closed here): the ids and entries of LuaJIT's libraries are the same in
-** every state, and learning calls Lua and allocates, which would shift
-** the program's objects (and LuaJIT's choice of traces with them). The
-** program's own modules are named by ljp_cname_refresh (raw reads). */
-void ljp_ffid_learn_own(void);
-/* Forget every name learnt (the library is being unloaded). */
-void ljp_names_release(void);
 
-/* The Lua name of fast function ffid ("pcall", "string.byte") into buf;
-** 1 if one was learnt. Normal context (a mutex). */
-int ljp_ffid_name(int ffid, char *buf, size_t n);
-
-/* Learn names of C functions in package.loaded; raw access only, so it
-** may run at the safe point. */
-void ljp_cname_refresh(lua_State *L);
+/* Once per process in a state of ljprof's own (ljp_ffid_learn_own), the
+** Lua name of a fast function (ljp_ffid_name), forgetting every name
+** (ljp_names_release), and naming C functions in package.loaded with raw
+** access only, so at the safe point (ljp_cname_refresh): vm.h. */
 void ljp_cname_add(lua_CFunction cf, const char *name);
 
 /* The name learnt for the C entry cf put into sb: 1; else 0, and when

@@ -27,9 +27,7 @@
 #include <string.h>
 
 #include "ljp.h"
-#include "luastack.h"
-#include "tracemem.h"
-#include "vmprobe.h"
+#include "vm.h"
 
 /* Is the trace compiler idle? A learnt state field that never reads idle
 ** (1000 signals in a row, far longer than any trace takes to compile)
@@ -40,7 +38,7 @@ static inline int jit_idle(ljp_ctx *ctx)
     ctx->jit_busy_run = 0;
     return 1;
   }
-  if (++ctx->jit_busy_run >= 1000) ljp_vml.jstate_ok = 0;
+  if (++ctx->jit_busy_run >= 1000) ljp_vm_jstate_forget();
   return 0;
 }
 
@@ -89,10 +87,10 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
     int32_t tr = 0;
     if (ctx->tr.mem) {
       uintptr_t T2;
-      tobj = ljp_tm_trace(ctx->vm_g, trace);
-      if (!(tobj && ljp_tm_holds(tobj, pc)) &&
+      tobj = ljp_vm_trace(ctx->vm_g, trace);
+      if (!(tobj && ljp_vm_trace_holds(tobj, pc)) &&
           ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0 &&
-          (T2 = ljp_tm_trace(ctx->vm_g, tr)) && ljp_tm_holds(T2, pc)) {
+          (T2 = ljp_vm_trace(ctx->vm_g, tr)) && ljp_vm_trace_holds(T2, pc)) {
         trace = tr;
         tobj = T2;
       }

@@ -51,6 +51,18 @@ ljp_tmlayout ljp_tml;
 
 /* -- Readers ---------------------------------------------------------------- */
 
+/* The VM interface's (vm.h) signal-context readers: the inline ones of
+** tracemem.h, out of line for the sampler side. */
+uintptr_t ljp_vm_trace(uintptr_t g, int32_t tr)
+{
+  return ljp_tm_trace(g, tr);
+}
+
+int ljp_vm_trace_holds(uintptr_t T, uintptr_t pc)
+{
+  return ljp_tm_holds(T, pc);
+}
+
 int ljp_tm_read(uintptr_t g, int32_t tr, ljp_tmtrace *t)
 {
   uintptr_t T = ljp_tm_trace(g, tr), pt, pc;

@@ -40,11 +40,17 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "names.h"
+#include "traces.h"
+#include "vmprobe.h"
 #include "luastack.h"
 #include "objects.h"
 #include "tracemem.h"
 #include "tracesnap.h"
 #include "ffid.h"
+
+_Static_assert(sizeof(lua_Integer) == sizeof(ptrdiff_t),
+               "ljp_tracest.key holds a lua_Integer");
 
 /* Trace infos by number, in pages that never move: a pointer to one
 ** stays good while another trace's info is added (a safe point holds the

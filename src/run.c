@@ -8,7 +8,7 @@
 **             the start time, the     | point, aggregate, write the output
 **             output's writer found   | (writer.c: the Lua writer)
 **   code map  loaded objects, traces  | free retired arrays
-**   vm        probe LuaJIT's state    |
+**   vm        learn the VM (vm.h)     |
 **   native    native frame capture    |
 **   traces    jit.attach handler      | chained handler put back
 **   calls     call counting (opt-in)  | JIT and the program's hook back
@@ -17,7 +17,8 @@
 **   timer     ticks                   | no more ticks
 **
 ** Normal context, on the profiled thread. The input was validated by the
-** caller (api.c).
+** caller (api.c). The VM is named through vm.h only (its layouts are
+** learnt by vmlearn.c).
 */
 #define _GNU_SOURCE
 #include <stdio.h>

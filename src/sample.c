@@ -3,7 +3,7 @@
 ** thread runs now (PC, VM state, trace, C function), the zone and label
 ** set, the native frames from its registers, the Lua frames it runs in
 ** (exact stacks), the weight; then the safe point armed. A tick with no
-** Lua call active on the running thread (vmprobe.h: ljp_vm_no_call) is
+** Lua call active on the running thread (vm.h: ljp_vm_no_call) is
 ** the host's own: its native frames only, no Lua capture, flagged
 ** LJP_LUA_HOST so that the safe point adds none.
 **
@@ -13,8 +13,8 @@
 ** stops the profiled thread and reads its registers (Windows: suspend,
 ** GetThreadContext) calls it there, with the thread stopped. Either way:
 ** sampling context. Only async-signal-safe calls, no allocation, no
-** locks, no stdio, bounded work; LuaJIT's memory read as the signal
-** handler reads it (plain reads of what the stopped thread cannot free
+** locks, no stdio, bounded work; the VM read through vm.h's [sig]
+** functions only (plain reads of what the stopped thread cannot free
 ** under us, fault-safe ones elsewhere). The caller owns the ring
 ** (ctx->ring_owner) while it runs.
 **

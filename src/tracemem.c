@@ -51,16 +51,13 @@ ljp_tmlayout ljp_tml;
 
 /* -- Readers ---------------------------------------------------------------- */
 
-/* The VM interface's (vm.h) signal-context readers: the inline ones of
-** tracemem.h, out of line for the sampler side. */
-uintptr_t ljp_vm_trace(uintptr_t g, int32_t tr)
+/* The VM interface's (vm.h) signal-context reader of a trace at a tick:
+** the inline ones of tracemem.h in one call, for the sampler side. */
+uintptr_t ljp_vm_trace_at(uintptr_t g, int32_t tr, uintptr_t pc, int *holds)
 {
-  return ljp_tm_trace(g, tr);
-}
-
-int ljp_vm_trace_holds(uintptr_t T, uintptr_t pc)
-{
-  return ljp_tm_holds(T, pc);
+  uintptr_t T = ljp_tm_trace(g, tr);
+  *holds = T && ljp_tm_holds(T, pc);
+  return T;
 }
 
 int ljp_tm_read(uintptr_t g, int32_t tr, ljp_tmtrace *t)

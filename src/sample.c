@@ -87,11 +87,10 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
     int32_t tr = 0;
     if (ctx->tr.mem) {
       uintptr_t T2;
-      int holds;
-      tobj = ljp_vm_trace_at(ctx->vm_g, trace, pc, &holds);
-      if (!holds &&
+      tobj = ljp_vm_trace(ctx->vm_g, trace);
+      if (!(tobj && ljp_vm_trace_holds(tobj, pc)) &&
           ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0 &&
-          (T2 = ljp_vm_trace_at(ctx->vm_g, tr, pc, &holds)) && holds) {
+          (T2 = ljp_vm_trace(ctx->vm_g, tr)) && ljp_vm_trace_holds(T2, pc)) {
         trace = tr;
         tobj = T2;
       }

@@ -344,10 +344,10 @@ static void locate_in_memory(ljp_ctx *ctx, uintptr_t pc, int32_t *trace)
 {
   ljp_tmtrace m;
   int32_t hit = 0;
-  uintptr_t T = ljp_tm_trace(ctx->vm_g, *trace);
-  if (T && ljp_tm_holds(T, pc)) return;
+  uintptr_t T = ljp_vm_trace(ctx->vm_g, *trace);
+  if (T && ljp_vm_trace_holds(T, pc)) return;
   if (ljp_codemap_classify(&ctx->map, pc, &hit) == 'N' && hit > 0 &&
-      (T = ljp_tm_trace(ctx->vm_g, hit)) && ljp_tm_holds(T, pc)) {
+      (T = ljp_vm_trace(ctx->vm_g, hit)) && ljp_vm_trace_holds(T, pc)) {
     *trace = hit;
     return;
   }

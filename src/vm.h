@@ -103,11 +103,12 @@ int32_t ljp_vm_hookcount_get(uintptr_t g);
 void ljp_vm_hookcount(uintptr_t g, int32_t count);
 int ljp_vm_hookcount_known(void);
 
-/* [sig] The object of trace number tr of g, or 0 (no such trace, a trace
-** being recorded, or traces not readable from memory), and *holds: does
-** its machine code hold pc? The running trace cannot be freed while it
-** runs. */
-uintptr_t ljp_vm_trace_at(uintptr_t g, int32_t tr, uintptr_t pc, int *holds);
+/* [sig] ljp_vm_trace(g, tr): the object of trace number tr of g, or 0 (no
+** such trace, a trace being recorded, or traces not readable from
+** memory); ljp_vm_trace_holds(T, pc): does its machine code hold pc? The
+** running trace cannot be freed while it runs. Inline (every tick in
+** compiled code): defined by the implementation's types header,
+** vm_luajit.h. */
 
 /* The counter of a state letter (ctx->vm[5]). */
 static inline int ljp_vm_index(int vmstate)

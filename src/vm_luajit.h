@@ -3,10 +3,12 @@
 ** size: the Lua frames a tick stores in its ring record (luastack.c fills
 ** them), and the VM's parts of a context (ljp.h): the trace part
 ** (traces.c), the C-function naming memory and the Lua functions seen
-** live (names.c). Only vm.h includes this file; the sampler side reads
-** these through vm.h. A second VM provides its own file of the same
-** types (the record's frames, the context parts) and vm.h includes it
-** instead.
+** live (names.c); and the inline signal-context readers of the trace at
+** a tick (vm.h: ljp_vm_trace, ljp_vm_trace_holds) with the layout they
+** read, inline because every tick in compiled code calls them. Only vm.h
+** includes this file; the sampler side reads these through vm.h. A
+** second VM provides its own file of the same types and inline readers,
+** and vm.h includes it instead.
 */
 #ifndef LJP_VM_LUAJIT_H
 #define LJP_VM_LUAJIT_H
@@ -180,5 +182,52 @@ typedef struct ljp_fnames {
   ljp_pname *p;             /* by prototype */
   uint32_t pcap, pn;
 } ljp_fnames;
+
+/* -- The trace at a tick: vm.h's ljp_vm_trace, ljp_vm_trace_holds ------------- */
+
+/* LuaJIT's compiled traces read from memory (tracemem.c learns and proves
+** the layout; tracemem.h has the rest of its readers). Inline: the tick
+** reads them on every sample in compiled code. */
+typedef struct ljp_tmlayout {
+  volatile int ok;        /* every offset below proven */
+  ptrdiff_t g_trace;      /* global_State + this: jit_State's trace array
+                             (one GC reference per trace number) */
+  ptrdiff_t g_sizetrace;  /* global_State + this: uint32 size of it */
+  ptrdiff_t t_mcode;      /* GCtrace: start of its machine code */
+  ptrdiff_t t_szmcode;    /* GCtrace: uint32 size of the machine code */
+  ptrdiff_t t_startpt;    /* GCtrace: the prototype it started in */
+  ptrdiff_t t_startpc;    /* GCtrace: the bytecode it started at */
+  ptrdiff_t t_root;       /* GCtrace: uint16 root trace, 0 for a root */
+  ptrdiff_t pt_size;      /* GCproto's size: its bytecode follows it */
+  ptrdiff_t pt_chunkname; /* GCproto: GC reference to the chunk name */
+  ptrdiff_t str_size;     /* GCstr's size: its characters follow it */
+  int traces;             /* traces the proof was made with */
+  char why[96];           /* why it is off */
+} ljp_tmlayout;
+
+extern ljp_tmlayout ljp_tml;
+
+/* Signal context: trace number tr of the state whose global_State is g,
+** or 0 (no such trace, or the layout unknown). A trace being recorded is
+** kept inside the jit_State that follows G until it is assembled: not a
+** trace yet. */
+static inline uintptr_t ljp_vm_trace(uintptr_t g, int32_t tr)
+{
+  uintptr_t arr, T;
+  if (!ljp_tml.ok || !g || tr <= 0 ||
+      (uint32_t)tr >= *(volatile uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace))
+    return 0;
+  arr = *(volatile uintptr_t *)(g + (uintptr_t)ljp_tml.g_trace);
+  T = arr ? *(volatile uintptr_t *)(arr + 8 * (uintptr_t)tr) : 0;
+  return T - g < 8192 ? 0 : T;
+}
+
+/* Signal context: does trace T's machine code hold pc? */
+static inline int ljp_vm_trace_holds(uintptr_t T, uintptr_t pc)
+{
+  uintptr_t mc = *(volatile uintptr_t *)(T + (uintptr_t)ljp_tml.t_mcode);
+  uint32_t sz = *(volatile uint32_t *)(T + (uintptr_t)ljp_tml.t_szmcode);
+  return pc >= mc && pc - mc < sz;
+}
 
 #endif

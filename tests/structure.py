@@ -299,7 +299,8 @@ def main():
 # file is sampler side and listed in SAMPLER_FILES, which is checked: the
 # file (or a header it includes, followed through every header but vm.h)
 # includes no header of the LuaJIT side (VM_HEADERS), and its object uses
-# no symbol of VM_FILES that vm.h does not declare. Every src/*.c is in
+# no symbol of VM_FILES that vm.h (or vm_luajit.h, the types and inline
+# readers it includes) does not name. Every src/*.c is in
 # exactly one of the three tables.
 VM_FILES = {"vmprobe", "luastack", "tracemem", "tracesnap", "vmlearn",
             "traces", "ffid", "names"}
@@ -317,6 +318,7 @@ SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "os_linux", "ownstate", "outfile", "writer", "codemap",
                  "unwind", "cfi", "symbols", "objects", "elfsyms"}
 VM_INTERFACE = "vm.h"
+VM_TYPES = "vm_luajit.h"  # included by vm.h only: its types and inline readers
 VM_HEADERS = {"vmprobe.h", "luastack.h", "tracemem.h", "tracesnap.h",
               "ffid.h", "traces.h", "names.h", "vm_luajit.h"}
 
@@ -351,9 +353,13 @@ def vm_seam(src, defs, undefs, owner):
                 elif h != VM_INTERFACE and h not in seen:
                     seen.add(h)
                     todo.append((h, path + " -> " + h))
-    with open(os.path.join(src, VM_INTERFACE)) as f:
-        text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S)
-    declared = set(re.findall(r"\b(ljp_\w+)\s*\(", text))
+    # named by the interface or the types header it includes (whose inline
+    # readers may use the layout they read, e.g. ljp_tml)
+    declared = set()
+    for h in (VM_INTERFACE, VM_TYPES):
+        with open(os.path.join(src, h)) as f:
+            text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S)
+        declared |= set(re.findall(r"\b(ljp_\w+)\b", text))
     for n in sorted(SAMPLER_FILES & set(undefs)):
         used = sorted(s for s in undefs[n]
                       if owner.get(s) in VM_FILES and s not in declared)

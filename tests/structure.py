@@ -33,9 +33,9 @@ broken:
     exports no _Unwind_* symbol itself;
   - the VM seam: a sampler-side file (SAMPLER_FILES) includes no header of
     the LuaJIT side (VM_HEADERS), directly or through another header, only
-    src/vm.h, and uses no symbol of a VM file (VM_FILES) that vm.h does not
-    declare; every src file is in one table (SAMPLER_FILES, VM_FILES,
-    VM_NAMING);
+    src/vm.h, and uses no symbol of a VM file (VM_FILES) that vm.h (or
+    vm_luajit.h, its types and inline readers) does not name; every src
+    file is in one table (SAMPLER_FILES, VM_FILES, VM_NAMING);
   - its SONAME is libljprof.so.N, N the major of meson's project version
     (libljprof.so.0 for 0.1.0), and libljprof.so.N is in the build tree.
 

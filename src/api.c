@@ -19,15 +19,12 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "vm.h"
 #include "clocks.h"
-#include "luastack.h"
-#include "names.h"
 #include "objects.h"
 #include "outfile.h"
 #include "ownstate.h"
 #include "query.h"
-#include "tracesnap.h"
-#include "ffid.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
 
@@ -293,7 +290,7 @@ const char *ljprof_dumpstack(lua_State *L, const char *fmt, int depth,
                              size_t *len)
 {
   ljp_buf *sb;
-  ljp_run_learn_layouts();  /* once: a dump before any run needs them */
+  ljp_vm_learn_layouts();  /* once: a dump before any run needs them */
   if (!(sb = ljp_q_dump_buffer())) { if (len) *len = 0; return ""; }
   if (ljp_dumpstack(L, NULL, sb, fmt ? fmt : "", depth) != 0) {
     if (len) *len = 0;
@@ -763,15 +760,17 @@ const _Atomic uint64_t *ljp_q_ticks(lua_State *L)
 int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
 {
   ljp_ctx *ctx = ljp_ctx_get(L, 0);
+  ljp_vmcaps caps;
   memset(ri, 0, sizeof(*ri));
   if (!ctx) return -1;
+  ljp_vm_caps(&caps);
   ri->clock = ljp_clock_name_of(ctx->tmr.ops);
   ri->interval_us = ctx->opt.interval_us;
   ri->signo = ctx->opt.signo;
   ri->running = ctx->state == LJP_RUNNING;
   ri->vmstate_exact = ctx->vm_g != 0;
-  ri->cfunc_names = ctx->vm_g && ljp_vml.cfunc_ok;
-  ri->jit_state = ctx->vm_g && ljp_vml.jstate_ok;
+  ri->cfunc_names = ctx->vm_g && caps.cfunc;
+  ri->jit_state = ctx->vm_g && caps.jstate;
   /* (the wall and thread clocks' timer thread ends at the deadline by
   ** itself: no tick may come to say so) */
   ri->expired = (ctx->tmr.expired ||
@@ -786,16 +785,16 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->recorder_kept = ctx->recorder_kept;
   ri->aborts_recorded = ctx->tr.aborts_on;
   ri->exact = ctx->exact_on;
-  ri->exact_lines = ctx->exact_on && ljp_lsl.lines_ok;
+  ri->exact_lines = ctx->exact_on && caps.lines;
   ri->lua_captures = atomic_load(&ctx->n_lua_captures);
-  ri->host_detect = ctx->vm_g && ljp_vml.cframe_ok;
+  ri->host_detect = ctx->vm_g && caps.host;
   ri->host_ticks = atomic_load(&ctx->n_host);
   ri->missed = atomic_load(&ctx->n_missed);
   ri->stack_checks = ctx->stack_checks;
   ri->stack_mismatches = ctx->stack_mismatches;
   ri->inline_frames =
       ctx->opt.inline_frames == LJPROF_INLINE_OFF || !ctx->tr.mem ? "off"
-      : !ljp_tsl.ok && ljp_tsl.tried ? (ljp_tsl.why[0] ? ljp_tsl.why : "off")
+      : caps.snap_off ? caps.snap_off
       : ctx->jitmode_run ? "exact" : "snapshots";
   ri->inline_samples = ctx->inline_samples;
   ri->inline_undecoded = ctx->inline_undecoded;

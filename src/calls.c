@@ -30,6 +30,7 @@
 #include <luajit.h>
 
 #include "ljp.h"
+#include "names.h"
 
 typedef struct ljp_callfn {
   uint64_t calls;

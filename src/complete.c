@@ -22,6 +22,9 @@
 #include "tracemem.h"
 #include "tracesnap.h"
 #include "ffid.h"
+#include "names.h"
+#include "traces.h"
+#include "vmprobe.h"
 
 /* -- Where the time was spent ---------------------------------------------- */
 
@@ -895,8 +898,8 @@ static void inline_frames(ljp_ctx *ctx, ljp_record *r)
     if (!ljp_tsl.tried) ctx->snap_learn = 1;
     return;
   }
-  if (!ljp_tm_holds(r->tobj, mpc)) {     /* C called from the trace */
-    if (!r->tret || !ljp_tm_holds(r->tobj, r->tret - 1)) return;
+  if (!ljp_vm_trace_holds(r->tobj, mpc)) {     /* C called from the trace */
+    if (!r->tret || !ljp_vm_trace_holds(r->tobj, r->tret - 1)) return;
     mpc = r->tret - 1;
   }
   n = ljp_ts_sample_frames(r->tobj, mpc,
@@ -977,7 +980,7 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
       /* A trace freed since the signal (a flush) is not named after the
       ** trace that took its number. */
       if (r->vmstate == 'N' && ctx->tr.mem && r->tobj &&
-          ljp_tm_trace(ctx->vm_g, r->trace) != r->tobj)
+          ljp_vm_trace(ctx->vm_g, r->trace) != r->tobj)
         r->trace = 0;
       else if (r->vmstate == 'N')
         ljp_trace_locate(ctx, L, r->pc, &r->trace);
@@ -1005,7 +1008,7 @@ int ljp_snapcheck_note(ljp_ctx *ctx, int32_t tr, int32_t ex)
 {
   uintptr_t T;
   if (!ljp_tsl.ok || !ctx->tr.mem || ctx->snapchk.pending ||
-      !(T = ljp_tm_trace(ctx->vm_g, tr)))
+      !(T = ljp_vm_trace(ctx->vm_g, tr)))
     return 0;
   ctx->snapchk.tr = tr;
   ctx->snapchk.ex = ex;
@@ -1027,7 +1030,7 @@ void ljp_snapcheck_run(ljp_ctx *ctx, lua_State *L)
   uintptr_t basepc, stack;
   int n, m, bottom, i, ok = 1;
   ctx->snapchk.pending = 0;
-  if (ljp_tm_trace(ctx->vm_g, ctx->snapchk.tr) != ctx->snapchk.T) return;
+  if (ljp_vm_trace(ctx->vm_g, ctx->snapchk.tr) != ctx->snapchk.T) return;
   n = ljp_ts_frames(ctx->snapchk.T, ctx->snapchk.ex, f, LJP_TS_MAX, &basepc);
   if (n <= 0) return;
   m = ljp_luastack_live(L, live, n + 1, &bottom, &stack);

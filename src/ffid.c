@@ -27,6 +27,7 @@
 
 #include "ffid.h"
 #include "ljp.h"
+#include "vmprobe.h"
 #include "ownstate.h"
 
 /* -- Fast-function ids ------------------------------------------------------ */

@@ -20,6 +20,7 @@
 #include <lua.h>
 
 #include "buf.h"
+#include "vm.h"
 
 /* Learn fast-function ids (and C-function names) from package.loaded, the
 ** string and file methods, the FFI metamethods and a coroutine.wrap
@@ -32,23 +33,17 @@ int ljp_ffid_known(void);         /* has anything been learnt? */
 ** would shift the program's objects (and LuaJIT's choice of traces with
 ** them). Once the state is closed, ljp_ffid_own_closed forgets the objects
 ** learnt by address (entry points stay). A run's start learns them in the
-** state it learns LuaJIT's layouts in (run.c); ljp_ffid_learn_own makes
-** and closes a state for it (a dump before any run). Not at require: a
-** run pays for one state, not two. The program's own modules are named
-** by ljp_cname_refresh (raw reads). */
+** state it learns LuaJIT's layouts in (vmlearn.c); ljp_ffid_learn_own
+** (vm.h) makes and closes a state for it (a dump before any run). Not at
+** require: a run pays for one state, not two. The program's own modules
+** are named by ljp_cname_refresh (raw reads). */
 void ljp_ffid_learn_in(lua_State *S);
 void ljp_ffid_own_closed(void);
-void ljp_ffid_learn_own(void);  /* once known, nothing */
-/* Forget every name learnt (the library is being unloaded). */
-void ljp_names_release(void);
 
-/* The Lua name of fast function ffid ("pcall", "string.byte") into buf;
-** 1 if one was learnt. Normal context (a mutex). */
-int ljp_ffid_name(int ffid, char *buf, size_t n);
-
-/* Learn names of C functions in package.loaded; raw access only, so it
-** may run at the safe point. */
-void ljp_cname_refresh(lua_State *L);
+/* Once per process in a state of ljprof's own (ljp_ffid_learn_own), the
+** Lua name of a fast function (ljp_ffid_name), forgetting every name
+** (ljp_names_release), and naming C functions in package.loaded with raw
+** access only, so at the safe point (ljp_cname_refresh): vm.h. */
 void ljp_cname_add(lua_CFunction cf, const char *name);
 
 /* The name learnt for the C entry cf put into sb: 1; else 0, and when

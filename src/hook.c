@@ -17,7 +17,7 @@
 ** context on the profiled thread.
 */
 #include "hook.h"
-#include "vmprobe.h"
+#include "vm.h"
 
 void ljp_hook_init(ljp_hookst *h, lua_State *L, ljp_ring *ring)
 {
@@ -212,7 +212,7 @@ void ljp_hook_recording(ljp_hookst *h, uintptr_t g, int on)
 {
   if (on) {
     h->recording = 1;
-    if (!h->held && g && ljp_vml.hookcount_ok && ljp_hook_armed(h)) {
+    if (!h->held && g && ljp_vm_hookcount_known() && ljp_hook_armed(h)) {
       ljp_vm_hookcount(g, INT32_MAX);
       h->held = 1;
     }

@@ -1,9 +1,10 @@
 /*
 ** The per-state context: a composition of parts, each declared in its
-** owner's header and written by its owner (hook.h, timer.h, traces.h,
-** zones.h, labels.h, exit_signals.h, store.h, codemap.h, names.h), plus identity,
-** run control and the handler's counters. See docs/design.md, "Pipeline"
-** and "The context" (who writes what):
+** owner's header and written by its owner (hook.h, timer.h, zones.h,
+** labels.h, exit_signals.h, store.h, codemap.h; the VM's parts, traces
+** and names: vm.h), plus identity, run control and the handler's
+** counters. See docs/design.md, "Pipeline" and "The context" (who writes
+** what):
 **
 **   timer_*.c -> signal.c -> ring -> safepoint.c -> complete.c -> store.c
 **   (ticks)      (handler)   (SPSC)  (the hook)     (stack keys)  (counts)
@@ -29,11 +30,9 @@
 #include "auto.h"
 #include "buf.h"
 #include "dumpstack.h"
-#include "names.h"
 #include "ring.h"
 #include "store.h"
 #include "timer.h"
-#include "traces.h"
 #include "zones.h"
 #include "labels.h"
 #include "calls.h"
@@ -41,7 +40,8 @@
 #include "slots.h"
 #include "table.h"
 #include "hook.h"
-#include "vmprobe.h"
+#include "os.h"
+#include "vm.h"
 
 /* -- Address ranges ------------------------------------------------------- */
 
@@ -230,8 +230,6 @@ void ljp_hook(lua_State *L, lua_Debug *ar);
 
 /* Completing samples at the safe point (complete.c). */
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
-/* run.c: learn the snapshot layouts now (once per process). */
-void ljp_run_learn_snapshots(void);
 /* LJPROF_STACKS=check: a trace exit taken (tr, snapshot ex) to compare at
 ** the next safe point (1: armed for it); the comparison (complete.c). */
 int ljp_snapcheck_note(ljp_ctx *ctx, int32_t tr, int32_t ex);
@@ -285,14 +283,11 @@ void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now);
 void ljp_run_fail(ljp_ctx *ctx, const char *msg); /* stop sampling, keep data */
 /* Keep the trace handler attached until the state closes (ljprof.watch). */
 int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries);
-/* LuaJIT's layouts and fast-function ids, learnt once per process in a Lua
-** state of ljprof's own (retried a few times if incomplete). */
-void ljp_run_learn_layouts(void);
 
 /* The C API's context lookup (api.c): only entry points call it. */
 ljp_ctx *ljp_ctx_get(lua_State *L, int create);
 void ljp_parse_mode(const char *mode, ljprof_options *opt); /* jit.profile */
 
-/* ljp_now_ns, the monotonic clock: os.h (through vmprobe.h). */
+/* ljp_now_ns, the monotonic clock: os.h. */
 
 #endif

@@ -59,7 +59,7 @@
 #include "ownstate.h"
 #include "query.h"
 #include "spawn.h"
-#include "ffid.h"
+#include "vm.h"
 
 /* -- Lua callbacks ----------------------------------------------------------- */
 

@@ -18,6 +18,7 @@
 #include <lua.h>
 
 #include "ring.h"
+#include "vm.h"
 
 typedef struct ljp_lslayout {
   int ok;               /* the walk is proven: frames, stack bound */
@@ -51,15 +52,11 @@ int ljp_luastack_probe(lua_State *L);
 ** interpreter while the trace recorder records (from L->base, with the
 ** block check), whose tick cannot arm the hook. Fills rec->lua, nlua,
 ** lflags and lstack; 0 frames when it does not apply (the interpreter and
-** a trace exit: the safe point follows at once there) or a check fails. */
-#define LJP_CAPTURE_RECORDING 3
-int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec);
-/* Normal context, on another thread (timer_thread.c): the frames of the
-** state's thread while it is blocked in a system call inside a C or FFI
-** call (from the interpreter or a trace), every read of the thread's
-** objects fault-safe (ljp_peek): the thread may wake meanwhile; the caller
-** drops the frames when it did. Fills rec as ljp_luastack_capture. */
-int ljp_luastack_capture_blocked(uintptr_t g, ljp_record *rec);
+** a trace exit: the safe point follows at once there) or a check fails.
+** ljp_luastack_capture and ljp_luastack_capture_blocked (normal context,
+** on another thread, timer_thread.c: the frames of the state's thread
+** while it is blocked in a system call inside a C or FFI call, every read
+** of the thread's objects fault-safe, ljp_peek) are declared in vm.h. */
 
 /* Normal context, in a hook of thread L (L->base is stored there): the
 ** live frames, innermost first, up to max; *bottom when all were read. */
@@ -110,9 +107,9 @@ int ljp_luastack_line_at(uintptr_t fn, int32_t pc);
 
 /* Self-check (LJPROF_STACKS=check, used by the tests): at a safe point,
 ** the raw walk of thread L against lua_getstack, function by function.
-** 1 when they agree, 0 when they differ, -1 when not checked. */
+** 1 when they agree, 0 when they differ, -1 when not checked (whether
+** the mode is on: ljp_luastack_checking, vm.h). */
 int ljp_luastack_check(lua_State *L);
-int ljp_luastack_checking(void);
 /* A check's mismatch, one line on stderr (the first 5 of a process).
 ** Normal context. */
 void ljp_check_say(const char *what);

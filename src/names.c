@@ -23,6 +23,7 @@
 #include "ffid.h"
 #include "table.h"
 #include "ljp.h"
+#include "vmprobe.h"
 #include "luastack.h"
 #include "objects.h"
 

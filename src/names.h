@@ -21,6 +21,7 @@
 #include <lua.h>
 
 #include "buf.h"
+#include "vm.h"
 
 /* By its C entry: "string.rep" / "cjson.encode" / [builtin#N] / @0x...;
 ** 1 if named. No Lua. */
@@ -43,20 +44,9 @@ void ljp_put_ffunc(ljp_buf *sb, lua_State *L, lua_State *helper);
 void ljp_put_ffunc_at(ljp_buf *sb, lua_State *L, int idx);
 
 /* Naming a C function whose name may have appeared since the last look
-** (a module loaded after the start): the memory of look-ups done, kept by
-** its user (per context at the safe point, per run of call counting).
-** All zero: every function looked up once (the last 16 remembered), no
-** limit on look-ups. */
-#define LJP_CNAME_TRIED 16
-typedef struct ljp_cname_memo {
-  uint32_t limit;           /* at most this many look-ups (0: no limit) */
-  int each;                 /* 1: look every function up, not once each */
-  uint32_t n;               /* look-ups done */
-  uintptr_t tried[LJP_CNAME_TRIED]; /* functions looked up (ring) */
-} ljp_cname_memo;
-
-/* Forget the look-ups done (the policy stays). */
-void ljp_cname_memo_reset(ljp_cname_memo *m);
+** (a module loaded after the start): the memory of look-ups done
+** (ljp_cname_memo, vm_luajit.h), kept by its user (per context at the
+** safe point, per run of call counting); ljp_cname_memo_reset: vm.h. */
 /* Put cf's name into sb (emptied first), refreshing the names from
 ** package.loaded when it has none and the memory allows; 1 if named.
 ** Raw access only: may run at the safe point and in the call hook. */
@@ -65,39 +55,12 @@ int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, lua_CFunction cf,
 
 /* -- Lua functions seen live, for frames captured at a signal -------------- */
 
-/* A Lua function's names as a live frame showed them: chunk name,
-** its name where it was called (NULL: none), first line. Keyed by the
-** function object's address, which is valid only while the function
-** lives: a weak-valued registry table (lightuserdata address ->
-** function) proves it at each lookup, so an address reused by a new
-** function never gets the old one's names. Normal context. */
-typedef struct ljp_fname {
-  uintptr_t fn;
-  uintptr_t bc;             /* its first instruction (its prototype) when
-                               learnt, 0 if unknown */
-  char *source, *name;
-  int linedefined;
-} ljp_fname;
+/* A Lua function's names as a live frame showed them (ljp_fname), kept
+** by the function object's address, proven alive by a weak-valued
+** registry table at each lookup; by prototype (ljp_pname): vm_luajit.h.
+** Made and freed with the context: ljp_fnames_init, ljp_fnames_free
+** (vm.h). */
 
-/* The name a function of a prototype was last called by, by the
-** prototype's first instruction and signature (ljp_proto_sig): for a
-** prototype known to be alive (a trace started in it) whose closure was
-** never seen, or has been collected. */
-typedef struct ljp_pname {
-  uintptr_t bc;
-  uint64_t sig;
-  char *name;
-} ljp_pname;
-
-typedef struct ljp_fnames {
-  ljp_fname *e;
-  uint32_t cap, n;
-  int ref;                  /* registry: address -> function, weak values */
-  ljp_pname *p;             /* by prototype */
-  uint32_t pcap, pn;
-} ljp_fnames;
-
-void ljp_fnames_init(ljp_fnames *t);
 /* Remember the function at stack index fidx of L. */
 void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,
                       const char *source, const char *name, int linedefined);
@@ -124,7 +87,6 @@ void ljp_fnames_proto_learn(ljp_fnames *t, uintptr_t bc, const char *name);
 /* Was a name learnt or searched for that prototype? */
 int ljp_fnames_proto_searched(const ljp_fnames *t, uintptr_t bc,
                               uint64_t sig);
-void ljp_fnames_free(ljp_fnames *t, lua_State *L);
 
 /* A name for a Lua function of the prototype whose first instruction is
 ** bc, found by where one is kept: a local or an upvalue of a live level

@@ -29,6 +29,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "vm.h"  /* the VM's part of a record: its Lua frames */
+
 #define LJP_NATIVE_MAX 32 /* native frames per record (filled by unwinder) */
 #define LJP_NATIVE_TRUNCATED 1 /* the walk stopped before LuaJIT's code */
 #define LJP_NATIVE_SKIPPED 2   /* no walk: it was not safe at that moment */
@@ -37,46 +39,6 @@
 #define LJP_NATIVE_VM 8        /* a frame lies in LuaJIT's own code (a lua_*
                                    call: the Lua stack may be changing) */
 
-#define LJP_LUA_MAX 20   /* Lua frames captured at signal time per record */
-#define LJP_LUA_BOTTOM 1 /* the capture reached the bottom of the stack */
-#define LJP_LUA_HOST 2   /* no Lua call was active on the running thread
-                            (the host's own code): no Lua frames at all,
-                            not even the safe point's (vmprobe.h) */
-
-/* A Lua frame live at the signal (luastack.c): its function object, the C
-** entry of a C function or a Lua function's first instruction (which names
-** its prototype: read while the function was alive, it tells at a later
-** safe point which prototype a returned frame ran; 0 when unknown), the
-** bytecode PC it is at when its callee's link tells (0: unknown, and for
-** the innermost frame), its base as a slot index in its stack, and the
-** function kind (0 Lua, 1 C, > 1 fast function id); inl: a frame a trace
-** had inlined, decoded from its snapshot at the safe point (tracesnap.h),
-** which no interpreter frame ever held. */
-typedef struct ljp_lframe {
-  uintptr_t fn;
-  union {
-    uintptr_t cf;  /* kind != 0 */
-    uintptr_t bc;  /* kind == 0 */
-  };
-  uintptr_t pc;
-  uint32_t slot;
-  uint8_t kind;
-  uint8_t inl;
-} ljp_lframe;
-
-/* A frame below the captured ones (their spine): its function and slot,
-** at distances 0, 1, 3, 7, 15, 31 frames below the outermost captured
-** frame, then the stack's LJP_SPINE_BOTTOM outermost frames (dense: a
-** program's loop sits a few levels above its bottom). At the safe point the
-** nearest one still live joins the captured frames to the live stack when
-** the captured ones have all returned (complete.c). */
-#define LJP_SPINE_MAX 16
-#define LJP_SPINE_BOTTOM 10
-typedef struct ljp_spine {
-  uintptr_t fn;
-  uint32_t slot;
-  uint32_t dist;         /* frames between it and the captured ones */
-} ljp_spine;
 
 typedef struct ljp_record {
   uint64_t seq;          /* handler sequence number */

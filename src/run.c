@@ -8,7 +8,7 @@
 **             the start time, the     | point, aggregate, write the output
 **             output's writer found   | (writer.c: the Lua writer)
 **   code map  loaded objects, traces  | free retired arrays
-**   vm        probe LuaJIT's state    |
+**   vm        learn the VM (vm.h)     |
 **   native    native frame capture    |
 **   traces    jit.attach handler      | chained handler put back
 **   calls     call counting (opt-in)  | JIT and the program's hook back
@@ -17,7 +17,8 @@
 **   timer     ticks                   | no more ticks
 **
 ** Normal context, on the profiled thread. The input was validated by the
-** caller (api.c).
+** caller (api.c). The VM is named through vm.h only (its layouts are
+** learnt by vmlearn.c).
 */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -30,15 +31,11 @@
 #include "ljp.h"
 #include "clocks.h"
 #include "os.h"
-#include "luastack.h"
 #include "objects.h"
 #include "ownstate.h"
 #include "jitmode.h"
-#include "tracesnap.h"
 #include "sigowner.h"
-#include "tracemem.h"
 #include "writer.h"
-#include "ffid.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -167,64 +164,21 @@ static void codemap_down(ljp_ctx *ctx, lua_State *L)
   ljp_epoch_collect();
 }
 
-/* LuaJIT's layouts are the same in every Lua state of the process: they
-** are learnt in a state of ljprof's own, made for it and closed after, not
-** in the program's; the fast-function ids too, in the same state, after
-** the probes (so that these see a fresh state, and the ids are read from
-** the objects by the byte the VM probe proved). Learning runs Lua (probe chunks, coroutines, a loop
-** compiled into a trace, jit.util.funcinfo over the libraries) and
-** allocates; in the program's state that moved its objects and bytecode
-** and took hot counters and trace numbers, which changes LuaJIT's choice
-** of traces for the rest of the run (richards: 75 traces unprofiled,
-** 77-84 after `require "ljprof"` and varying from run to run). A few
-** tries per process when something could not be learnt. */
-static pthread_mutex_t learn_mu = PTHREAD_MUTEX_INITIALIZER;
-
-void ljp_run_learn_layouts(void)
-{
-  static int tries;  /* learn_mu: states of several threads may start */
-  lua_State *S;
-  pthread_mutex_lock(&learn_mu);
-  if (!(ljp_vml.vmstate_ok && ljp_lsl.ok && ljp_lsl.jit_ok &&
-        ljp_ffid_known()) && tries < 3 &&
-      (S = ljp_own_newstate(NULL, NULL)) != NULL) {  /* never auto-profiled */
-    int ff = !ljp_ffid_known();
-    tries++;
-    if (ljp_vmprobe(S) && ljp_luastack_probe(S)) ljp_tracemem_probe(S);
-    if (ff) ljp_ffid_learn_in(S);
-    lua_close(S);
-    if (ff) ljp_ffid_own_closed();
-  }
-  pthread_mutex_unlock(&learn_mu);
-}
-
-/* The snapshot layouts (tracesnap.c), learnt when the first sample in
-** compiled code asks (a safe point: about 1.5 M instructions, 0.5 ms,
-** once per process), not at every start: a run that takes no sample in a
-** trace does not pay for them. */
-void ljp_run_learn_snapshots(void)
-{
-  lua_State *S;
-  pthread_mutex_lock(&learn_mu);
-  if (!ljp_tsl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
-    ljp_tracesnap_probe(S);
-    lua_close(S);
-  }
-  pthread_mutex_unlock(&learn_mu);
-}
-
 static int vm_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)err; (void)n;
-  ljp_run_learn_layouts();
+  ljp_vm_learn_layouts();
   ljp_cname_refresh(L);  /* the program's own modules (raw reads) */
   ctx->vm_g = ljp_vm_global(ctx->L);
   ljp_hook_set_global(&ctx->hook, ctx->vm_g);
   /* Lua frames captured at the signal (not for callbacks: they keep
   ** jit.profile's stacks). */
   ctx->exact_on = 0;
-  if (ctx->vm_g && !ctx->opt.cb && ljp_lsl.ok)
-    ctx->exact_on = 1;
+  if (ctx->vm_g && !ctx->opt.cb) {
+    ljp_vmcaps caps;
+    ljp_vm_caps(&caps);
+    ctx->exact_on = caps.capture;
+  }
   return 0;
 }
 
@@ -248,7 +202,7 @@ static int traces_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)err; (void)n;
   ljp_traces_attach(ctx, L);
-  if (ljp_luastack_checking()) ljp_run_learn_snapshots();  /* a test mode */
+  if (ljp_luastack_checking()) ljp_vm_learn_snapshots();  /* a test mode */
   ljp_traces_exitcheck(ctx, L, 1);
   return 0;
 }
@@ -567,7 +521,7 @@ void ljp_run_stop(ljp_ctx *ctx, lua_State *L)
 
 int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries)
 {
-  ljp_run_learn_layouts();
+  ljp_vm_learn_layouts();
   ctx->vm_g = ljp_vm_global(ctx->L);
   /* Traces are read from memory whenever a sample needs them, however
   ** long before the start they were compiled: nothing to watch. */

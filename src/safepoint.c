@@ -85,7 +85,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   ljp_hook_safepoint(h, (uintptr_t)__builtin_return_address(0), ev);
   ctx->in_safepoint = 1;
   ctx->safepoints++;
-  if (!ljp_vml.jstate_ok && !h->recording)
+  if (!ljp_vm_jstate_known() && !h->recording)
     ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_IDLE);
   /* 2. Complete every pending record with this stack (first, in
   ** LJPROF_STACKS=check runs, the trace exit just taken against its
@@ -94,7 +94,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   ljp_complete(ctx, L);
   if (ctx->snap_learn) {   /* the first sample in compiled code asked */
     ctx->snap_learn = 0;
-    ljp_run_learn_snapshots();
+    ljp_vm_learn_snapshots();
   }
   ljp_hook_leave(h);
   ctx->complete_ns += ljp_now_ns() - t0;

@@ -3,7 +3,7 @@
 ** thread runs now (PC, VM state, trace, C function), the zone and label
 ** set, the native frames from its registers, the Lua frames it runs in
 ** (exact stacks), the weight; then the safe point armed. A tick with no
-** Lua call active on the running thread (vmprobe.h: ljp_vm_no_call) is
+** Lua call active on the running thread (vm.h: ljp_vm_no_call) is
 ** the host's own: its native frames only, no Lua capture, flagged
 ** LJP_LUA_HOST so that the safe point adds none.
 **
@@ -13,8 +13,8 @@
 ** stops the profiled thread and reads its registers (Windows: suspend,
 ** GetThreadContext) calls it there, with the thread stopped. Either way:
 ** sampling context. Only async-signal-safe calls, no allocation, no
-** locks, no stdio, bounded work; LuaJIT's memory read as the signal
-** handler reads it (plain reads of what the stopped thread cannot free
+** locks, no stdio, bounded work; the VM read through vm.h's [sig]
+** functions only (plain reads of what the stopped thread cannot free
 ** under us, fault-safe ones elsewhere). The caller owns the ring
 ** (ctx->ring_owner) while it runs.
 **
@@ -27,9 +27,7 @@
 #include <string.h>
 
 #include "ljp.h"
-#include "luastack.h"
-#include "tracemem.h"
-#include "vmprobe.h"
+#include "vm.h"
 
 /* Is the trace compiler idle? A learnt state field that never reads idle
 ** (1000 signals in a row, far longer than any trace takes to compile)
@@ -40,7 +38,7 @@ static inline int jit_idle(ljp_ctx *ctx)
     ctx->jit_busy_run = 0;
     return 1;
   }
-  if (++ctx->jit_busy_run >= 1000) ljp_vml.jstate_ok = 0;
+  if (++ctx->jit_busy_run >= 1000) ljp_vm_jstate_forget();
   return 0;
 }
 
@@ -89,10 +87,10 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
     int32_t tr = 0;
     if (ctx->tr.mem) {
       uintptr_t T2;
-      tobj = ljp_tm_trace(ctx->vm_g, trace);
-      if (!(tobj && ljp_tm_holds(tobj, pc)) &&
+      tobj = ljp_vm_trace(ctx->vm_g, trace);
+      if (!(tobj && ljp_vm_trace_holds(tobj, pc)) &&
           ljp_codemap_classify(&ctx->map, pc, &tr) == 'N' && tr > 0 &&
-          (T2 = ljp_tm_trace(ctx->vm_g, tr)) && ljp_tm_holds(T2, pc)) {
+          (T2 = ljp_vm_trace(ctx->vm_g, tr)) && ljp_vm_trace_holds(T2, pc)) {
         trace = tr;
         tobj = T2;
       }

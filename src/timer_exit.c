@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "ljp.h"
+#include "os.h"
 
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static ljp_ctx *live_head;              /* runs whose timer is live */

@@ -51,9 +51,10 @@ ljp_tmlayout ljp_tml;
 
 /* -- Readers ---------------------------------------------------------------- */
 
+
 int ljp_tm_read(uintptr_t g, int32_t tr, ljp_tmtrace *t)
 {
-  uintptr_t T = ljp_tm_trace(g, tr), pt, pc;
+  uintptr_t T = ljp_vm_trace(g, tr), pt, pc;
   memset(t, 0, sizeof(*t));
   if (!T) return 0;
   t->T = T;
@@ -78,8 +79,8 @@ int32_t ljp_tm_find(uintptr_t g, uintptr_t pc, ljp_tmtrace *t)
   if (!ljp_tml.ok || !g) return 0;
   n = *(const uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace);
   for (tr = 1; tr < n && tr < 65536; tr++) {
-    uintptr_t T = ljp_tm_trace(g, (int32_t)tr);
-    if (T && ljp_tm_holds(T, pc)) return ljp_tm_read(g, (int32_t)tr, t) ? (int32_t)tr : 0;
+    uintptr_t T = ljp_vm_trace(g, (int32_t)tr);
+    if (T && ljp_vm_trace_holds(T, pc)) return ljp_tm_read(g, (int32_t)tr, t) ? (int32_t)tr : 0;
   }
   return 0;
 }
@@ -135,12 +136,12 @@ int32_t ljp_tm_find_proto(uintptr_t g, uintptr_t bc, int32_t hint)
   uintptr_t pt = bc - (uintptr_t)ljp_tml.pt_size, T;
   uint32_t n, tr;
   if (!ljp_tml.ok || !g || !bc) return 0;
-  if (hint > 0 && (T = ljp_tm_trace(g, hint)) &&
+  if (hint > 0 && (T = ljp_vm_trace(g, hint)) &&
       *(const uintptr_t *)(T + (uintptr_t)ljp_tml.t_startpt) == pt)
     return hint;
   n = *(const uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace);
   for (tr = 1; tr < n && tr < 65536; tr++)
-    if ((T = ljp_tm_trace(g, (int32_t)tr)) &&
+    if ((T = ljp_vm_trace(g, (int32_t)tr)) &&
         *(const uintptr_t *)(T + (uintptr_t)ljp_tml.t_startpt) == pt)
       return (int32_t)tr;
   return 0;
@@ -340,8 +341,8 @@ static int replay(tmrec *rec, int nrec)
     const char *cn;
     if (!ljp_tm_read(tp.g, rec[i].tr, &t) || t.mcode != rec[i].mcode ||
         t.size != rec[i].size || t.bc != rec[i].bc || t.pc != rec[i].pc ||
-        t.root != rec[i].root || !ljp_tm_holds(t.T, rec[i].mcode) ||
-        ljp_tm_trace(tp.g, rec[i].tr) != t.T)
+        t.root != rec[i].root || !ljp_vm_trace_holds(t.T, rec[i].mcode) ||
+        ljp_vm_trace(tp.g, rec[i].tr) != t.T)
       return fail("a trace read back differently");
     if (ljp_tm_find(tp.g, rec[i].mcode + rec[i].size - 1, &t) != rec[i].tr)
       return fail("a trace not found by its machine code");

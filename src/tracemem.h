@@ -11,7 +11,7 @@
 ** (ljp_tracemem_probe). Unproven, ljp_tml.ok stays 0 and traces.c follows
 ** the trace events instead.
 **
-** Signal context: ljp_tm_trace and ljp_tm_holds only (plain reads of the
+** Signal context: ljp_vm_trace and ljp_vm_trace_holds only (plain reads of the
 ** running trace, which cannot be freed while it runs). The rest: normal
 ** context on the profiled thread, where a trace read from the array is
 ** alive until the program runs on.
@@ -24,52 +24,17 @@
 
 #include <lua.h>
 
-typedef struct ljp_tmlayout {
-  volatile int ok;        /* every offset below proven */
-  ptrdiff_t g_trace;      /* global_State + this: jit_State's trace array
-                             (one GC reference per trace number) */
-  ptrdiff_t g_sizetrace;  /* global_State + this: uint32 size of it */
-  ptrdiff_t t_mcode;      /* GCtrace: start of its machine code */
-  ptrdiff_t t_szmcode;    /* GCtrace: uint32 size of the machine code */
-  ptrdiff_t t_startpt;    /* GCtrace: the prototype it started in */
-  ptrdiff_t t_startpc;    /* GCtrace: the bytecode it started at */
-  ptrdiff_t t_root;       /* GCtrace: uint16 root trace, 0 for a root */
-  ptrdiff_t pt_size;      /* GCproto's size: its bytecode follows it */
-  ptrdiff_t pt_chunkname; /* GCproto: GC reference to the chunk name */
-  ptrdiff_t str_size;     /* GCstr's size: its characters follow it */
-  int traces;             /* traces the proof was made with */
-  char why[96];           /* why it is off */
-} ljp_tmlayout;
+#include "vm.h"
 
-extern ljp_tmlayout ljp_tml;
 
 /* Normal context, in a state of ljprof's own with the VM probe and the
 ** Lua frame layout (luastack.c: lines) proven: learn and prove the
 ** layouts, once per process. Returns ljp_tml.ok. */
 int ljp_tracemem_probe(lua_State *S);
 
-/* Signal context: trace number tr of the state whose global_State is g,
-** or 0 (no such trace, or the layout unknown). A trace being recorded is
-** kept inside the jit_State that follows G until it is assembled: not a
-** trace yet. */
-static inline uintptr_t ljp_tm_trace(uintptr_t g, int32_t tr)
-{
-  uintptr_t arr, T;
-  if (!ljp_tml.ok || !g || tr <= 0 ||
-      (uint32_t)tr >= *(volatile uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace))
-    return 0;
-  arr = *(volatile uintptr_t *)(g + (uintptr_t)ljp_tml.g_trace);
-  T = arr ? *(volatile uintptr_t *)(arr + 8 * (uintptr_t)tr) : 0;
-  return T - g < 8192 ? 0 : T;
-}
-
-/* Signal context: does trace T's machine code hold pc? */
-static inline int ljp_tm_holds(uintptr_t T, uintptr_t pc)
-{
-  uintptr_t mc = *(volatile uintptr_t *)(T + (uintptr_t)ljp_tml.t_mcode);
-  uint32_t sz = *(volatile uint32_t *)(T + (uintptr_t)ljp_tml.t_szmcode);
-  return pc >= mc && pc - mc < sz;
-}
+/* Signal context: ljp_vm_trace (trace number tr of g, or 0) and
+** ljp_vm_trace_holds (does trace T's machine code hold pc?), with the
+** layout (ljp_tmlayout, ljp_tml): inline in vm_luajit.h, for the tick. */
 
 /* A trace as read at a safe point. */
 typedef struct ljp_tmtrace {

@@ -40,11 +40,17 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "names.h"
+#include "traces.h"
+#include "vmprobe.h"
 #include "luastack.h"
 #include "objects.h"
 #include "tracemem.h"
 #include "tracesnap.h"
 #include "ffid.h"
+
+_Static_assert(sizeof(lua_Integer) == sizeof(ptrdiff_t),
+               "ljp_tracest.key holds a lua_Integer");
 
 /* Trace infos by number, in pages that never move: a pointer to one
 ** stays good while another trace's info is added (a safe point holds the
@@ -338,10 +344,10 @@ static void locate_in_memory(ljp_ctx *ctx, uintptr_t pc, int32_t *trace)
 {
   ljp_tmtrace m;
   int32_t hit = 0;
-  uintptr_t T = ljp_tm_trace(ctx->vm_g, *trace);
-  if (T && ljp_tm_holds(T, pc)) return;
+  uintptr_t T = ljp_vm_trace(ctx->vm_g, *trace);
+  if (T && ljp_vm_trace_holds(T, pc)) return;
   if (ljp_codemap_classify(&ctx->map, pc, &hit) == 'N' && hit > 0 &&
-      (T = ljp_tm_trace(ctx->vm_g, hit)) && ljp_tm_holds(T, pc)) {
+      (T = ljp_vm_trace(ctx->vm_g, hit)) && ljp_vm_trace_holds(T, pc)) {
     *trace = hit;
     return;
   }

@@ -541,7 +541,7 @@ int ljp_tracesnap_probe(lua_State *S)
       lua_pop(S, 3);
     }
     lua_settop(S, row);
-    r->T = ljp_tm_trace(g, r->tr);
+    r->T = ljp_vm_trace(g, r->tr);
     {
       ljp_tmtrace t;
       if (r->T && ljp_tm_read(g, r->tr, &t)) r->size = t.size;

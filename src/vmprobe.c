@@ -62,6 +62,7 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
+#include "vmprobe.h"
 
 ljp_vmlayout ljp_vml;
 
@@ -790,6 +791,21 @@ int ljp_vm_jit_idle(uintptr_t g)
 {
   return !ljp_vml.jstate_ok || !g ||
          *(volatile int32_t *)(g + ljp_vml.g_jstate) == 0;
+}
+
+int ljp_vm_hookcount_known(void)
+{
+  return ljp_vml.hookcount_ok;
+}
+
+void ljp_vm_jstate_forget(void)
+{
+  ljp_vml.jstate_ok = 0;
+}
+
+int ljp_vm_jstate_known(void)
+{
+  return ljp_vml.jstate_ok;
 }
 
 int ljp_env_is(_Atomic int *cache, const char *var, const char *value)

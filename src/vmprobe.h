@@ -11,6 +11,7 @@
 #include <lua.h>
 
 #include "os.h"
+#include "vm.h"
 
 
 typedef struct ljp_vmlayout {
@@ -41,42 +42,17 @@ extern ljp_vmlayout ljp_vml;
 
 /* Normal context: probe once per process; returns vmstate_ok. */
 int ljp_vmprobe(lua_State *L);
-/* The global_State of L (validated), or 0 when the VM state is unknown. */
-uintptr_t ljp_vm_global(lua_State *L);
-/* Signal context: 'N' 'I' 'C' 'G' 'J' from g->vmstate (trace number for
-** 'N', the running C function for 'C' when known), or 0: use the PC. */
-int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc, int want_cf);
-uintptr_t ljp_vm_cfunc(uintptr_t g);  /* signal context; 0: unknown */
-/* Signal context: 1 when no Lua call is active on the running thread (its
-** L->cframe is NULL, or no thread runs: the host's own code), 0 when one
-** is, -1 when that is not known (cframe_ok not proven). peek: read the
-** thread with fault-safe reads (from another thread, timer_thread.c). */
-int ljp_vm_no_call(uintptr_t g, int peek);
-/* Normal context: learn the trace compiler's state field from what it
-** must read at a trace "start" event, a "stop" event, and a safe point
-** while nothing records. */
-enum { LJP_JS_START, LJP_JS_STOP, LJP_JS_IDLE };
-void ljp_vm_learn_jstate(uintptr_t g, int event);
+/* The global state, the VM state at a tick, the trace compiler's state:
+** the VM interface (vm.h). LuaJIT asks the recorder to abort by clearing
+** its state's "active" bit (lj_trace_abort, from every hook call); the
+** safe point sets it again when the hook call was its own and nothing
+** ran since (safepoint.c: ljp_vm_jstate, ljp_vm_jstate_set). */
 /* The same from a probe loop that calls C on each iteration (luastack.c):
 ** first call, then each call; compiled: the call comes from the trace.
 ** Normal context. */
 void ljp_vm_jstate_probe(uintptr_t g, int first, int compiled);
 void ljp_vm_jstate_probe_done(void);
-/* Signal context: is the trace compiler idle (or its state unknown)? */
-int ljp_vm_jit_idle(uintptr_t g);
-/* The trace compiler's state as it is (0 when idle or unknown), and put
-** back. LuaJIT asks the recorder to abort by clearing the state's
-** "active" bit (lj_trace_abort, from every hook call); the safe point
-** sets it again when the hook call was its own and nothing ran since
-** (safepoint.c). Normal context, profiled thread. */
-int32_t ljp_vm_jstate(uintptr_t g);
-void ljp_vm_jstate_set(uintptr_t g, int32_t v);
-#define LJP_JS_ACTIVE 0x10   /* set in every busy state of the recorder */
-/* g->hookcount: the count hook's countdown (-1 when unknown). Signal
-** context. */
-int32_t ljp_vm_hookcount_get(uintptr_t g);
-/* Set g->hookcount (no-op when unknown). */
-void ljp_vm_hookcount(uintptr_t g, int32_t count);
+/* g->hookcount, read and set: vm.h (ljp_vm_hookcount*). */
 /* g->vmstate as it is (0 when unknown), and put back: a Lua call made
 ** from a hook returns with the state "C" (its caller is C code) and the
 ** interpreter would run on under it until its next call returns. */
@@ -94,16 +70,5 @@ int ljp_env_is(_Atomic int *cache, const char *var, const char *value);
 ** learning mutex). */
 int ljp_peek_g(void *dst, uintptr_t g, size_t n);
 /* ljp_self_pid, ljp_self_pid_cache: os.h. */
-
-static inline int ljp_vm_index(int vmstate)
-{
-  switch (vmstate) {
-  case 'N': return 0;
-  case 'I': return 1;
-  case 'C': return 2;
-  case 'G': return 3;
-  default: return 4;
-  }
-}
 
 #endif

@@ -32,6 +32,11 @@ broken:
   - libljprof.so does not depend on libunwind (its _Unwind_* exports
     would bind a host's C++/LuaJIT exceptions to it, issue 15), and
     exports no _Unwind_* symbol itself;
+  - the VM seam: a sampler-side file (SAMPLER_FILES) includes no header of
+    the LuaJIT side (VM_HEADERS), directly or through another header, only
+    src/vm.h, and uses no symbol of a VM file (VM_FILES) that vm.h (or
+    vm_luajit.h, its types and inline readers) does not name; every src
+    file is in one table (SAMPLER_FILES, VM_FILES, VM_NAMING);
   - its SONAME is libljprof.so.N, N the major of meson's project version
     (libljprof.so.0 for 0.1.0), and libljprof.so.N is in the build tree.
 
@@ -219,6 +224,7 @@ def main():
                            (name, e, ", ".join(named)))
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
     bad += os_calls(src)
+    bad += vm_seam(src, defs, undefs, owner)
     design = os.path.join(src, "..", "docs", "design.md")
     if os.path.exists(design):
         with open(design) as f:
@@ -290,6 +296,82 @@ def main():
     for b in bad:
         print("structure: " + b)
     return 1 if bad else 0
+
+
+# The VM interface (src/vm.h): the sampler side names the VM through vm.h
+# only. VM_FILES implement it (the LuaJIT side); VM_NAMING are the files
+# that still name Lua frames with LuaJIT's own headers; every other src
+# file is sampler side and listed in SAMPLER_FILES, which is checked: the
+# file (or a header it includes, followed through every header but vm.h)
+# includes no header of the LuaJIT side (VM_HEADERS), and its object uses
+# no symbol of VM_FILES that vm.h (or vm_luajit.h, the types and inline
+# readers it includes) does not name. Every src/*.c is in
+# exactly one of the three tables.
+VM_FILES = {"vmprobe", "luastack", "tracemem", "tracesnap", "vmlearn",
+            "traces", "ffid", "names"}
+VM_NAMING = {
+    "complete",   # the record loop and LuaJIT's naming of Lua frames in
+                  # one file: on the VM's side until its naming half moves
+    "calls",      # call counts: functions named through names.h
+    "dumpstack",  # LuaJIT's own dumpstack format, through names.h
+}
+SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
+                 "timer_itimer", "timer_exit", "clocks", "safepoint", "run",
+                 "api", "lua_ljprof", "hook", "jitmode", "slots", "ring",
+                 "store", "table", "buf", "zones", "labels", "auto",
+                 "exit_signals", "exec", "preload", "spawn", "sigowner",
+                 "os_linux", "ownstate", "outfile", "writer", "codemap",
+                 "unwind", "cfi", "symbols", "objects", "elfsyms"}
+VM_INTERFACE = "vm.h"
+VM_TYPES = "vm_luajit.h"  # included by vm.h only: its types and inline readers
+VM_HEADERS = {"vmprobe.h", "luastack.h", "tracemem.h", "tracesnap.h",
+              "ffid.h", "traces.h", "names.h", "vm_luajit.h"}
+
+
+def vm_seam(src, defs, undefs, owner):
+    bad = []
+    names = {os.path.basename(p)[:-2]
+             for p in glob.glob(os.path.join(src, "*.c"))}
+    tables = (("SAMPLER_FILES", SAMPLER_FILES), ("VM_FILES", VM_FILES),
+              ("VM_NAMING", VM_NAMING))
+    for n in sorted(names):
+        inside = [t for t, files in tables if n in files]
+        if len(inside) != 1:
+            bad.append("%s.c is in %s of SAMPLER_FILES, VM_FILES, VM_NAMING "
+                       "(tests/structure.py): one, the side it is on" %
+                       (n, " and ".join(inside) or "none"))
+    incl = {}
+    for p in glob.glob(os.path.join(src, "*.[ch]")):
+        with open(p) as f:
+            text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", f.read(), flags=re.S)
+        incl[os.path.basename(p)] = re.findall(
+            r'^\s*#\s*include\s+"(?:\.\./src/)?([^"/]+)"', text, flags=re.M)
+    for n in sorted(SAMPLER_FILES & names):
+        seen, todo = set(), [(n + ".c", n + ".c")]
+        while todo:
+            f, path = todo.pop()
+            for h in incl.get(f, ()):
+                if h in VM_HEADERS:
+                    bad.append("%s includes %s (%s): the sampler side names "
+                               "the VM through src/%s only" %
+                               (n + ".c", h, path + " -> " + h, VM_INTERFACE))
+                elif h != VM_INTERFACE and h not in seen:
+                    seen.add(h)
+                    todo.append((h, path + " -> " + h))
+    # named by the interface or the types header it includes (whose inline
+    # readers may use the layout they read, e.g. ljp_tml)
+    declared = set()
+    for h in (VM_INTERFACE, VM_TYPES):
+        with open(os.path.join(src, h)) as f:
+            text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S)
+        declared |= set(re.findall(r"\b(ljp_\w+)\b", text))
+    for n in sorted(SAMPLER_FILES & set(undefs)):
+        used = sorted(s for s in undefs[n]
+                      if owner.get(s) in VM_FILES and s not in declared)
+        if used:
+            bad.append("%s uses %s of the VM side, not in src/%s" %
+                       (n, ", ".join(used), VM_INTERFACE))
+    return bad
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ local PLAN = {deep = {"idle", "on", "off"}, deep300 = {"idle", "off"}, many2000 
 -- function called once is inlined and has no arc (load_symbols was named
 -- here until 2026-11-28 and matched nothing, so the symbol load was
 -- spread over the samples).
-local ONCE = {"ljp_elfsyms_load", "ljp_run_learn_snapshots"}  -- (the first: checked)
+local ONCE = {"ljp_elfsyms_load", "ljp_vm_learn_snapshots"}  -- (the first: checked)
 -- the entry points whose cost is gated per call: the signal handler (per
 -- signal taken) and the Lua hook (per safe point)
 local HANDLER, HOOK = "ljp_signal_handler", "ljp_hook"

@@ -5,6 +5,7 @@
 ** no longer carries them inline. Before: sizeof(ljp_ctx) 25,040 bytes,
 ** of which ljp_tracest 22,808. */
 #include "../../src/ljp.h"
+#include "../../src/traces.h"
 #include "check.h"
 
 int main(void)

@@ -1,0 +1,188 @@
+/*
+** The VM interface: everything the sampler side (the tick, the safe point,
+** run control, the C and Lua API, exports) asks of the VM it profiles,
+** and nothing else. The sampler side includes this header for VM
+** matters, never a VM implementation's own headers (tests/structure.py,
+** SAMPLER_FILES). Implemented by the LuaJIT files: vmprobe.c (VM state),
+** luastack.c (Lua frames at a tick), tracemem.c (traces at a tick),
+** vmlearn.c (learning the layouts), traces.c (trace tracking), ffid.c and
+** names.c (names); the types shared for size are vm_luajit.h's. A second
+** VM provides these functions and its own types header; nothing here is
+** called through a pointer. (Completion, complete.c, still names Lua
+** frames with LuaJIT's own headers: it is on the VM's side of this line
+** until its naming half moves behind it.)
+**
+** Where each may run is said with it:
+**   [sig]   sampling context (the signal handler, or a timer thread with
+**           the profiled thread stopped): async-signal-safe, bounded,
+**           no allocation, no locks, no Lua;
+**   [safe]  normal context on the profiled thread (a safe point, a hook,
+**           start/stop), no Lua code run unless said;
+**   [any]   normal context, any thread.
+**
+** The VM's state at a tick, one letter (the ring record's vmstate): 'N' a
+** compiled trace runs, 'I' the interpreter, 'C' a C function, 'G' the
+** garbage collector, 'J' the trace compiler; 0 from ljp_vm_read: not
+** known, the PC tells (the code map).
+*/
+#ifndef LJP_VM_H
+#define LJP_VM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vm_luajit.h"
+
+/* (No lua.h: the ring, which stores the VM's record types, is built
+** without it.) */
+typedef struct lua_State lua_State;
+struct ljp_record;
+typedef struct ljp_ctx ljp_ctx;
+
+/* -- Learning (once per process) ------------------------------------------ */
+
+/* [safe] Learn and prove the VM's layouts and its fast-function ids, in a
+** Lua state of ljprof's own (a few tries per process while something is
+** not proven). Anything unproven stays off; the sampler then uses the PC
+** and the safe point's stack. */
+void ljp_vm_learn_layouts(void);
+/* [safe] The layouts of the trace snapshots (inlined frames), learnt when
+** the first sample in compiled code asks for them (costly: once). */
+void ljp_vm_learn_snapshots(void);
+/* [safe] The global state of L (validated), or 0 when the VM's state is
+** not known (then ticks are classified by their PC). A context keeps it
+** (ctx->vm_g) and hands it to the readers below. */
+uintptr_t ljp_vm_global(lua_State *L);
+
+/* What was learnt, for the run's stats and its start ([any]). */
+typedef struct ljp_vmcaps {
+  int cfunc;             /* the running C function can be read */
+  int jstate;            /* the trace compiler's state is located */
+  int host;              /* "no Lua call is active" can be told */
+  int capture;           /* Lua frames can be captured at a tick */
+  int lines;             /* a captured frame's line can be read */
+  const char *snap_off;  /* the snapshot layouts were tried and are off:
+                            why ("off" when no reason); NULL otherwise */
+} ljp_vmcaps;
+void ljp_vm_caps(ljp_vmcaps *c);
+
+/* -- The VM's state at a tick ---------------------------------------------- */
+
+/* [sig] The state letter from g's own state (the trace number for 'N',
+** the running C function for 'C' when want_cf and known), or 0: use the
+** PC. */
+int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc, int want_cf);
+/* [sig] The running C function (fault-safe reads); 0: unknown. */
+uintptr_t ljp_vm_cfunc(uintptr_t g);
+/* [sig] 1 when no Lua call is active on the running thread (the host's
+** own code), 0 when one is, -1 when that is not known. peek: every read
+** fault-safe (from another thread, the profiled one stopped). */
+int ljp_vm_no_call(uintptr_t g, int peek);
+/* [sig] Is the trace compiler idle (or its state unknown)? Changing the
+** hook while it is busy aborts its trace: the tick does not arm then. */
+int ljp_vm_jit_idle(uintptr_t g);
+/* [sig] The compiler's state field read busy too long: forget it (it was
+** learnt wrong; ticks are not held back forever). [safe] Is it known? */
+void ljp_vm_jstate_forget(void);
+int ljp_vm_jstate_known(void);
+/* [safe] Learn the compiler's state field from what it must read at a
+** trace "start" event, a "stop" event, and a safe point while nothing
+** records. */
+enum { LJP_JS_START, LJP_JS_STOP, LJP_JS_IDLE };
+void ljp_vm_learn_jstate(uintptr_t g, int event);
+/* [safe] The compiler's state as it is (0 when idle or unknown), and put
+** back: the safe point undoes the abort its own hook call asked for. */
+int32_t ljp_vm_jstate(uintptr_t g);
+void ljp_vm_jstate_set(uintptr_t g, int32_t v);
+#define LJP_JS_ACTIVE 0x10   /* set in every busy state of the recorder */
+
+/* The count hook's countdown (hook.c holds an armed hook back with it
+** while a trace records): [sig] read (-1 when unknown), [sig] set (no-op
+** when unknown), [any] is it located? */
+int32_t ljp_vm_hookcount_get(uintptr_t g);
+void ljp_vm_hookcount(uintptr_t g, int32_t count);
+int ljp_vm_hookcount_known(void);
+
+/* [sig] ljp_vm_trace(g, tr): the object of trace number tr of g, or 0 (no
+** such trace, a trace being recorded, or traces not readable from
+** memory); ljp_vm_trace_holds(T, pc): does its machine code hold pc? The
+** running trace cannot be freed while it runs. Inline (every tick in
+** compiled code): defined by the implementation's types header,
+** vm_luajit.h. */
+
+/* The counter of a state letter (ctx->vm[5]). */
+static inline int ljp_vm_index(int vmstate)
+{
+  switch (vmstate) {
+  case 'N': return 0;
+  case 'I': return 1;
+  case 'C': return 2;
+  case 'G': return 3;
+  default: return 4;
+  }
+}
+
+/* -- Lua frames at a tick ---------------------------------------------------- */
+
+/* [sig] The Lua frames of the running thread into rec (lua, nlua, lflags,
+** lstack, spine) when its stack is stable; 0 frames when that does not
+** apply or a check fails. c_mode, in a C function or the GC: 1 the native
+** walk showed no frame of the VM's own code above it, 2 not known (the
+** stack's block is checked first), 0 no capture there;
+** LJP_CAPTURE_RECORDING: the interpreter while a trace is recorded. */
+#define LJP_CAPTURE_RECORDING 3
+int ljp_luastack_capture(uintptr_t g, int c_mode, struct ljp_record *rec);
+/* [any] The same for a thread blocked in a system call inside a C call,
+** every read fault-safe (timer_thread.c, the thread may wake: the caller
+** drops the frames when it did). */
+int ljp_luastack_capture_blocked(uintptr_t g, struct ljp_record *rec);
+/* [any] LJPROF_STACKS=check: captures are checked against the VM's own
+** stack walk (a test mode). */
+int ljp_luastack_checking(void);
+
+/* -- Trace tracking (traces.c) --------------------------------------------- */
+
+/* [safe] Follow traces: from memory where the layouts are proven, else
+** through the VM's trace events; detach at stop. */
+void ljp_traces_attach(ljp_ctx *ctx, lua_State *L);
+void ljp_traces_detach(ljp_ctx *ctx, lua_State *L);
+/* [any] Can traces be followed without events in this process? */
+int ljp_traces_from_memory(void);
+/* [safe] LJPROF_STACKS=check: the trace-exit handler on/off, and the
+** check of the exits taken, at the safe point. */
+void ljp_traces_exitcheck(ljp_ctx *ctx, lua_State *L, int on);
+void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
+/* [safe] A trace event (safepoint.c's handler): returns the event's
+** argument count, for ljp_traces_chain, which calls the handler ours
+** replaced. */
+int ljp_traces_event(ljp_ctx *ctx, lua_State *L);
+int ljp_traces_chain(lua_State *L, int nargs);
+/* [safe] Forget the trace infos and aborts, and free the handler's tables
+** (the context is freed). */
+void ljp_traces_free(ljp_ctx *ctx);
+/* [any] Exports (auto.c): the run's aborts into a snapshot's trace part,
+** moved or copied, freed with ljp_traces_aborts_free; the stack keys kept
+** per trace forgotten (the store they name was taken). */
+void ljp_traces_aborts_into(ljp_ctx *ctx, ljp_tracest *dst, int move);
+void ljp_traces_aborts_free(ljp_tracest *t);
+void ljp_traces_forget_keys(ljp_ctx *ctx);
+
+/* -- Names ------------------------------------------------------------------- */
+
+/* [safe] Learn the fast-function ids and library C-function names once
+** per process, in a state of ljprof's own; name the program's own
+** modules' C functions from package.loaded (raw reads, no Lua run). */
+void ljp_ffid_learn_own(void);
+void ljp_cname_refresh(lua_State *L);
+/* [any] The Lua name of fast function ffid ("pcall") into buf; 1 if one
+** was learnt. */
+int ljp_ffid_name(int ffid, char *buf, size_t n);
+/* Forget every name learnt (the library is being unloaded). */
+void ljp_names_release(void);
+/* A context's naming memory (forget the look-ups done) and its Lua
+** functions seen live. */
+void ljp_cname_memo_reset(ljp_cname_memo *m);
+void ljp_fnames_init(ljp_fnames *t);
+void ljp_fnames_free(ljp_fnames *t, lua_State *L);
+
+#endif

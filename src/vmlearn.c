@@ -1,0 +1,78 @@
+/*
+** Learning the LuaJIT side (vm.h): its layouts (vmprobe.c, luastack.c,
+** tracemem.c, tracesnap.c) and fast-function ids (ffid.c), learnt once
+** per process in a Lua state of ljprof's own and proven before use, and
+** what was proven, for run control and the run's stats (ljp_vm_caps).
+**
+** Normal context only (a mutex, Lua states made and closed); the sampler
+** side calls these at start (run.c, api.c) and at the first safe point
+** that asks for the snapshot layouts (safepoint.c).
+*/
+#include <pthread.h>
+
+#include <lua.h>
+
+#include "vm.h"
+#include "ffid.h"
+#include "luastack.h"
+#include "ownstate.h"
+#include "tracemem.h"
+#include "tracesnap.h"
+#include "vmprobe.h"
+
+/* LuaJIT's layouts are the same in every Lua state of the process: they
+** are learnt in a state of ljprof's own, made for it and closed after, not
+** in the program's; the fast-function ids too, in the same state, after
+** the probes (so that these see a fresh state, and the ids are read from
+** the objects by the byte the VM probe proved). Learning runs Lua (probe chunks, coroutines, a loop
+** compiled into a trace, jit.util.funcinfo over the libraries) and
+** allocates; in the program's state that moved its objects and bytecode
+** and took hot counters and trace numbers, which changes LuaJIT's choice
+** of traces for the rest of the run (richards: 75 traces unprofiled,
+** 77-84 after `require "ljprof"` and varying from run to run). A few
+** tries per process when something could not be learnt. */
+static pthread_mutex_t learn_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void ljp_vm_learn_layouts(void)
+{
+  static int tries;  /* learn_mu: states of several threads may start */
+  lua_State *S;
+  pthread_mutex_lock(&learn_mu);
+  if (!(ljp_vml.vmstate_ok && ljp_lsl.ok && ljp_lsl.jit_ok &&
+        ljp_ffid_known()) && tries < 3 &&
+      (S = ljp_own_newstate(NULL, NULL)) != NULL) {  /* never auto-profiled */
+    int ff = !ljp_ffid_known();
+    tries++;
+    if (ljp_vmprobe(S) && ljp_luastack_probe(S)) ljp_tracemem_probe(S);
+    if (ff) ljp_ffid_learn_in(S);
+    lua_close(S);
+    if (ff) ljp_ffid_own_closed();
+  }
+  pthread_mutex_unlock(&learn_mu);
+}
+
+/* The snapshot layouts (tracesnap.c), learnt when the first sample in
+** compiled code asks (a safe point: about 1.5 M instructions, 0.5 ms,
+** once per process), not at every start: a run that takes no sample in a
+** trace does not pay for them. */
+void ljp_vm_learn_snapshots(void)
+{
+  lua_State *S;
+  pthread_mutex_lock(&learn_mu);
+  if (!ljp_tsl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
+    ljp_tracesnap_probe(S);
+    lua_close(S);
+  }
+  pthread_mutex_unlock(&learn_mu);
+}
+
+void ljp_vm_caps(ljp_vmcaps *c)
+{
+  c->cfunc = ljp_vml.cfunc_ok;
+  c->jstate = ljp_vml.jstate_ok;
+  c->host = ljp_vml.cframe_ok;
+  c->capture = ljp_lsl.ok;
+  c->lines = ljp_lsl.lines_ok;
+  c->snap_off = !ljp_tsl.ok && ljp_tsl.tried
+                    ? (ljp_tsl.why[0] ? ljp_tsl.why : "off") : NULL;
+}

@@ -28,6 +28,8 @@
 #include "query.h"
 #include "tracesnap.h"
 #include "ffid.h"
+#include "calls.h"
+#include "symbols.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
 

@@ -57,6 +57,7 @@
 #include "outfile.h"
 #include "ownstate.h"
 #include "sigowner.h"
+#include "symbols.h"
 
 #define LEND_MS 2000       /* a state that does not lend is skipped */
 #define CHECK_NS 2000000000ull /* the control signal still ours? */

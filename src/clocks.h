@@ -14,6 +14,7 @@
 #define LJP_CLOCKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "../include/ljprof.h"
@@ -42,5 +43,14 @@ int ljp_clock_count(void);
 ** thread"), into buf; only those whose signal is not signo when signo is
 ** not 0. Returns buf. */
 const char *ljp_clock_accepted(char *buf, size_t n, int signo);
+
+/* The time every run-time measurement reads: CLOCK_MONOTONIC through the
+** vDSO, in ns. Async-signal-safe; any context. */
+static inline uint64_t ljp_now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 #endif

@@ -22,6 +22,8 @@
 #include "tracemem.h"
 #include "tracesnap.h"
 #include "ffid.h"
+#include "symbols.h"
+#include "unwind.h"
 
 /* -- Where the time was spent ---------------------------------------------- */
 

@@ -23,7 +23,7 @@
 #include <lauxlib.h>
 
 #include "ffid.h"
-#include "ljp.h"
+#include "vmprobe.h"
 #include "ownstate.h"
 
 /* -- Fast-function ids ------------------------------------------------------ */

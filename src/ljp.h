@@ -28,6 +28,8 @@
 #include "../include/ljprof.h"
 #include "auto.h"
 #include "buf.h"
+#include "clocks.h"
+#include "codemap.h"
 #include "dumpstack.h"
 #include "names.h"
 #include "ring.h"
@@ -36,39 +38,11 @@
 #include "traces.h"
 #include "zones.h"
 #include "labels.h"
-#include "calls.h"
 #include "exit_signals.h"
 #include "slots.h"
 #include "table.h"
 #include "hook.h"
 #include "vmprobe.h"
-
-#define LJP_MAX_SLOTS 256  /* contexts (profiled states) alive at once */
-
-/* -- Address ranges ------------------------------------------------------- */
-
-/* Binary search in an array of n records of stride bytes, each starting
-** with { uintptr_t lo, hi; } ([lo, hi)), sorted by lo and disjoint: the
-** record holding pc, or NULL. Signal-safe (used by the handler's code map
-** and unwind registry, and by the name cache). */
-static inline void *ljp_span_find(const void *base, uint32_t n, size_t stride,
-                                  uintptr_t pc)
-{
-  const char *b = base;
-  uint32_t lo = 0, hi = n;
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    const uintptr_t *e = (const uintptr_t *)(b + (size_t)mid * stride);
-    if (pc < e[0]) hi = mid;
-    else if (pc >= e[1]) lo = mid + 1;
-    else return (void *)e;
-  }
-  return NULL;
-}
-
-/* -- Code map: what the PC points at (codemap.h) ------------------------- */
-
-#include "codemap.h"
 
 /* Safe point entry points (safepoint.c): the functions LuaJIT calls. Run
 ** control binds them to a context at start (the modules below them never
@@ -251,20 +225,14 @@ uint32_t ljp_complete_pending(ljp_ctx *ctx, uint64_t before_ns, int take,
 /* Forget the naming caches (their ids are the store's: with it). */
 void ljp_complete_reset(ljp_ctx *ctx);
 
-/* Aggregation: the completed ring records into the store. */
-static inline void ljp_aggregate(ljp_ctx *ctx)
-{
-  ljp_gate_enter(&ctx->exit);
-  ljp_store_drain(&ctx->store, &ctx->ring, &ctx->n_dropped);
-  ljp_gate_leave(&ctx->exit);
-}
+/* Aggregation: the completed ring records into the store, inside the
+** exit signals' gate (run.c). */
+void ljp_aggregate(ljp_ctx *ctx);
 
 /* Stack dumps: dumpstack.h; names of C and fast functions: names.h. */
 
 /* Native stacks: capture (unwind.h), names (symbols.h); the loaded
 ** objects are the object registry's (objects.h). */
-#include "unwind.h"
-#include "symbols.h"
 
 /* Run control (run.c): start brings the modules up in order, stop takes
 ** them down in reverse. The caller (api.c) has validated the options,
@@ -295,12 +263,5 @@ void ljp_run_learn_layouts(void);
 ljp_ctx *ljp_ctx_get(lua_State *L, int create);
 void ljp_parse_mode(const char *mode, ljprof_options *opt); /* jit.profile */
 
-/* Clocks (CLOCK_MONOTONIC through the vDSO; async-signal-safe). */
-static inline uint64_t ljp_now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 #endif

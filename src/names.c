@@ -22,9 +22,9 @@
 #include "names.h"
 #include "ffid.h"
 #include "table.h"
-#include "ljp.h"
 #include "luastack.h"
 #include "objects.h"
+#include "vmprobe.h"
 
 /* -- C function names ------------------------------------------------------- */
 

@@ -39,6 +39,9 @@
 #include "tracemem.h"
 #include "writer.h"
 #include "ffid.h"
+#include "calls.h"
+#include "symbols.h"
+#include "unwind.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -383,6 +386,13 @@ static void take_down(ljp_ctx *ctx, lua_State *L)
 }
 
 /* -- Control ---------------------------------------------------------------- */
+
+void ljp_aggregate(ljp_ctx *ctx)
+{
+  ljp_gate_enter(&ctx->exit);
+  ljp_store_drain(&ctx->store, &ctx->ring, &ctx->n_dropped);
+  ljp_gate_leave(&ctx->exit);
+}
 
 void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
 {

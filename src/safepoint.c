@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ljp.h"
+#include "calls.h"
 
 static void deliver(ljp_ctx *ctx, lua_State *L)
 {

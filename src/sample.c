@@ -30,6 +30,7 @@
 #include "luastack.h"
 #include "tracemem.h"
 #include "vmprobe.h"
+#include "unwind.h"
 
 /* Is the trace compiler idle? A learnt state field that never reads idle
 ** (1000 signals in a row, far longer than any trace takes to compile)

@@ -13,9 +13,11 @@
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
-#include "ljp.h"
+#include "slots.h"
 
 typedef struct ljp_slot {
   _Atomic(const void *) registry; /* owner state (NULL: free) */

@@ -9,6 +9,8 @@
 
 typedef struct ljp_ctx ljp_ctx;
 
+#define LJP_MAX_SLOTS 256  /* contexts (profiled states) alive at once */
+
 /* Slot table (slots.c). A slot names a context for its whole life; the
 ** token in it is valid only while a run is live. */
 void ljp_slots_lock(void);

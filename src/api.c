@@ -89,8 +89,7 @@ static ljp_ctx *ctx_get(lua_State *L, int create, char *err, size_t n)
                       "state: out of memory");
     return NULL;
   }
-  ctx->tr.handler_ref = ctx->tr.attach_ref = ctx->tr.tracemc_ref = LUA_NOREF;
-  ctx->tr.funcinfo_ref = LUA_NOREF;
+  ljp_traces_init(&ctx->tr);
   if ((ctx->slot = ljp_slot_alloc(ctx, reg)) < 0) {
     free(ctx);
     if (err) snprintf(err, n, "ljprof: cannot set up profiling for this Lua "

@@ -1,12 +1,27 @@
 /*
 ** The per-state context: a composition of parts, each declared in its
-** owner's header and written by its owner (hook.h, timer.h, traces.h,
-** zones.h, labels.h, exit_signals.h, store.h, codemap.h, names.h), plus identity,
-** run control and the handler's counters. See docs/design.md, "Pipeline
-** and who owns what":
+** owner's header and written only by its owner (hook.h, timer.h,
+** traces.h, zones.h, labels.h, exit_signals.h, store.h, codemap.h,
+** names.h, auto.h, ring.h), plus identity, run control and the handler's
+** counters. See docs/design.md, "Pipeline and who owns what":
 **
 **   timer_*.c -> signal.c -> ring -> safepoint.c -> complete.c -> store.c
 **   (ticks)      (handler)   (SPSC)  (the hook)     (stack keys)  (counts)
+**
+** Each part's field names its owner ("owner: file.c"): only the owner's
+** files (those named, and the header declaring the part's type, whose
+** inline functions are the owner's) write its fields; others call a
+** function of the owner. tests/structure.py reads these marks and checks.
+**
+** Rules of this header: it holds the context and small leaf definitions
+** (types, declarations); it calls nothing (no inline function), and it
+** includes the headers of the parts and of the types it names, and a few
+** headers of files that never take a context (dumpstack.h, slots.h,
+** table.h, vmprobe.h), so no file below the context depends on a file
+** above it (tests/structure.py: no cycle in the includes, inline calls
+** and linked symbols of src/). The files that take a context include
+** the headers of what else they call (calls.h, unwind.h, symbols.h)
+** themselves.
 **
 ** Entry points (signal.c, safepoint.c, api.c, lua_ljprof.c) look a
 ** context up; the modules below them are handed one.
@@ -83,11 +98,11 @@ struct ljp_ctx {
   char *stack_fmt, *output;
   char *out_path, *out_cpath; /* the package paths output is written with
                                (writer.c): the program's at start */
-  ljp_timerst tmr;          /* the timer (timer_*.c) */
+  ljp_timerst tmr;          /* the timer (owner: timer_*.c, signal.c) */
 
   /* Sampling path: written by the handler. */
   _Atomic uint32_t token;   /* signal token of the run (0: none) */
-  ljp_ring ring;
+  ljp_ring ring;            /* (owner: ring.c) */
   _Atomic uint64_t seq, n_signals, n_ticks, n_dropped, n_merged;
   _Atomic uint64_t n_missed;  /* wall, thread: ticks the timer thread woke
                                  too late for (not in n_ticks) */
@@ -107,13 +122,14 @@ struct ljp_ctx {
 
   /* The Lua hook, shared with the program (hook.c), and the entry points
   ** it and the trace events call (bound at start). */
-  ljp_hookst hook;
+  ljp_hookst hook;          /* (owner: hook.c) */
   const ljp_entries *entries;
 
   /* VM state classification. */
   uintptr_t vm_g;           /* global_State for ljp_vm_read, or 0: PC */
-  ljp_codemap map;
-  ljp_tracest tr;           /* trace events, starts, aborts (traces.c) */
+  ljp_codemap map;          /* (owner: codemap.c) */
+  ljp_tracest tr;           /* trace events, starts, aborts (owner:
+                               traces.c) */
 
   /* Safe point and aggregation (normal context). */
   int in_safepoint, stop_requested;
@@ -122,14 +138,15 @@ struct ljp_ctx {
   uint64_t sig_sent;         /* and the timer thread's ticks sent */
   uint64_t sig_run_clock_ns; /* the run's clock when its ticks started */
   int sig_lost;             /* the program took the signal: run stopped */
-  ljp_store store;          /* frames, stacks, counts (store.c) */
+  ljp_store store;          /* frames, stacks, counts (owner: store.c) */
   struct ljp_namecache *namecache; /* bytecode -> names (complete.c) */
   uint32_t own_frame;       /* the frame "[ljprof]" of this store (0: not
                                interned yet) */
   ljp_buf scratch;
   struct ljp_natcache *natcache; /* native address -> name (symbols.c) */
-  ljp_cname_memo cnames;    /* unnamed C functions already looked up */
-  ljp_fnames fnames;        /* Lua functions seen live (names.c) */
+  ljp_cname_memo cnames;    /* unnamed C functions already looked up
+                               (owner: names.c) */
+  ljp_fnames fnames;        /* Lua functions seen live (owner: names.c) */
   int exact_on;             /* the handler captures Lua frames (luastack.c) */
   _Atomic uint64_t n_lua_captures; /* records with Lua frames (handler) */
   _Atomic uint64_t n_host;   /* ticks in the host's own code: no Lua call
@@ -160,14 +177,16 @@ struct ljp_ctx {
 
   char *error;              /* why the run failed (callback error) */
 
-  ljp_zones zones;          /* zone stack; the handler reads cur (zones.c) */
-  ljp_labels labels;        /* label sets; the handler reads cur (labels.c) */
+  ljp_zones zones;          /* zone stack; the handler reads cur (owner:
+                               zones.c) */
+  ljp_labels labels;        /* label sets; the handler reads cur (owner:
+                               labels.c) */
   /* The run's clock: its start (Unix time and CLOCK_MONOTONIC) and stop
   ** (0 while it runs), for the profile's time and duration. */
   uint64_t start_unix_ns, start_ns, stop_ns;
   char thread_name[17];     /* the profiled thread's name at the start */
-  ljp_exitst exit;          /* exit signal waiting (exit_signals.c) */
-  ljp_autost autos;         /* started from LJPROF: exports (auto.c) */
+  ljp_exitst exit;          /* exit signal waiting (owner: exit_signals.c) */
+  ljp_autost autos;         /* started from LJPROF: exports (owner: auto.c) */
 
 
 
@@ -229,10 +248,10 @@ void ljp_complete_reset(ljp_ctx *ctx);
 ** exit signals' gate (run.c). */
 void ljp_aggregate(ljp_ctx *ctx);
 
-/* Stack dumps: dumpstack.h; names of C and fast functions: names.h. */
-
-/* Native stacks: capture (unwind.h), names (symbols.h); the loaded
-** objects are the object registry's (objects.h). */
+/* Stack dumps: dumpstack.h; names of C and fast functions: names.h.
+** Native stacks: capture (unwind.h), names (symbols.h); the loaded
+** objects are the object registry's (objects.h). Exact call counts:
+** calls.h. */
 
 /* Run control (run.c): start brings the modules up in order, stop takes
 ** them down in reverse. The caller (api.c) has validated the options,

@@ -100,6 +100,12 @@ void ljp_cname_memo_reset(ljp_cname_memo *m)
   m->n = 0;
 }
 
+void ljp_cname_memo_limit(ljp_cname_memo *m, uint32_t limit, int each)
+{
+  m->limit = limit;
+  m->each = each;
+}
+
 int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, lua_CFunction cf,
                    ljp_buf *sb)
 {

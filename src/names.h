@@ -57,6 +57,9 @@ typedef struct ljp_cname_memo {
 
 /* Forget the look-ups done (the policy stays). */
 void ljp_cname_memo_reset(ljp_cname_memo *m);
+/* At most limit look-ups (0: no limit); each: every function looked up,
+** not once each. */
+void ljp_cname_memo_limit(ljp_cname_memo *m, uint32_t limit, int each);
 /* Put cf's name into sb (emptied first), refreshing the names from
 ** package.loaded when it has none and the memory allows; 1 if named.
 ** Raw access only: may run at the safe point and in the call hook. */

@@ -114,6 +114,18 @@ typedef struct ljp_tracest {
 
 typedef struct ljp_ctx ljp_ctx;
 
+/* A new context's trace part (zeroed): no Lua references held yet. */
+void ljp_traces_init(ljp_tracest *t);
+/* ljprof.watch(): the handler stays attached until the state closes. */
+void ljp_traces_watch(ljp_ctx *ctx);
+/* The trace event entry point (safepoint.c) counts each event handled,
+** and the time of the timed ones (ns, scaled up to all). */
+static inline void ljp_traces_counted(ljp_tracest *t, uint64_t ns)
+{
+  t->events++;
+  t->event_ns += ns;
+}
+
 /* Trace tracking (traces.c): from memory where the layouts are proven
 ** (and the trace compiler's state is known), else through jit.attach;
 ** the handler is attached also when the run records aborts or after

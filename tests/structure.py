@@ -193,7 +193,7 @@ def strip(text):
     """C text with comments, string and character literals blanked (lines
     kept)."""
     def blank(m):
-        return re.sub(r"[^\n]", " ", m.group())
+        return " " + "\n" * m.group().count("\n")
     return re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
                   blank, text, flags=re.S)
 
@@ -358,10 +358,12 @@ def part_writes(src, parts):
                                     % part, s)):
                 bases.append(r"\b%s\s*->\s*\w+" % a)
             for b in bases:
-                pat = re.compile(r"(\+\+|--)?\s*(%s(?:\s*(?:\.|->)\s*\w+|"
-                                 r"\s*\[[^\]]*\])*)\s*(%s)?" % (b, WRITE_OP))
+                pat = re.compile(r"\b%s(?:\s*(?:\.|->)\s*\w+|\[[^\]]*\])*"
+                                 % b)
                 for m in pat.finditer(s):
-                    pre, lhs, op = m.groups()
+                    lhs = m.group()
+                    pre = re.search(r"(\+\+|--)\s*$", s[max(0, m.start() - 8):m.start()])
+                    op = re.match(r"\s*%s" % WRITE_OP, s[m.end():m.end() + 8])
                     fn = re.search(WRITE_FN, s[max(0, m.start() - 60):m.start()])
                     if pre or op or fn:
                         line = s.count("\n", 0, m.start()) + 1

@@ -6,6 +6,9 @@
 ** clock reads it (api.c, run.c, jitmode.c, lua_ljprof.c). Constant data:
 ** readable anywhere, signal context included.
 **
+** The monotonic clock every run-time measurement reads (ljp_now_ns) is
+** here too: inline, async-signal-safe.
+**
 ** A new clock: its value in ljprof_clock, one line in clocks.c's table,
 ** its own timer file (timer_<name>.c, its ops declared in timer.h, listed
 ** in meson.build).

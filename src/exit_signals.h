@@ -14,6 +14,8 @@
 ** handler on that thread lends the context at once (LENT), else the end
 ** of the region does; the helper then takes or copies the store and gives
 ** it back (0). A region entered meanwhile waits until it is given back.
+** Both halves are here: the asker's (ljp_lend_sem/ask/withdraw/give_back,
+** called by auto.c) and the grant (ljp_lend_grant, the gate).
 ** The grant is a compare-and-swap and a sem_post: async-signal-safe.
 */
 #ifndef LJP_EXIT_SIGNALS_H

@@ -4,10 +4,11 @@
 ** one reclamation scheme (an epoch) that frees what snapshots and the
 ** code map replace.
 **
-** Rules: ljp_epoch_enter/leave, ljp_objects_snap, ljp_objects_find and
-** ljp_objects_print are async-signal-safe (no locks, no allocation,
-** bounded work); everything else is normal context. Only objects.c calls
-** dl_iterate_phdr, and only it knows which object is LuaJIT's.
+** Rules: ljp_span_find, ljp_epoch_enter/leave, ljp_objects_snap,
+** ljp_objects_find and ljp_objects_print are async-signal-safe (no locks,
+** no allocation, bounded work); everything else is normal context. Only
+** objects.c calls dl_iterate_phdr, and only it knows which object is
+** LuaJIT's.
 */
 #ifndef LJP_OBJECTS_H
 #define LJP_OBJECTS_H

@@ -17,7 +17,11 @@
 **   timer     ticks                   | no more ticks
 **
 ** Normal context, on the profiled thread. The input was validated by the
-** caller (api.c).
+** caller (api.c). Aggregation (ljp_aggregate: the completed records into
+** the store, inside the exit signals' gate) is here too, for the entry
+** points and the results step: the gate's callers sit above
+** exit_signals.c. The parts of the context (timer, hook, traces) are
+** written through their owners' functions.
 */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -17,6 +17,7 @@ what") is broken:
   - no import cycle among src files (.c and .h, the graph above): no file
     below another depends on it, through a call, an inline call or an
     include;
+  - src/ljp.h, the context, defines no inline function (it calls nothing);
   - each part of the context (a field of struct ljp_ctx in src/ljp.h
     whose comment says "owner: F", F a file or a glob) is written only by
     its owner: the files F and the header declaring the part's type (its
@@ -456,6 +457,12 @@ def main():
                                if owner.get(s) == b[:-2])
             ties.append("%s -> %s (%s)" % (a, b, ", ".join(names[:3]) or "?"))
         bad.append("import cycle of %d files: %s" % (len(c), "; ".join(ties)))
+    with open(os.path.join(src, "ljp.h")) as f:
+        hub = INLINE.findall(strip(f.read()))
+    if hub:
+        bad.append("src/ljp.h defines %s: the context's header calls "
+                   "nothing; the function goes to its owner's header"
+                   % ", ".join(n for n, _ in hub))
     parts = part_owners(src)
     for part, own in sorted(parts.items()):
         for o in sorted(own):

@@ -25,6 +25,8 @@
 #include "outfile.h"
 #include "ownstate.h"
 #include "query.h"
+#include "calls.h"
+#include "symbols.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
 
@@ -84,8 +86,7 @@ static ljp_ctx *ctx_get(lua_State *L, int create, char *err, size_t n)
                       "state: out of memory");
     return NULL;
   }
-  ctx->tr.handler_ref = ctx->tr.attach_ref = ctx->tr.tracemc_ref = LUA_NOREF;
-  ctx->tr.funcinfo_ref = LUA_NOREF;
+  ljp_traces_init(&ctx->tr);
   if ((ctx->slot = ljp_slot_alloc(ctx, reg)) < 0) {
     free(ctx);
     if (err) snprintf(err, n, "ljprof: cannot set up profiling for this Lua "

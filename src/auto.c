@@ -57,6 +57,7 @@
 #include "outfile.h"
 #include "ownstate.h"
 #include "sigowner.h"
+#include "symbols.h"
 
 #define LEND_MS 2000       /* a state that does not lend is skipped */
 #define CHECK_NS 2000000000ull /* the control signal still ours? */
@@ -185,7 +186,7 @@ int ljp_auto_attach(ljp_ctx *ctx, double every_s, uint32_t keep,
   ctx->autos.seq = 1;
   ctx->autos.t0 = real_ns();
   ctx->autos.paused = 0;
-  ctx->exit.lend_sem = &x->lent;
+  ljp_lend_sem(&ctx->exit, &x->lent);
   return x->index;
 }
 
@@ -347,12 +348,9 @@ static ljp_ctx *snapshot(ljp_ctx *ctx, int take, uint64_t age_ns,
   /* The state's number for the views (%s, pprof's state label); a
   ** snapshot is never in the slot table (snapshot_free, not ctx_free). */
   s->slot = ctx->slot;
-  if (ctx->labels.ready) {  /* same set ids */
-    if (ljp_strtab_copy(&s->labels.sets, &ctx->labels.sets) != 0) {
-      free(s);
-      return NULL;
-    }
-    s->labels.ready = 1;
+  if (ljp_labels_copy_sets(&s->labels, &ctx->labels) != 0) {
+    free(s);                 /* same set ids */
+    return NULL;
   }
   if (take ? ljp_store_take(&ctx->store, &s->store)
            : ljp_store_copy(&s->store, &ctx->store)) {
@@ -376,7 +374,7 @@ static ljp_ctx *snapshot(ljp_ctx *ctx, int take, uint64_t age_ns,
   s->opt.stack_fmt = s->stack_fmt;
   s->opt.output = NULL;
   s->opt.cb = NULL;
-  s->tmr.ops = ctx->tmr.ops;
+  ljp_timer_bind(&s->tmr, ctx->tmr.ops);
   s->vm_g = ctx->vm_g;
   s->exact_on = ctx->exact_on;
   s->native_on = ctx->native_on;
@@ -414,14 +412,12 @@ static int borrow(ljp_autox *x, ljp_ctx *ctx)
   ljp_exitst *e = &ctx->exit;
   siginfo_t si;
   uint32_t token = atomic_load(&ctx->token);
-  int asked = LJP_LEND_ASKED, waited;
+  int waited;
   if (e->closed || ctx->state != LJP_RUNNING || !token) return 0;
   while (sem_trywait(&x->lent) == 0) {}
   /* (set here, not only at attach: a run's start renews the exit part) */
-  if (e->lend_sem != &x->lent)  /* (written only when it changed: a
-                                ** handler of an earlier lend reads it) */
-    e->lend_sem = &x->lent;
-  atomic_store(&e->lend, LJP_LEND_ASKED);
+  ljp_lend_sem(e, &x->lent);
+  ljp_lend_ask(e);
   memset(&si, 0, sizeof(si));
   si.si_signo = ctx->opt.signo;
   si.si_code = SI_QUEUE;
@@ -448,7 +444,7 @@ static int borrow(ljp_autox *x, ljp_ctx *ctx)
     if (sem_clockwait(&x->lent, CLOCK_MONOTONIC, &ts) == 0) break;
   }
   /* Not lent yet: withdraw the request, unless it was just granted. */
-  if (atomic_compare_exchange_strong(&e->lend, &asked, 0)) {
+  if (ljp_lend_withdraw(e)) {
     if (!x->silent && !atomic_load(&x->closing)) {
       char line[256];
       x->silent = 1;
@@ -461,7 +457,7 @@ static int borrow(ljp_autox *x, ljp_ctx *ctx)
   }
   while (sem_trywait(&x->lent) == 0) {}
   if (e->closed) {  /* an exit signal came: the exit helper's now */
-    atomic_store_explicit(&e->lend, 0, memory_order_release);
+    ljp_lend_give_back(e);
     return 0;
   }
   return 1;
@@ -469,7 +465,7 @@ static int borrow(ljp_autox *x, ljp_ctx *ctx)
 
 static void give_back(ljp_ctx *ctx)
 {
-  atomic_store_explicit(&ctx->exit.lend, 0, memory_order_release);
+  ljp_lend_give_back(&ctx->exit);
 }
 
 /* -- Rendering --------------------------------------------------------------- */
@@ -807,6 +803,6 @@ void ljp_auto_release(ljp_ctx *ctx)
   if (!x) return;
   ljp_auto_stop(ctx);
   ctx->autos.x = NULL;
-  ctx->exit.lend_sem = NULL;
+  ljp_lend_sem(&ctx->exit, NULL);
   autox_unref(x);
 }

@@ -304,8 +304,8 @@ int ljp_calls_start(ljp_ctx *ctx, lua_State *L, char *err, size_t errlen)
   c->sethook_ref = c->gethook_ref = LUA_NOREF;
   c->sethook_wrap = c->gethook_wrap = LUA_NOREF;
   c->sethook_fn = c->gethook_fn = NULL;
-  c->cnames.limit = 32;               /* at most 32 look-ups a run, */
-  c->cnames.each = 1;                 /* each function looked up */
+  ljp_cname_memo_limit(&c->cnames, 32, 1);  /* at most 32 look-ups a run,
+                                            ** each function looked up */
   ljp_cname_memo_reset(&c->cnames);
   if (ljp_strtab_init(&c->keys) != 0 || ljp_strtab_init(&c->text) != 0 ||
       grow(c, 1) != 0)

@@ -6,6 +6,10 @@
 ** clock reads it (api.c, run.c, jitmode.c, lua_ljprof.c). Constant data:
 ** readable anywhere, signal context included.
 **
+** The monotonic clock every run-time measurement reads (ljp_now_ns) is
+** os.h's (inline, async-signal-safe), included here for the files that
+** read it with the clocks.
+**
 ** A new clock: its value in ljprof_clock, one line in clocks.c's table,
 ** its own timer file (timer_<name>.c, its ops declared in timer.h, listed
 ** in meson.build).
@@ -14,9 +18,11 @@
 #define LJP_CLOCKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "../include/ljprof.h"
+#include "os.h"
 
 struct ljp_timer_ops;
 

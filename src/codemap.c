@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ljp.h"
 #include "codemap.h"
 #include "objects.h"
 

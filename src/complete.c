@@ -25,6 +25,8 @@
 #include "names.h"
 #include "traces.h"
 #include "vmprobe.h"
+#include "symbols.h"
+#include "unwind.h"
 
 /* -- Where the time was spent ---------------------------------------------- */
 

@@ -14,6 +14,8 @@
 ** handler on that thread lends the context at once (LENT), else the end
 ** of the region does; the helper then takes or copies the store and gives
 ** it back (0). A region entered meanwhile waits until it is given back.
+** Both halves are here: the asker's (ljp_lend_sem/ask/withdraw/give_back,
+** called by auto.c) and the grant (ljp_lend_grant, the gate).
 ** The grant is a compare-and-swap and a sem_post: async-signal-safe.
 */
 #ifndef LJP_EXIT_SIGNALS_H
@@ -87,6 +89,29 @@ static inline void ljp_lend_grant(ljp_exitst *x)
     sem_post(x->lend_sem);
 }
 void ljp_lend_wait(ljp_exitst *x);
+/* The asker's half (the export helper, auto.c; normal context): the
+** semaphore a grant posts (NULL: none); ask; withdraw a request not
+** answered (1: withdrawn, 0: it was granted meanwhile); give the context
+** back (or drop a grant that came after an exit signal). */
+static inline void ljp_lend_sem(ljp_exitst *x, sem_t *sem)
+{
+  if (x->lend_sem != sem)   /* written only when it changed: a handler of
+                            ** an earlier lend reads it */
+    x->lend_sem = sem;
+}
+static inline void ljp_lend_ask(ljp_exitst *x)
+{
+  atomic_store(&x->lend, LJP_LEND_ASKED);
+}
+static inline int ljp_lend_withdraw(ljp_exitst *x)
+{
+  int asked = LJP_LEND_ASKED;
+  return atomic_compare_exchange_strong(&x->lend, &asked, 0);
+}
+static inline void ljp_lend_give_back(ljp_exitst *x)
+{
+  atomic_store_explicit(&x->lend, 0, memory_order_release);
+}
 
 static inline void ljp_gate_enter(ljp_exitst *x)
 {

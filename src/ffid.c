@@ -26,7 +26,6 @@
 #include <lauxlib.h>
 
 #include "ffid.h"
-#include "ljp.h"
 #include "vmprobe.h"
 #include "ownstate.h"
 

@@ -27,6 +27,10 @@ void ljp_hook_init(ljp_hookst *h, lua_State *L, ljp_ring *ring)
 
 void ljp_hook_bind(ljp_hookst *h, lua_Hook fn) { h->fn = fn; }
 
+void ljp_hook_live(ljp_hookst *h, int live) { h->live = live; }
+
+void ljp_hook_new_run(ljp_hookst *h) { h->user = NULL; }
+
 void ljp_hook_set_global(ljp_hookst *h, uintptr_t g) { h->g = g; }
 
 int ljp_hook_is_ours(const ljp_hookst *h)

@@ -30,7 +30,7 @@ typedef struct ljp_hookst {
   lua_Hook fn;              /* ljprof's hook (the safe point) */
   ljp_ring *ring;           /* its pending records want a safe point */
   volatile sig_atomic_t live; /* a run is live: samples may arm (set by
-                                 run control) */
+                                 run control: ljp_hook_live) */
   /* The program's own hook, saved while ours is installed. */
   lua_Hook user;
   int user_mask, user_count;
@@ -54,6 +54,10 @@ typedef struct ljp_hookst {
 ** an entry point above this module. */
 void ljp_hook_init(ljp_hookst *h, lua_State *L, ljp_ring *ring);
 void ljp_hook_bind(ljp_hookst *h, lua_Hook fn);
+/* Run control: a run is live (samples may arm) or not; a new run (no
+** program hook saved from an earlier one). */
+void ljp_hook_live(ljp_hookst *h, int live);
+void ljp_hook_new_run(ljp_hookst *h);
 /* The state's global_State as learnt by the VM probe (0: unknown). */
 void ljp_hook_set_global(ljp_hookst *h, uintptr_t g);
 

@@ -233,6 +233,14 @@ uint32_t ljp_label_count(const ljp_labels *l)
   return l->ready ? l->sets.n : 1;
 }
 
+int ljp_labels_copy_sets(ljp_labels *dst, const ljp_labels *src)
+{
+  if (!src->ready) return 0;
+  if (ljp_strtab_copy(&dst->sets, &src->sets) != 0) return -1;
+  dst->ready = 1;
+  return 0;
+}
+
 void ljp_labels_free(ljp_labels *l)
 {
   if (l->ready) ljp_strtab_free(&l->sets);

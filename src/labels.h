@@ -74,5 +74,8 @@ int ljp_label_each(const ljp_labels *l, uint16_t id, ljp_label_visit fn,
                    void *d);
 uint32_t ljp_label_count(const ljp_labels *l); /* sets interned, with 0 */
 void ljp_labels_free(ljp_labels *l);
+/* A snapshot's labels (dst zeroed): src's sets, with the same ids (none
+** when src has none yet). 0, or -1 out of memory (dst then has none). */
+int ljp_labels_copy_sets(ljp_labels *dst, const ljp_labels *src);
 
 #endif

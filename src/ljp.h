@@ -1,13 +1,28 @@
 /*
 ** The per-state context: a composition of parts, each declared in its
-** owner's header and written by its owner (hook.h, timer.h, zones.h,
-** labels.h, exit_signals.h, store.h, codemap.h; the VM's parts, traces
-** and names: vm.h), plus identity, run control and the handler's
-** counters. See docs/design.md, "Pipeline" and "The context" (who writes
-** what):
+** owner's header and written only by its owner (hook.h, timer.h,
+** zones.h, labels.h, exit_signals.h, store.h, codemap.h, auto.h, ring.h;
+** the VM's parts, traces and names: vm.h), plus identity, run control and
+** the handler's counters. See docs/design.md, "Pipeline" and "The
+** context" (who writes what):
 **
 **   timer_*.c -> signal.c -> ring -> safepoint.c -> complete.c -> store.c
 **   (ticks)      (handler)   (SPSC)  (the hook)     (stack keys)  (counts)
+**
+** Each part's field names its owner ("owner: file.c"): only the owner's
+** files (those named, and the header declaring the part's type, whose
+** inline functions are the owner's) write its fields; others call a
+** function of the owner. tests/structure.py reads these marks and checks.
+**
+** Rules of this header: it holds the context and small leaf definitions
+** (types, declarations); it calls nothing (no inline function), and it
+** includes the headers of the parts and of the types it names, and a few
+** headers of files that never take a context (dumpstack.h, slots.h,
+** table.h, vmprobe.h), so no file below the context depends on a file
+** above it (tests/structure.py: no cycle in the includes, inline calls
+** and linked symbols of src/). The files that take a context include
+** the headers of what else they call (calls.h, unwind.h, symbols.h)
+** themselves.
 **
 ** Entry points (signal.c, safepoint.c, api.c, lua_ljprof.c) look a
 ** context up; the modules below them are handed one.
@@ -29,44 +44,20 @@
 #include "../include/ljprof.h"
 #include "auto.h"
 #include "buf.h"
+#include "clocks.h"
+#include "codemap.h"
 #include "dumpstack.h"
 #include "ring.h"
 #include "store.h"
 #include "timer.h"
 #include "zones.h"
 #include "labels.h"
-#include "calls.h"
 #include "exit_signals.h"
 #include "slots.h"
 #include "table.h"
 #include "hook.h"
 #include "os.h"
 #include "vm.h"
-
-/* -- Address ranges ------------------------------------------------------- */
-
-/* Binary search in an array of n records of stride bytes, each starting
-** with { uintptr_t lo, hi; } ([lo, hi)), sorted by lo and disjoint: the
-** record holding pc, or NULL. Signal-safe (used by the handler's code map
-** and unwind registry, and by the name cache). */
-static inline void *ljp_span_find(const void *base, uint32_t n, size_t stride,
-                                  uintptr_t pc)
-{
-  const char *b = base;
-  uint32_t lo = 0, hi = n;
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    const uintptr_t *e = (const uintptr_t *)(b + (size_t)mid * stride);
-    if (pc < e[0]) hi = mid;
-    else if (pc >= e[1]) lo = mid + 1;
-    else return (void *)e;
-  }
-  return NULL;
-}
-
-/* -- Code map: what the PC points at (codemap.h) ------------------------- */
-
-#include "codemap.h"
 
 /* Safe point entry points (safepoint.c): the functions LuaJIT calls. Run
 ** control binds them to a context at start (the modules below them never
@@ -107,11 +98,11 @@ struct ljp_ctx {
   char *stack_fmt, *output;
   char *out_path, *out_cpath; /* the package paths output is written with
                                (writer.c): the program's at start */
-  ljp_timerst tmr;          /* the timer (timer_*.c) */
+  ljp_timerst tmr;          /* the timer (owner: timer_*.c, signal.c) */
 
   /* Sampling path: written by the handler. */
   _Atomic uint32_t token;   /* signal token of the run (0: none) */
-  ljp_ring ring;
+  ljp_ring ring;            /* (owner: ring.c) */
   _Atomic uint64_t seq, n_signals, n_ticks, n_dropped, n_merged;
   _Atomic uint64_t n_missed;  /* wall, thread: ticks the timer thread woke
                                  too late for (not in n_ticks) */
@@ -131,13 +122,14 @@ struct ljp_ctx {
 
   /* The Lua hook, shared with the program (hook.c), and the entry points
   ** it and the trace events call (bound at start). */
-  ljp_hookst hook;
+  ljp_hookst hook;          /* (owner: hook.c) */
   const ljp_entries *entries;
 
   /* VM state classification. */
   uintptr_t vm_g;           /* global_State for ljp_vm_read, or 0: PC */
-  ljp_codemap map;
-  ljp_tracest tr;           /* trace events, starts, aborts (traces.c) */
+  ljp_codemap map;          /* (owner: codemap.c) */
+  ljp_tracest tr;           /* trace events, starts, aborts (owner:
+                               traces.c) */
 
   /* Safe point and aggregation (normal context). */
   int in_safepoint, stop_requested;
@@ -146,14 +138,15 @@ struct ljp_ctx {
   uint64_t sig_sent;         /* and the timer thread's ticks sent */
   uint64_t sig_run_clock_ns; /* the run's clock when its ticks started */
   int sig_lost;             /* the program took the signal: run stopped */
-  ljp_store store;          /* frames, stacks, counts (store.c) */
+  ljp_store store;          /* frames, stacks, counts (owner: store.c) */
   struct ljp_namecache *namecache; /* bytecode -> names (complete.c) */
   uint32_t own_frame;       /* the frame "[ljprof]" of this store (0: not
                                interned yet) */
   ljp_buf scratch;
   struct ljp_natcache *natcache; /* native address -> name (symbols.c) */
-  ljp_cname_memo cnames;    /* unnamed C functions already looked up */
-  ljp_fnames fnames;        /* Lua functions seen live (names.c) */
+  ljp_cname_memo cnames;    /* unnamed C functions already looked up
+                               (owner: names.c) */
+  ljp_fnames fnames;        /* Lua functions seen live (owner: names.c) */
   int exact_on;             /* the handler captures Lua frames (luastack.c) */
   _Atomic uint64_t n_lua_captures; /* records with Lua frames (handler) */
   _Atomic uint64_t n_host;   /* ticks in the host's own code: no Lua call
@@ -184,14 +177,16 @@ struct ljp_ctx {
 
   char *error;              /* why the run failed (callback error) */
 
-  ljp_zones zones;          /* zone stack; the handler reads cur (zones.c) */
-  ljp_labels labels;        /* label sets; the handler reads cur (labels.c) */
+  ljp_zones zones;          /* zone stack; the handler reads cur (owner:
+                               zones.c) */
+  ljp_labels labels;        /* label sets; the handler reads cur (owner:
+                               labels.c) */
   /* The run's clock: its start (Unix time and CLOCK_MONOTONIC) and stop
   ** (0 while it runs), for the profile's time and duration. */
   uint64_t start_unix_ns, start_ns, stop_ns;
   char thread_name[17];     /* the profiled thread's name at the start */
-  ljp_exitst exit;          /* exit signal waiting (exit_signals.c) */
-  ljp_autost autos;         /* started from LJPROF: exports (auto.c) */
+  ljp_exitst exit;          /* exit signal waiting (owner: exit_signals.c) */
+  ljp_autost autos;         /* started from LJPROF: exports (owner: auto.c) */
 
 
 
@@ -247,20 +242,14 @@ uint32_t ljp_complete_pending(ljp_ctx *ctx, uint64_t before_ns, int take,
 /* Forget the naming caches (their ids are the store's: with it). */
 void ljp_complete_reset(ljp_ctx *ctx);
 
-/* Aggregation: the completed ring records into the store. */
-static inline void ljp_aggregate(ljp_ctx *ctx)
-{
-  ljp_gate_enter(&ctx->exit);
-  ljp_store_drain(&ctx->store, &ctx->ring, &ctx->n_dropped);
-  ljp_gate_leave(&ctx->exit);
-}
+/* Aggregation: the completed ring records into the store, inside the
+** exit signals' gate (run.c). */
+void ljp_aggregate(ljp_ctx *ctx);
 
-/* Stack dumps: dumpstack.h; names of C and fast functions: names.h. */
-
-/* Native stacks: capture (unwind.h), names (symbols.h); the loaded
-** objects are the object registry's (objects.h). */
-#include "unwind.h"
-#include "symbols.h"
+/* Stack dumps: dumpstack.h; names of C and fast functions: names.h.
+** Native stacks: capture (unwind.h), names (symbols.h); the loaded
+** objects are the object registry's (objects.h). Exact call counts:
+** calls.h. */
 
 /* Run control (run.c): start brings the modules up in order, stop takes
 ** them down in reverse. The caller (api.c) has validated the options,

@@ -22,10 +22,9 @@
 #include "names.h"
 #include "ffid.h"
 #include "table.h"
-#include "ljp.h"
-#include "vmprobe.h"
 #include "luastack.h"
 #include "objects.h"
+#include "vmprobe.h"
 
 /* -- C function names ------------------------------------------------------- */
 
@@ -99,6 +98,12 @@ void ljp_put_ffunc_at(ljp_buf *sb, lua_State *L, int idx)
 void ljp_cname_memo_reset(ljp_cname_memo *m)
 {
   m->n = 0;
+}
+
+void ljp_cname_memo_limit(ljp_cname_memo *m, uint32_t limit, int each)
+{
+  m->limit = limit;
+  m->each = each;
 }
 
 int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, lua_CFunction cf,

@@ -47,6 +47,9 @@ void ljp_put_ffunc_at(ljp_buf *sb, lua_State *L, int idx);
 ** (a module loaded after the start): the memory of look-ups done
 ** (ljp_cname_memo, vm_luajit.h), kept by its user (per context at the
 ** safe point, per run of call counting); ljp_cname_memo_reset: vm.h. */
+/* At most limit look-ups (0: no limit); each: every function looked up,
+** not once each (the memo's owner sets its policy: names.c). */
+void ljp_cname_memo_limit(ljp_cname_memo *m, uint32_t limit, int each);
 /* Put cf's name into sb (emptied first), refreshing the names from
 ** package.loaded when it has none and the memory allows; 1 if named.
 ** Raw access only: may run at the safe point and in the call hook. */

@@ -53,7 +53,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ljp.h"
 #include "os.h"
 #include "cfi.h"
 #include "objects.h"

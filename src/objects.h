@@ -4,16 +4,38 @@
 ** one reclamation scheme (an epoch) that frees what snapshots and the
 ** code map replace.
 **
-** Rules: ljp_epoch_enter/leave, ljp_objects_snap, ljp_objects_find and
-** ljp_objects_print are async-signal-safe (no locks, no allocation,
-** bounded work); everything else is normal context. Only objects.c calls
-** dl_iterate_phdr, and only it knows which object is LuaJIT's.
+** Rules: ljp_span_find, ljp_epoch_enter/leave, ljp_objects_snap,
+** ljp_objects_find and ljp_objects_print are async-signal-safe (no locks,
+** no allocation, bounded work); everything else is normal context. Only
+** objects.c calls dl_iterate_phdr, and only it knows which object is
+** LuaJIT's.
 */
 #ifndef LJP_OBJECTS_H
 #define LJP_OBJECTS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* -- Address ranges ------------------------------------------------------- */
+
+/* Binary search in an array of n records of stride bytes, each starting
+** with { uintptr_t lo, hi; } ([lo, hi)), sorted by lo and disjoint: the
+** record holding pc, or NULL. Signal-safe (the registry's spans, the
+** handler's code map and unwind registry, the name cache). */
+static inline void *ljp_span_find(const void *base, uint32_t n, size_t stride,
+                                  uintptr_t pc)
+{
+  const char *b = base;
+  uint32_t lo = 0, hi = n;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    const uintptr_t *e = (const uintptr_t *)(b + (size_t)mid * stride);
+    if (pc < e[0]) hi = mid;
+    else if (pc >= e[1]) lo = mid + 1;
+    else return (void *)e;
+  }
+  return NULL;
+}
 
 /* -- Reclamation (epoch) ------------------------------------------------- */
 

@@ -18,7 +18,11 @@
 **
 ** Normal context, on the profiled thread. The input was validated by the
 ** caller (api.c). The VM is named through vm.h only (its layouts are
-** learnt by vmlearn.c).
+** learnt by vmlearn.c). Aggregation (ljp_aggregate: the completed records
+** into the store, inside the exit signals' gate) is here too, for the
+** entry points and the results step: the gate's callers sit above
+** exit_signals.c. The parts of the context (timer, hook, traces) are
+** written through their owners' functions.
 */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -36,6 +40,9 @@
 #include "jitmode.h"
 #include "sigowner.h"
 #include "writer.h"
+#include "calls.h"
+#include "symbols.h"
+#include "unwind.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -99,7 +106,6 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   atomic_store(&ctx->n_dropped, 0);
   atomic_store(&ctx->n_missed, 0);
   atomic_store(&ctx->n_merged, 0);
-  atomic_store(&ctx->tmr.thr_overrun, 0);
   atomic_store(&ctx->n_native_unwinds, 0);
   atomic_store(&ctx->n_native_frames, 0);
   atomic_store(&ctx->n_native_truncated, 0);
@@ -113,15 +119,11 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ctx->pid = getpid();
   ctx->tid = ljp_gettid();
   ctx->thread = pthread_self();
-  ctx->hook.user = NULL;
+  ljp_hook_new_run(&ctx->hook);
   ctx->stop_requested = 0;
-  ctx->tmr.expired = 0;
   ctx->sig_lost = 0;
-  atomic_store(&ctx->tmr.seen_ns, 0);
-  atomic_store(&ctx->tmr.thr_sent, 0);
-  atomic_store(&ctx->tmr.thr_sent_seen, 0);
-  ctx->tmr.deadline_ns = o->duration_us ?
-                     ljp_now_ns() + o->duration_us * 1000u : 0;
+  ljp_timer_reset(&ctx->tmr, o->duration_us ?
+                  ljp_now_ns() + o->duration_us * 1000u : 0);
   ljp_run_clock_start(ctx);
   memset(ctx->thread_name, 0, sizeof(ctx->thread_name));
   ljp_os_thread_name(ctx->thread_name);  /* "luajit", "nginx" */
@@ -273,7 +275,7 @@ static int hook_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)L; (void)err; (void)n;
   ctx->state = LJP_RUNNING;
-  ctx->hook.live = 1;
+  ljp_hook_live(&ctx->hook, 1);
   return 0;
 }
 
@@ -281,7 +283,7 @@ static void hook_down(ljp_ctx *ctx, lua_State *L)
 {
   (void)L;
   ctx->state = LJP_IDLE;
-  ctx->hook.live = 0;
+  ljp_hook_live(&ctx->hook, 0);
   ljp_hook_disarm(&ctx->hook);
 }
 
@@ -343,6 +345,13 @@ static void take_down(ljp_ctx *ctx, lua_State *L)
 
 /* -- Control ---------------------------------------------------------------- */
 
+void ljp_aggregate(ljp_ctx *ctx)
+{
+  ljp_gate_enter(&ctx->exit);
+  ljp_store_drain(&ctx->store, &ctx->ring, &ctx->n_dropped);
+  ljp_gate_leave(&ctx->exit);
+}
+
 void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
 {
   uint64_t t = ljp_now_ns(), ticks, clk, seen, period, quiet, due, sent;
@@ -401,7 +410,7 @@ void ljp_run_check_signal(ljp_ctx *ctx, lua_State *L, int now)
   ** real-time signal would end the process at the next one), keep what
   ** was sampled. */
   ctx->sig_lost = 1;
-  ctx->tmr.expired = 1;
+  ljp_timer_expire(&ctx->tmr);
   timer_down(ctx, L);
   fprintf(stderr, "ljprof: the program changed the handling of signal %d "
           "(%s), which ljprof samples with; sampling stopped, the profile "
@@ -462,7 +471,7 @@ int ljp_run_start(ljp_ctx *ctx, lua_State *L, const ljprof_options *opt,
     return restart_later(ctx, opt, entries, err, errlen);
   if (ljp_run_busy(ctx, L, err, errlen)) return -1;
   ctx->pending_opt = *opt;
-  ctx->tmr.ops = ljp_clock(opt->clock)->timer;
+  ljp_timer_bind(&ctx->tmr, ljp_clock(opt->clock)->timer);
   ctx->entries = entries;
   ljp_hook_bind(&ctx->hook, entries->hook);
   ljp_gate_enter(&ctx->exit);
@@ -485,7 +494,7 @@ void ljp_run_fail(ljp_ctx *ctx, const char *msg)
   free(ctx->error);
   if ((ctx->error = malloc(len + 1))) memcpy(ctx->error, msg, len + 1);
   ctx->state = LJP_FAILED;  /* first: the handler re-arms only if running */
-  ctx->hook.live = 0;
+  ljp_hook_live(&ctx->hook, 0);
   timer_down(ctx, NULL);
   fprintf(stderr, "ljprof: profiler callback failed, profiling stopped: %s\n",
           msg);
@@ -526,7 +535,7 @@ int ljp_run_watch(ljp_ctx *ctx, lua_State *L, const ljp_entries *entries)
   /* Traces are read from memory whenever a sample needs them, however
   ** long before the start they were compiled: nothing to watch. */
   if (ctx->vm_g && ljp_traces_from_memory()) return 0;
-  ctx->tr.watching = 1;
+  ljp_traces_watch(ctx);
   if (ctx->state == LJP_IDLE && !ctx->steps_up) {
     ctx->entries = entries;
     ljp_traces_attach(ctx, L);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ljp.h"
+#include "calls.h"
 
 static void deliver(ljp_ctx *ctx, lua_State *L)
 {
@@ -205,8 +206,8 @@ static int ljp_trace_event(lua_State *L)
   if (ctx) ljp_gate_enter(&ctx->exit);
   nargs = ljp_traces_event(ctx, L);
   if (ctx) {
-    ctx->tr.events++;
-    if (timed) ctx->tr.event_ns += (ljp_now_ns() - t0) * (EVENT_TIMED + 1);
+    ljp_traces_counted(&ctx->tr, timed ?
+                       (ljp_now_ns() - t0) * (EVENT_TIMED + 1) : 0);
     ljp_gate_leave(&ctx->exit);
   }
   return ljp_traces_chain(L, nargs);

@@ -28,6 +28,7 @@
 
 #include "ljp.h"
 #include "vm.h"
+#include "unwind.h"
 
 /* Is the trace compiler idle? A learnt state field that never reads idle
 ** (1000 signals in a row, far longer than any trace takes to compile)

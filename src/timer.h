@@ -20,7 +20,8 @@
 typedef struct ljp_ctx ljp_ctx;
 typedef struct ljp_timer_ops ljp_timer_ops;
 
-/* The timer's part of a context, written by the timers and the handler. */
+/* The timer's part of a context, written by the timers (timer_*.c and
+** the functions below) and the handler (signal.c). */
 typedef struct ljp_timerst {
   const ljp_timer_ops *ops;
   union {
@@ -80,6 +81,25 @@ extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
 /* timer_posix.c: the wall clock's kernel timer (timer_thread.c's wall
 ** falls back to it). */
 extern const ljp_timer_ops ljp_timer_wall_kernel;
+
+/* Run control's writes to the part (normal context, no tick coming):
+** bind the clock's ticks, reset for a run (deadline_ns: the end of
+** sampling, 0 none), end sampling (the duration is over, or the signal
+** was lost). */
+static inline void ljp_timer_bind(ljp_timerst *t, const ljp_timer_ops *ops)
+{
+  t->ops = ops;
+}
+static inline void ljp_timer_reset(ljp_timerst *t, uint64_t deadline_ns)
+{
+  atomic_store(&t->thr_overrun, 0);
+  t->expired = 0;
+  atomic_store(&t->seen_ns, 0);
+  atomic_store(&t->thr_sent, 0);
+  atomic_store(&t->thr_sent_seen, 0);
+  t->deadline_ns = deadline_ns;
+}
+static inline void ljp_timer_expire(ljp_timerst *t) { t->expired = 1; }
 
 /* timer_exit.c, normal context. Start ctx's timer (ops, ticking, live),
 ** on the profiled thread; its ticks end when the thread exits. */

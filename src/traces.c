@@ -170,6 +170,14 @@ static void trinfo_clear_all(ljp_ctx *ctx)
   for (i = 0; i < ctx->tr.ninfo; i++) trinfo_clear(TI(ctx, i));
 }
 
+void ljp_traces_init(ljp_tracest *t)
+{
+  t->handler_ref = t->attach_ref = t->tracemc_ref = LUA_NOREF;
+  t->funcinfo_ref = LUA_NOREF;
+}
+
+void ljp_traces_watch(ljp_ctx *ctx) { ctx->tr.watching = 1; }
+
 void ljp_traces_reset(ljp_ctx *ctx)
 {
   uint32_t i;

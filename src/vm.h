@@ -166,6 +166,12 @@ void ljp_traces_free(ljp_ctx *ctx);
 void ljp_traces_aborts_into(ljp_ctx *ctx, ljp_tracest *dst, int move);
 void ljp_traces_aborts_free(ljp_tracest *t);
 void ljp_traces_forget_keys(ljp_ctx *ctx);
+/* [safe] A new context's trace part (zeroed): no Lua references held
+** yet (api.c); ljprof.watch(): the handler stays attached until the
+** state closes. The trace event entry point counts its events with
+** ljp_traces_counted (vm_luajit.h). */
+void ljp_traces_init(ljp_tracest *t);
+void ljp_traces_watch(ljp_ctx *ctx);
 
 /* -- Names ------------------------------------------------------------------- */
 

@@ -136,6 +136,14 @@ typedef struct ljp_tracest {
   uint64_t events, event_ns; /* trace events handled, time in our handler */
 } ljp_tracest;
 
+/* The trace event entry point (safepoint.c) counts each event handled,
+** and the time of the timed ones (ns, scaled up to all). */
+static inline void ljp_traces_counted(ljp_tracest *t, uint64_t ns)
+{
+  t->events++;
+  t->event_ns += ns;
+}
+
 /* -- Naming (names.c, names.h) --------------------------------------------- */
 
 /* Naming a C function whose name may have appeared since the last look

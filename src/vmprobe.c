@@ -61,7 +61,6 @@
 
 #include <lauxlib.h>
 
-#include "ljp.h"
 #include "vmprobe.h"
 
 ljp_vmlayout ljp_vml;

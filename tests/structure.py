@@ -2,12 +2,29 @@
 """The shape of src/, checked from the compiled objects.
 
 Which file uses which: file A uses file B when A's object refers to a
-symbol that B's object defines (nm). Prints each file's uses, the import
-cycles (strongly connected components of more than one file), and which
-files a sample passes through from the signal handler and from the safe
-point. Exits non-zero when a rule of docs/design.md ("Who owns what") is
-broken:
-  - no import cycle among src files;
+symbol that B's object defines (nm); and, read from the source (what nm
+cannot see), when A includes B ("#include "B""), when A calls a function
+defined in header B (static inline), with what that function calls in
+turn (through other headers' inline functions, to the .c files defining
+the rest), or when header A's inline code calls a function of file B. A
+header's own inline code calling its own .c (exit_signals.h ->
+exit_signals.c) is one module, no arrow: whoever calls that inline code
+uses the .c. Prints each file's uses, the import cycles (strongly
+connected components of more than one file; each as one path, one line),
+and which files a sample passes through from the signal handler and from
+the safe point. Exits non-zero when a rule of docs/design.md ("Who owns
+what") is broken:
+  - no import cycle among src files (.c and .h, the graph above): no file
+    below another depends on it, through a call, an inline call or an
+    include;
+  - src/ljp.h, the context, defines no inline function (it calls nothing);
+  - each part of the context (a field of struct ljp_ctx in src/ljp.h
+    whose comment says "owner: F", F a file or a glob) is written only by
+    its owner: the files F and the header declaring the part's type (its
+    inline functions are the owner's). A write is an assignment, ++/--,
+    or an atomic store/add/exchange/compare-exchange or memset/memcpy to
+    X->part.field (also through a pointer to the part taken in that file:
+    p = &X->part; p->field = ...), comments aside;
   - lua_sethook/lua_gethook* only in the hook owner (hook.c) and the probe;
   - dl_iterate_phdr only in the object registry (objects.c);
   - signal dispositions, masks and threads (sigaction, signal,
@@ -183,6 +200,191 @@ def os_calls(src):
     return bad
 
 
+def strip(text):
+    """C text with comments, string and character literals blanked (lines
+    kept)."""
+    def blank(m):
+        return " " + "\n" * m.group().count("\n")
+    return re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
+                  blank, text, flags=re.S)
+
+
+INLINE = re.compile(r"\bstatic\s+(?:__inline__\s+|inline\s+)[^;{}()]*?\b(\w+)\s*"
+                    r"\(([^()]|\([^()]*\))*\)\s*(?:__attribute__\s*\(\(.*?\)\)\s*)?\{",
+                    re.S)
+CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "defined",
+            "__attribute__", "__typeof__", "typeof", "_Alignof", "alignof"}
+
+
+def body_at(text, brace):
+    """The text of the block whose "{" is at index brace."""
+    depth = 0
+    for i in range(brace, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[brace:i + 1]
+    return text[brace:]
+
+
+def source_graph(src, owner):
+    """file -> {file: names}: the includes and inline calls of src/ (see
+    the top). owner: symbol -> the object (basename) defining it."""
+    files = sorted(os.path.basename(p) for p in
+                   glob.glob(os.path.join(src, "*.c")) +
+                   glob.glob(os.path.join(src, "*.h")))
+    texts, inline = {}, {}     # inline: function -> (header, body)
+    for f in files:
+        with open(os.path.join(src, f)) as fh:
+            raw = fh.read()
+        texts[f] = (raw, strip(raw))
+        if f.endswith(".h"):
+            s = texts[f][1]
+            for m in INLINE.finditer(s):
+                inline.setdefault(m.group(1), (f, body_at(s, m.end() - 1)))
+    # what each inline function reaches: headers and .c files
+    reach_memo = {}
+
+    def reaches(fn, seen):
+        if fn in reach_memo:
+            return reach_memo[fn]
+        out = {}
+        hdr, body = inline[fn]
+        for c in set(CALL.findall(body)) - KEYWORDS - {fn}:
+            if c in inline and c not in seen:
+                h2 = inline[c][0]
+                if h2 != hdr:
+                    out.setdefault(h2, set()).add(c)
+                for k, v in reaches(c, seen | {fn}).items():
+                    out.setdefault(k, set()).update(v)
+            elif c in owner:
+                out.setdefault(owner[c] + ".c", set()).add(c)
+        reach_memo[fn] = out
+        return out
+
+    graph = {f: {} for f in files}
+    for f in files:
+        raw, s = texts[f]
+        base = f.rsplit(".", 1)[0]
+        for inc in re.findall(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', raw,
+                              re.M):
+            if inc in texts and inc != f:
+                graph[f].setdefault(inc, set()).add("#include")
+        if f.endswith(".h"):
+            # the header's own inline code: calls of other files
+            own_defs = {n for n, (h, _) in inline.items() if h == f}
+            calls = set()
+            for n in own_defs:
+                calls |= set(CALL.findall(inline[n][1]))
+            calls -= KEYWORDS | own_defs
+            for c in calls:
+                if c in owner and owner[c] != base:
+                    graph[f].setdefault(owner[c] + ".c", set()).add(c)
+        else:
+            calls = set(CALL.findall(s)) - KEYWORDS
+        for c in calls:
+            if c not in inline:
+                continue
+            hdr = inline[c][0]
+            if hdr != f:
+                graph[f].setdefault(hdr, set()).add(c)
+            for k, v in reaches(c, frozenset()).items():
+                if k == f or (f.endswith(".h") and k == base + ".c"):
+                    continue
+                graph[f].setdefault(k, set()).update(v)
+    return graph
+
+
+def a_cycle(graph, comp):
+    """One cycle inside the strongly connected component comp, as a path."""
+    comp = set(comp)
+    start = min(comp)
+    prev, todo = {start: None}, [start]
+    while todo:
+        v = todo.pop(0)
+        for w in sorted(graph[v]):
+            if w == start:
+                path = [v]
+                while prev[path[-1]] is not None:
+                    path.append(prev[path[-1]])
+                return list(reversed(path)) + [start]
+            if w in comp and w not in prev:
+                prev[w] = v
+                todo.append(w)
+    return sorted(comp)
+
+
+def part_owners(src):
+    """part -> (owner files, the header declaring its type), from the
+    "owner:" marks in struct ljp_ctx (src/ljp.h)."""
+    with open(os.path.join(src, "ljp.h")) as f:
+        raw = f.read()
+    body = raw[raw.find("struct ljp_ctx {"):]
+    body = body[:body.find("\n};")]
+    parts = {}
+    for m in re.finditer(r"^\s*(\w+)\s+(\w+);\s*/\*(.*?)\*/", body, re.M | re.S):
+        typ, name, comment = m.groups()
+        o = re.search(r"owners?:\s*([^)]*)", comment)
+        if not o:
+            continue
+        pats = [p for p in re.split(r"[\s,]+", o.group(1)) if p]
+        own = set()
+        for p in pats:
+            found = glob.glob(os.path.join(src, p))
+            if not found:
+                own.add("?" + p)
+            own |= {os.path.basename(x) for x in found}
+            own |= {os.path.basename(x)[:-2] + ".h" for x in found
+                    if os.path.exists(x[:-2] + ".h")}
+        for h in glob.glob(os.path.join(src, "*.h")):
+            with open(h) as f:
+                if re.search(r"}\s*%s\s*;" % re.escape(typ), f.read()):
+                    own.add(os.path.basename(h))
+        parts[name] = own
+    return parts
+
+
+WRITE_OP = r"(?:=(?!=)|\+\+|--|[-+*/%|&^]=|<<=|>>=)"
+WRITE_FN = (r"\b(?:atomic_store|atomic_fetch_\w+|atomic_exchange|"
+            r"atomic_compare_exchange\w*|memset|memcpy)(?:_explicit)?\s*\(\s*&\s*$")
+
+
+def part_writes(src, parts):
+    """Writes to a part's fields outside its owner (see the top)."""
+    bad = []
+    for path in sorted(glob.glob(os.path.join(src, "*.c")) +
+                       glob.glob(os.path.join(src, "*.h"))):
+        name = os.path.basename(path)
+        with open(path) as f:
+            s = strip(f.read())
+        for part, own in sorted(parts.items()):
+            if name in own:
+                continue
+            # X->part.field..., and pointers to the part: p = &X->part
+            bases = [r"\w+\s*->\s*%s\s*\.\s*\w+" % part]
+            for a in set(re.findall(r"\b(\w+)\s*=\s*&\s*\w+\s*->\s*%s\s*[;,)]"
+                                    % part, s)):
+                bases.append(r"\b%s\s*->\s*\w+" % a)
+            for b in bases:
+                pat = re.compile(r"\b%s(?:\s*(?:\.|->)\s*\w+|\[[^\]]*\])*"
+                                 % b)
+                for m in pat.finditer(s):
+                    lhs = m.group()
+                    pre = re.search(r"(\+\+|--)\s*$", s[max(0, m.start() - 8):m.start()])
+                    op = re.match(r"\s*%s" % WRITE_OP, s[m.end():m.end() + 8])
+                    fn = re.search(WRITE_FN, s[max(0, m.start() - 60):m.start()])
+                    if pre or op or fn:
+                        line = s.count("\n", 0, m.start()) + 1
+                        bad.append("%s:%d writes %s, a part of the context "
+                                   "owned by %s: call a function of the owner"
+                                   % (name, line, re.sub(r"\s+", "", lhs),
+                                      ", ".join(sorted(own))))
+    return bad
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     report = "--report" in sys.argv
@@ -246,9 +448,41 @@ def main():
     if graph.get("elfsyms"):
         bad.append("elfsyms uses other src files: " +
                    " ".join(sorted(graph["elfsyms"])))
-    cycles = [c for c in sccs(graph) if len(c) > 1]
+    # The whole graph: nm's arrows between objects, and the source's
+    # (includes, inline calls), over the files of src/.
+    sgraph = source_graph(src, owner)
+    whole = {f: set(e) for f, e in sgraph.items()}
+    for name, users in graph.items():
+        whole.setdefault(name + ".c", set()).update(u + ".c" for u in users)
+    for f in list(whole):
+        for g in whole[f]:
+            whole.setdefault(g, set())
+    cycles = [c for c in sccs(whole) if len(c) > 1]
     for c in cycles:
-        bad.append("import cycle: " + " ".join(c))
+        path = a_cycle(whole, c)
+        ties = []
+        for a, b in zip(path, path[1:]):
+            names = sorted(sgraph.get(a, {}).get(b, ()))
+            if not names and b.endswith(".c") and a.endswith(".c"):
+                names = sorted(s for s in undefs.get(a[:-2], ())
+                               if owner.get(s) == b[:-2])
+            ties.append("%s -> %s (%s)" % (a, b, ", ".join(names[:3]) or "?"))
+        bad.append("import cycle of %d files: %s" % (len(c), "; ".join(ties)))
+    with open(os.path.join(src, "ljp.h")) as f:
+        hub = INLINE.findall(strip(f.read()))
+    if hub:
+        bad.append("src/ljp.h defines %s: the context's header calls "
+                   "nothing; the function goes to its owner's header"
+                   % ", ".join(n for n, _ in hub))
+    parts = part_owners(src)
+    for part, own in sorted(parts.items()):
+        for o in sorted(own):
+            if o.startswith("?"):
+                bad.append("src/ljp.h: the owner %s of part %s is no file"
+                           % (o[1:], part))
+    if not parts:
+        bad.append("src/ljp.h: no part of struct ljp_ctx names its owner")
+    bad += part_writes(src, parts)
     for syms, allowed in RULES:
         for name, u in sorted(undefs.items()):
             used = sorted((u | defs[name]) & syms)
@@ -263,6 +497,13 @@ def main():
             r = reach(graph, fn) - {fn}
             print("%s (%s.c) enters %d other files: %s" %
                   (start, fn, len(r), " ".join(sorted(r))))
+        print("read from the source (includes, inline calls):")
+        for f in sorted(sgraph):
+            if sgraph[f]:
+                print("  %-14s uses %s" % (f, " ".join(sorted(sgraph[f]))))
+        print("parts and their owners: %s" %
+              "; ".join("%s %s" % (p, " ".join(sorted(o)))
+                        for p, o in sorted(parts.items())))
         print("import cycles: %s" %
               ("; ".join(" ".join(c) for c in cycles) if cycles else "none"))
     if "cfi" in undefs:
@@ -320,7 +561,8 @@ SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "api", "lua_ljprof", "hook", "jitmode", "slots", "ring",
                  "store", "table", "buf", "zones", "labels", "auto",
                  "exit_signals", "exec", "preload", "spawn", "sigowner",
-                 "os_linux", "ownstate", "outfile", "writer", "codemap",
+                 "os_linux", "os_win", "ownstate", "outfile", "writer",
+                 "codemap",
                  "unwind", "cfi", "symbols", "objects", "elfsyms"}
 VM_INTERFACE = "vm.h"
 VM_TYPES = "vm_luajit.h"  # included by vm.h only: its types and inline readers

@@ -245,6 +245,42 @@ t.case("random gaps: no aliasing with a periodic program", function()
   end
 end)
 
+-- No aliasing on the cpu clock: a loop whose iterations take exactly one
+-- interval of the thread's CPU time (10 ms at 100 Hz), 3/4 of it in one
+-- function and 1/4 in another. The kernel fires a cpu timer only on its
+-- 4 ms tick and re-arms a periodic one itself: with a fixed phase, the
+-- 10 ms expiries land on two tick phases only (heavy ~100% or ~50%,
+-- depending on the start); ljprof redraws the phase (every second signal)
+-- and gets about 75/25 (70-80%: samples still fall on ticks). ~200
+-- samples per run, ~100 phases: the bounds are over 3 sigma away. With
+-- the phase never redrawn, 3 runs gave 47%, 97% and 49%; redrawn every
+-- second signal, 5 runs gave 70-77%.
+-- CPU time, not wall time: a preempted thread changes nothing here.
+t.case("cpu clock: no aliasing with a program of period = interval", function()
+  local function heavy(t0) while clock_s(CLOCK_THREAD_CPUTIME_ID) < t0 + 0.0075 do end end
+  local function light(t0) while clock_s(CLOCK_THREAD_CPUTIME_ID) < t0 + 0.010 do end end
+  ljprof.record({clock = "cpu", interval = 10, fmt = "f", depth = 3, native = false})
+  local c0 = clock_s(CLOCK_THREAD_CPUTIME_ID)
+  for _ = 1, 200 do
+    local start = clock_s(CLOCK_THREAD_CPUTIME_ID)
+    heavy(start)
+    light(start)
+  end
+  local cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0
+  ljprof.stop()
+  local st = ljprof.stats()
+  local h, l = 0, 0
+  for _, e in ipairs(ljprof.summary()) do
+    if e.stack:find("heavy", 1, true) then h = h + e.count
+    elseif e.stack:find("light", 1, true) then l = l + e.count end
+  end
+  local share = h / math.max(1, h + l)
+  print(string.format("  heavy %d, light %d (%.0f%%); %d ticks, %d missed, %d signals over %.2f s CPU",
+                      h, l, share * 100, st.ticks, st.missed, st.signals, cpu))
+  t.ok(h + l >= 0.8 * cpu / 0.010, string.format("enough samples (%d of %.0f ticks)", h + l, cpu / 0.010))
+  t.ok(share >= 0.60 and share <= 0.90, string.format("heavy share %.0f%% (expected ~75%%)", share * 100))
+end)
+
 t.case("one table of clocks: clocks(), the front ends' list, messages, stats", function()
   local names = ljprof.clocks()
   local options = require "jit.prof.options"

@@ -98,6 +98,17 @@ for _, c in ipairs {
     local basis = c.basis == "cpu" and cpu or wall
     -- (wall, thread: ticks the timer thread woke too late for are missed)
     within(st.ticks + st.missed, basis * 1000 / c.interval, "ticks and missed")
+    if c.clock == "cpu" then
+      -- Exact weights (1 + si_overrun): the expiries of the schedule the
+      -- thread's CPU time passed, one per interval on average (the random
+      -- gaps move the count by a few: sd ~3 at 10 ms over 1.5 s), fewer
+      -- only by the last signal's, still pending at stop. Counting an
+      -- overrun twice, or not at all (1 ms: ~250 signals), is far out.
+      local expect = cpu * 1000 / c.interval
+      t.ok(st.ticks + st.missed <= 1.03 * expect + 10 and st.ticks + st.missed >= 0.85 * expect,
+           string.format("cpu weights: %d ticks for %.0f intervals of CPU time (0.85x..1.03x+10)",
+                         st.ticks + st.missed, expect))
+    end
     t.ok(st.signals <= st.ticks, "signals <= ticks")
     t.ok(st.vmstate.I >= 0.5 * st.completed, "interpreted work is mostly 'I'")
     -- (cpu at 1 ms: the ticks check above passing with about 250 signals

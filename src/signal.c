@@ -111,7 +111,7 @@ static void ljp_signal_handler(int sig, siginfo_t *si, void *ucv)
       ctx->tmr.expired = 1;                /* duration over: no more ticks */
     } else {
       if (ctx->tmr.ops->rearm && ctx->tmr.ticking)
-        w = ctx->tmr.ops->rearm(ctx);      /* the expiries it stands for */
+        w = ctx->tmr.ops->rearm(ctx, si);  /* the expiries it stands for */
       w += atomic_exchange_explicit(&ctx->tmr.thr_overrun, 0,
                                     memory_order_relaxed);
       /* Paused by the control signal (auto.c): the timer keeps its

@@ -48,6 +48,7 @@ typedef struct ljp_timerst {
   clockid_t clock;          /* cpu, wall: the clock the timer runs on */
   uint64_t rng;             /* xorshift state (expiry jitter) */
   uint64_t next_ns;         /* next scheduled expiry, on the timer's clock */
+  uint32_t jump_n;          /* cpu: signals since the phase was redrawn */
   uint64_t deadline_ns;     /* CLOCK_MONOTONIC end of sampling (0: none) */
   volatile sig_atomic_t expired; /* the duration is over: ignore signals */
   _Atomic uint32_t thr_overrun; /* ticks the timer thread could not send */
@@ -66,12 +67,13 @@ typedef struct ljp_timerst {
 struct ljp_timer_ops {
   int (*start)(ljp_ctx *ctx, char *err, size_t errlen);
   void (*stop)(ljp_ctx *ctx);
-  /* Signal context: called for each of the timer's signals on the
-  ** profiled thread; returns the weight of the signal (the expiries it
-  ** stands for, >= 1, from a read of the timer's clock), stores that
-  ** read in seen_ns (the run's clock: run.c's signal check) and may
-  ** reschedule the timer. */
-  uint32_t (*rearm)(ljp_ctx *ctx);
+  /* Signal context: called for each of the timer's signals (si: its
+  ** siginfo) on the profiled thread; returns the weight of the signal
+  ** (the expiries it stands for, >= 1, from a read of the timer's clock
+  ** or, cpu, from si_overrun), stores the run's clock in seen_ns (the
+  ** clock read, or cpu the last expiry passed: run.c's signal check) and
+  ** may reschedule the timer. */
+  uint32_t (*rearm)(ljp_ctx *ctx, const siginfo_t *si);
   /* Signal context, may be NULL: no more expiries (the duration is over). */
   void (*halt)(ljp_ctx *ctx);
 };

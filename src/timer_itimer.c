@@ -37,10 +37,11 @@ static uint64_t process_cpu_ns(void)
 
 /* Signal context, on the profiled thread: the expiries this signal stands
 ** for (>= 1). next_ns is the process CPU time of the next expiry. */
-static uint32_t itimer_weigh(ljp_ctx *ctx)
+static uint32_t itimer_weigh(ljp_ctx *ctx, const siginfo_t *si)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t now = process_cpu_ns(), next = ctx->tmr.next_ns, w = 1;
+  (void)si;
   atomic_store_explicit(&ctx->tmr.seen_ns, now, memory_order_relaxed);
   if (now >= next) w = (now - next) / period + 1;
   ctx->tmr.next_ns = next + w * period;

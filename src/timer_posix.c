@@ -11,26 +11,43 @@
 **         /proc/self/task/<tid>/syscall cannot be opened.
 ** The signal's value carries the run token.
 **
-** Each signal re-arms the timer (signal context: timer_settime and
-** clock_gettime are async-signal-safe) as a one-shot timer at an absolute
-** time: a random gap in [interval/2, 3/2 interval) after the last
-** *scheduled* expiry, not after delivery, so expiries average one per
-** interval whatever the delivery delay. A fixed phase would sample a
+** wall: each signal re-arms the timer (signal context: timer_settime
+** and clock_gettime are async-signal-safe) as a one-shot timer at an
+** absolute time: a random gap in [interval/2, 3/2 interval) after the
+** last *scheduled* expiry, not after delivery, so expiries average one
+** per interval whatever the delivery delay. A fixed phase would sample a
 ** periodic program (a frame loop) at one phase only (aliasing). The
-** signal stands for every scheduled expiry the clock has passed (a cpu
-** timer fires only on the kernel's tick; a preempted thread takes its
-** signal late): the handler reads the timer's clock and weighs the
-** signal by that count, and the next expiry is the first one still
-** ahead, so a late signal is never followed by a burst of catch-up ones.
+** signal stands for every scheduled expiry the clock has passed (a
+** preempted thread takes its signal late): the handler reads the timer's
+** clock (vDSO) and weighs the signal by that count, and the next expiry
+** is the first one still ahead, so a late signal is never followed by a
+** burst of catch-up ones. One-shot, not periodic: re-arming a queued
+** periodic CLOCK_MONOTONIC timer from the handler moves an hrtimer the
+** kernel has just queued again, and on this VM that cost about 10 us per
+** signal on top of the ~20 us of the delivery itself (bench/sigcost.c,
+** modes periodic, moved and oneshot: 18, 29 and 18 us).
 **
-** One-shot, not periodic: re-arming a queued periodic CLOCK_MONOTONIC
-** timer from the handler moves an hrtimer the kernel has just queued
-** again, and on this VM that cost about 10 us per signal on top of the
-** ~20 us of the delivery itself (bench/sigcost.c, modes periodic, moved
-** and oneshot: 18, 29 and 18 us); a one-shot re-arm plus a clock read
-** costs about what the kernel's own periodic re-arm does. The clock read
-** is the vDSO for wall and a system call for cpu (thread CPU time has no
-** vDSO read), whose timer fires at most once per kernel tick.
+** cpu: a periodic timer (it_interval = the interval), no clock read (a
+** thread's CPU clock has no vDSO read: clock_gettime is a system call).
+** The kernel re-arms it when it hands over the signal and counts the
+** expiries passed meanwhile in si_overrun (a cpu timer fires only on the
+** kernel's tick: at 1 ms, ~250 signals a second stand for 1,000 ticks),
+** so the weight is 1 + si_overrun and the schedule is known without a
+** read. Every LJP_CPU_JUMP-th (2nd) signal the handler redraws the phase:
+** one timer_settime at a random gap in [interval/2, 3/2 interval) after
+** the last expiry passed, it_interval unchanged (a CPU timer has no
+** hrtimer to move: it is checked on the tick). Per signal: 0.5 system
+** calls (strace -f -c, a CPU-bound loop at 1 ms: 249 signals, 124
+** timer_settime, no clock_gettime; before, one of each per signal), on
+** this VM ~1.9 us of system calls instead of ~6.2 (the kernel's own
+** re-arm at delivery not included; a timer_settime of a cpu timer
+** 3.6-3.9 us, a thread CPU clock read 2.2-2.8 us, loaded machine), and
+** 73 instructions per signal instead of 387 (callgrind, 1 ms: the old
+** re-arm drew one random gap per expiry passed, ~10 per signal there).
+** Weights stay exact (1 s of CPU: 996 ticks at 1 ms, 9,960 at 0.1 ms);
+** with the phase never redrawn a program of period = interval (10 ms)
+** was sampled at one or two tick phases (heavy 47-97% for 75%), redrawn
+** every 2nd signal 70-77% (test_clocks.lua, "cpu clock: no aliasing").
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,6 +56,11 @@
 #include <time.h>
 
 #include "ljp.h"
+
+/* cpu: the schedule's phase is redrawn every LJP_CPU_JUMP-th signal. */
+#ifndef LJP_CPU_JUMP
+#define LJP_CPU_JUMP 2
+#endif
 
 static uint64_t rng_next(ljp_ctx *ctx)
 {
@@ -70,26 +92,30 @@ static uint64_t clock_ns(clockid_t c)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* One expiry at when (absolute) on the timer's clock. */
-static int arm_at(ljp_ctx *ctx, uint64_t when)
+/* The first expiry at when (absolute) on the timer's clock, then one
+** every every_ns (0: one-shot). */
+static int arm_at(ljp_ctx *ctx, uint64_t when, uint64_t every_ns)
 {
   struct itimerspec its;
   memset(&its, 0, sizeof(its));
   its.it_value.tv_sec = (time_t)(when / 1000000000u);
   its.it_value.tv_nsec = (long)(when % 1000000000u);
+  its.it_interval.tv_sec = (time_t)(every_ns / 1000000000u);
+  its.it_interval.tv_nsec = (long)(every_ns % 1000000000u);
   ctx->tmr.next_ns = when;
   return timer_settime(ctx->tmr.u.posix, TIMER_ABSTIME, &its, NULL);
 }
 
-/* Signal context. The signal stands for the expiry scheduled (next_ns)
-** and for every later one of the random schedule the clock has passed;
-** the timer is re-armed at the first one still ahead. Bounded: a thread
-** late by more than 64 intervals (stopped, preempted for long) has those
-** counted at one per interval in one step. */
-static uint32_t posix_rearm(ljp_ctx *ctx)
+/* Signal context, wall. The signal stands for the expiry scheduled
+** (next_ns) and for every later one of the random schedule the clock has
+** passed; the timer is re-armed at the first one still ahead. Bounded: a
+** thread late by more than 64 intervals (stopped, preempted for long) has
+** those counted at one per interval in one step. */
+static uint32_t posix_rearm(ljp_ctx *ctx, const siginfo_t *si)
 {
   uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
   uint64_t now = clock_ns(ctx->tmr.clock), next = ctx->tmr.next_ns, w = 1;
+  (void)si;
   atomic_store_explicit(&ctx->tmr.seen_ns, now, memory_order_relaxed);
   if (!period) period = 1;
   if (now > next && now - next > 64 * period) {
@@ -102,7 +128,33 @@ static uint32_t posix_rearm(ljp_ctx *ctx)
     w++;
     next += ljp_timer_gap_ns(ctx);
   }
-  arm_at(ctx, next);
+  arm_at(ctx, next, 0);
+  return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+}
+
+/* Signal context, cpu: no clock read. The kernel re-arms the periodic
+** timer when it hands over the signal and counts in si_overrun the
+** expiries it passed meanwhile: the signal stands for next_ns and the
+** si_overrun expiries after it, one interval apart, the last of them at
+** most one interval before now (the run's clock in seen_ns). Every
+** LJP_CPU_JUMP-th signal the schedule restarts a random gap in
+** [interval/2, 3/2 interval) after that last expiry (one timer_settime;
+** an expiry already passed fires at the next kernel tick, with its own
+** overrun count). */
+static uint32_t cpu_rearm(ljp_ctx *ctx, const siginfo_t *si)
+{
+  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
+  uint64_t w = 1, last;
+  if (si && si->si_code == SI_TIMER && si->si_overrun > 0)
+    w += (uint64_t)si->si_overrun;
+  last = ctx->tmr.next_ns + (w - 1) * period;
+  atomic_store_explicit(&ctx->tmr.seen_ns, last, memory_order_relaxed);
+  if (++ctx->tmr.jump_n >= LJP_CPU_JUMP) {
+    ctx->tmr.jump_n = 0;
+    arm_at(ctx, last + ljp_timer_gap_ns(ctx), period);
+  } else {
+    ctx->tmr.next_ns = last + period;
+  }
   return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
 }
 
@@ -114,7 +166,8 @@ static void posix_halt(ljp_ctx *ctx)
   timer_settime(ctx->tmr.u.posix, 0, &its, NULL);
 }
 
-static int posix_start(ljp_ctx *ctx, clockid_t clock, char *err, size_t n)
+static int posix_start(ljp_ctx *ctx, clockid_t clock, uint64_t every_ns,
+                       char *err, size_t n)
 {
   struct sigevent sev;
   memset(&sev, 0, sizeof(sev));
@@ -127,7 +180,8 @@ static int posix_start(ljp_ctx *ctx, clockid_t clock, char *err, size_t n)
     snprintf(err, n, "ljprof: timer_create failed: %s", strerror(errno));
     return -1;
   }
-  if (arm_at(ctx, clock_ns(clock) + ljp_timer_first_ns(ctx)) != 0) {
+  ctx->tmr.jump_n = 0;
+  if (arm_at(ctx, clock_ns(clock) + ljp_timer_first_ns(ctx), every_ns) != 0) {
     snprintf(err, n, "ljprof: timer_settime failed: %s", strerror(errno));
     timer_delete(ctx->tmr.u.posix);
     return -1;
@@ -137,12 +191,13 @@ static int posix_start(ljp_ctx *ctx, clockid_t clock, char *err, size_t n)
 
 static int cpu_start(ljp_ctx *ctx, char *err, size_t n)
 {
-  return posix_start(ctx, CLOCK_THREAD_CPUTIME_ID, err, n);
+  return posix_start(ctx, CLOCK_THREAD_CPUTIME_ID,
+                     (uint64_t)ctx->opt.interval_us * 1000u, err, n);
 }
 
 static int wall_start(ljp_ctx *ctx, char *err, size_t n)
 {
-  return posix_start(ctx, CLOCK_MONOTONIC, err, n);
+  return posix_start(ctx, CLOCK_MONOTONIC, 0, err, n);
 }
 
 static void posix_stop(ljp_ctx *ctx)
@@ -151,6 +206,6 @@ static void posix_stop(ljp_ctx *ctx)
 }
 
 const ljp_timer_ops ljp_timer_cpu = {cpu_start, posix_stop,
-                                     posix_rearm, posix_halt};
+                                     cpu_rearm, posix_halt};
 const ljp_timer_ops ljp_timer_wall_kernel = {wall_start, posix_stop,
                                              posix_rearm, posix_halt};

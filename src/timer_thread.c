@@ -347,8 +347,9 @@ static void thread_stop(ljp_ctx *ctx)
 
 /* Signal context: a tick stands for one expiry (and the overrun the
 ** handler adds); its time is the run's clock (CLOCK_MONOTONIC, vDSO). */
-static uint32_t thread_rearm(ljp_ctx *ctx)
+static uint32_t thread_rearm(ljp_ctx *ctx, const siginfo_t *si)
 {
+  (void)si;
   tick_seen(ctx);
   return 1;
 }
@@ -397,10 +398,10 @@ static void wall_stop(ljp_ctx *ctx)
 }
 
 /* Signal context. */
-static uint32_t wall_rearm(ljp_ctx *ctx)
+static uint32_t wall_rearm(ljp_ctx *ctx, const siginfo_t *si)
 {
-  return ctx->tmr.wall_kernel ? ljp_timer_wall_kernel.rearm(ctx)
-                              : thread_rearm(ctx);
+  return ctx->tmr.wall_kernel ? ljp_timer_wall_kernel.rearm(ctx, si)
+                              : thread_rearm(ctx, si);
 }
 
 /* Signal context: the timer thread ends at the deadline by itself; an

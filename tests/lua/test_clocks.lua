@@ -98,6 +98,17 @@ for _, c in ipairs {
     local basis = c.basis == "cpu" and cpu or wall
     -- (wall, thread: ticks the timer thread woke too late for are missed)
     within(st.ticks + st.missed, basis * 1000 / c.interval, "ticks and missed")
+    if c.clock == "cpu" then
+      -- Exact weights (1 + si_overrun): the expiries of the schedule the
+      -- thread's CPU time passed, one per interval on average (the random
+      -- gaps move the count by a few: sd ~3 at 10 ms over 1.5 s), fewer
+      -- only by the last signal's, still pending at stop. Counting an
+      -- overrun twice, or not at all (1 ms: ~250 signals), is far out.
+      local expect = cpu * 1000 / c.interval
+      t.ok(st.ticks + st.missed <= 1.03 * expect + 10 and st.ticks + st.missed >= 0.85 * expect,
+           string.format("cpu weights: %d ticks for %.0f intervals of CPU time (0.85x..1.03x+10)",
+                         st.ticks + st.missed, expect))
+    end
     t.ok(st.signals <= st.ticks, "signals <= ticks")
     t.ok(st.vmstate.I >= 0.5 * st.completed, "interpreted work is mostly 'I'")
     -- (cpu at 1 ms: the ticks check above passing with about 250 signals
@@ -243,6 +254,42 @@ t.case("random gaps: no aliasing with a periodic program", function()
       print("  (preempted: share not checked)")
     end
   end
+end)
+
+-- No aliasing on the cpu clock: a loop whose iterations take exactly one
+-- interval of the thread's CPU time (10 ms at 100 Hz), 3/4 of it in one
+-- function and 1/4 in another. The kernel fires a cpu timer only on its
+-- 4 ms tick and re-arms a periodic one itself: with a fixed phase, the
+-- 10 ms expiries land on two tick phases only (heavy ~100% or ~50%,
+-- depending on the start); ljprof redraws the phase (every second signal)
+-- and gets about 75/25 (70-80%: samples still fall on ticks). ~200
+-- samples per run, ~100 phases: the bounds are over 3 sigma away. With
+-- the phase never redrawn, 3 runs gave 47%, 97% and 49%; redrawn every
+-- second signal, 5 runs gave 70-77%.
+-- CPU time, not wall time: a preempted thread changes nothing here.
+t.case("cpu clock: no aliasing with a program of period = interval", function()
+  local function heavy(t0) while clock_s(CLOCK_THREAD_CPUTIME_ID) < t0 + 0.0075 do end end
+  local function light(t0) while clock_s(CLOCK_THREAD_CPUTIME_ID) < t0 + 0.010 do end end
+  ljprof.record({clock = "cpu", interval = 10, fmt = "f", depth = 3, native = false})
+  local c0 = clock_s(CLOCK_THREAD_CPUTIME_ID)
+  for _ = 1, 200 do
+    local start = clock_s(CLOCK_THREAD_CPUTIME_ID)
+    heavy(start)
+    light(start)
+  end
+  local cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0
+  ljprof.stop()
+  local st = ljprof.stats()
+  local h, l = 0, 0
+  for _, e in ipairs(ljprof.summary()) do
+    if e.stack:find("heavy", 1, true) then h = h + e.count
+    elseif e.stack:find("light", 1, true) then l = l + e.count end
+  end
+  local share = h / math.max(1, h + l)
+  print(string.format("  heavy %d, light %d (%.0f%%); %d ticks, %d missed, %d signals over %.2f s CPU",
+                      h, l, share * 100, st.ticks, st.missed, st.signals, cpu))
+  t.ok(h + l >= 0.8 * cpu / 0.010, string.format("enough samples (%d of %.0f ticks)", h + l, cpu / 0.010))
+  t.ok(share >= 0.60 and share <= 0.90, string.format("heavy share %.0f%% (expected ~75%%)", share * 100))
 end)
 
 t.case("one table of clocks: clocks(), the front ends' list, messages, stats", function()

@@ -27,6 +27,8 @@
 #include "query.h"
 #include "calls.h"
 #include "symbols.h"
+#include "auto.h"
+#include "exit_signals.h"
 
 static const char ctx_key = 'c'; /* registry key of the owning userdata */
 

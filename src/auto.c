@@ -54,6 +54,7 @@
 #include "ljp.h"
 #include "os.h"
 #include "auto.h"
+#include "exit_signals.h"
 #include "outfile.h"
 #include "ownstate.h"
 #include "sigowner.h"

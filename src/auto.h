@@ -20,19 +20,9 @@
 
 #include <lua.h>
 
-typedef struct ljp_ctx ljp_ctx;
-typedef struct ljp_autox ljp_autox;
+#include "auto_part.h"   /* ljp_autost, the part */
 
-/* The auto part of a context (written by auto.c; signal.c reads paused).
-** All zero for a run that was not auto-started. A snapshot (the export
-** helper's copy of a context) has its own seq and t0. */
-typedef struct ljp_autost {
-  ljp_autox *x;             /* configuration and files, shared */
-  uint64_t seq;             /* the interval the store holds: 1, 2... (%n) */
-  uint64_t t0;              /* its start, CLOCK_REALTIME ns (%t) */
-  uint64_t dropped0;        /* n_dropped at its start */
-  volatile sig_atomic_t paused; /* control signal: no samples now */
-} ljp_autost;
+typedef struct ljp_ctx ljp_ctx;
 
 enum { LJP_CONTROL_OFF, LJP_CONTROL_SNAPSHOT, LJP_CONTROL_TOGGLE };
 

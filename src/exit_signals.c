@@ -72,6 +72,7 @@
 #include <lualib.h>
 
 #include "ljp.h"
+#include "exit_signals.h"
 #include "os.h"
 #include "ownstate.h"
 #include "sigowner.h"

@@ -28,18 +28,9 @@
 
 #include <lua.h>
 
-typedef struct ljp_ctx ljp_ctx;
+#include "exit_part.h"   /* ljp_exitst, the part */
 
-/* The exit-signal part of a context (exit_signals.c). */
-typedef struct ljp_exitst {
-  volatile sig_atomic_t signal;   /* the exit signal that came (0: none) */
-  volatile sig_atomic_t entered;  /* ljprof regions the thread is in */
-  volatile sig_atomic_t close_at_leave; /* close when the last one ends */
-  volatile sig_atomic_t closed;   /* the helper owns the context */
-  _Atomic int lend;               /* 0, LJP_LEND_ASKED or LJP_LEND_LENT */
-  sem_t *lend_sem;                /* posted when lent (the asker's) */
-  uint64_t lend_waits, lend_wait_ns; /* regions that waited, how long */
-} ljp_exitst;
+typedef struct ljp_ctx ljp_ctx;
 
 #define LJP_LEND_ASKED 1
 #define LJP_LEND_LENT 2

@@ -1,7 +1,7 @@
 /*
 ** The per-state context: a composition of parts, each declared in its
 ** owner's header and written only by its owner (hook.h, timer.h,
-** zones.h, labels.h, exit_signals.h, store.h, codemap.h, auto.h, ring.h;
+** zones.h, labels.h, exit_part.h, store.h, codemap.h, auto_part.h, ring.h;
 ** the VM's parts, traces and names: vm.h), plus identity, run control and
 ** the handler's counters. See docs/design.md, "Pipeline" and "The
 ** context" (who writes what):
@@ -21,8 +21,10 @@
 ** table.h, vmprobe.h), so no file below the context depends on a file
 ** above it (tests/structure.py: no cycle in the includes, inline calls
 ** and linked symbols of src/). The files that take a context include
-** the headers of what else they call (calls.h, unwind.h, symbols.h)
-** themselves.
+** the headers of what else they call (calls.h, unwind.h, symbols.h,
+** auto.h, exit_signals.h) themselves. A part whose owner takes a
+** context has its type in a header of its own (auto_part.h,
+** exit_part.h), which is what this header includes.
 **
 ** Entry points (signal.c, safepoint.c, api.c, lua_ljprof.c) look a
 ** context up; the modules below them are handed one.
@@ -42,7 +44,7 @@
 #include <lua.h>
 
 #include "../include/ljprof.h"
-#include "auto.h"
+#include "auto_part.h"
 #include "buf.h"
 #include "clocks.h"
 #include "codemap.h"
@@ -52,7 +54,7 @@
 #include "timer.h"
 #include "zones.h"
 #include "labels.h"
-#include "exit_signals.h"
+#include "exit_part.h"
 #include "slots.h"
 #include "table.h"
 #include "hook.h"

@@ -5,7 +5,10 @@
 ** it, and implemented by one file per OS: os_linux.c, with the few that a
 ** signal handler calls per tick inline in os_linux.h (they were inline
 ** before they moved: no extra call on the signal path). A second OS adds
-** os_<name>.c/.h and one line below, not #ifdefs across the tree.
+** os_<name>.c/.h and one line below, not #ifdefs across the tree. The
+** declarations of the out-of-line functions are in os_decl.h, which an OS
+** file includes with its inline half (not this header, which includes
+** both): the compiler checks the definitions against them.
 ** tests/structure.py checks that the Linux calls (process_vm_readv, prctl,
 ** the raw system-call numbers, _dl_find_object, /proc/self/task) appear
 ** in os_linux.c/.h only. Signal dispositions, masks and threads are not
@@ -90,21 +93,7 @@
 #ifndef LJP_OS_H
 #define LJP_OS_H
 
-#include <stddef.h>
-#include <stdint.h>
-#include <sys/types.h>
-
-enum { LJP_OS_UNKNOWN = -1, LJP_OS_USER, LJP_OS_IN_SYSCALL, LJP_OS_RUNNING };
-
-pid_t ljp_self_pid(void);
-void ljp_self_pid_cache(void);
-int ljp_peek(void *dst, uintptr_t src, size_t n);
-void ljp_os_find_object_init(void);
-void ljp_os_thread_name(char name[16]);
-void ljp_os_timer_slack_min(void);
-void ljp_os_parent_death_signal(int sig);
-int ljp_os_thread_state_open(pid_t tid);
-int ljp_os_thread_state(int fd, char *buf, size_t n, uintptr_t *pc);
+#include "os_decl.h"   /* the out-of-line functions, the thread states */
 
 #if defined(__linux__)
 #include "os_linux.h"

@@ -20,7 +20,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "os.h"
+#include "os_decl.h"   /* what this file defines: checked against it */
+#include "os_linux.h"
 
 #if defined(__x86_64__)
 _Static_assert(LJP_OS_REG_RIP == REG_RIP, "ucontext's PC index");

@@ -1,7 +1,8 @@
 /*
 ** Linux: the primitives of the OS interface (os.h) a signal handler calls
 ** per tick, inline as they were before they moved here (see os.h for what
-** each does and where it may be called). Included by os.h only.
+** each does and where it may be called). Included by os.h and os_linux.c
+** (the rest of the program includes os.h).
 */
 #ifndef LJP_OS_LINUX_H
 #define LJP_OS_LINUX_H
@@ -16,6 +17,8 @@
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+#include "os_decl.h"   /* ljp_self_pid (ljp_peekv) */
 
 /* CLOCK_MONOTONIC through the vDSO: no system call, async-signal-safe. */
 static inline uint64_t ljp_now_ns(void)

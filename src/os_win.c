@@ -5,7 +5,8 @@
 */
 #include <stdatomic.h>
 
-#include "os.h"
+#include "os_decl.h"
+#include "os_win.h"
 
 static _Atomic uint64_t qpc_hz;
 

@@ -43,6 +43,7 @@
 #include "calls.h"
 #include "symbols.h"
 #include "unwind.h"
+#include "exit_signals.h"
 
 static char *dup_or_null(const char *s)
 {

@@ -25,6 +25,7 @@
 
 #include "ljp.h"
 #include "calls.h"
+#include "exit_signals.h"
 
 static void deliver(ljp_ctx *ctx, lua_State *L)
 {

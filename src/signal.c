@@ -38,6 +38,7 @@
 #include "ljp.h"
 #include "os.h"
 #include "sigowner.h"
+#include "exit_signals.h"
 
 _Atomic uint64_t ljp_stale_signals;
 

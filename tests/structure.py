@@ -21,7 +21,9 @@ what") is broken:
   - each part of the context (a field of struct ljp_ctx in src/ljp.h
     whose comment says "owner: F", F a file or a glob) is written only by
     its owner: the files F and the header declaring the part's type (its
-    inline functions are the owner's). A write is an assignment, ++/--,
+    inline functions are the owner's; a type header of its own,
+    src/*_part.h, which ljp.h includes instead of an owner's header that
+    takes a context, defines no inline function). A write is an assignment, ++/--,
     or an atomic store/add/exchange/compare-exchange or memset/memcpy to
     X->part.field (also through a pointer to the part taken in that file:
     p = &X->part; p->field = ...), comments aside;
@@ -483,6 +485,17 @@ def main():
     if not parts:
         bad.append("src/ljp.h: no part of struct ljp_ctx names its owner")
     bad += part_writes(src, parts)
+    # A part's own type header (src/*_part.h: what ljp.h includes when the
+    # owner's header takes a context) is exempt above as the header
+    # declaring the type: it holds types only, so the exemption writes
+    # nothing.
+    for h in sorted(glob.glob(os.path.join(src, "*_part.h"))):
+        with open(h) as f:
+            defs_h = INLINE.findall(strip(f.read()))
+        if defs_h:
+            bad.append("src/%s defines %s: a part's type header holds types "
+                       "only; the function goes to its owner's header"
+                       % (os.path.basename(h), ", ".join(n for n, _ in defs_h)))
     for syms, allowed in RULES:
         for name, u in sorted(undefs.items()):
             used = sorted((u | defs[name]) & syms)

@@ -992,12 +992,18 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
       r->func = e->func;
       r->tloc = e->tloc;
     }
-    if (!first_vm) first_vm = r->vmstate;
     ctx->vm[ljp_vm_index(r->vmstate)] += w;
+    ctx->completed += w;
+    /* A callback gets host ticks in a call of their own (safepoint.c):
+    ** the live Lua stack at this safe point is not where they were. */
+    if (ctx->opt.cb && (r->lflags & LJP_LUA_HOST)) {
+      ctx->cb_host += w;
+      continue;
+    }
+    if (!first_vm) first_vm = r->vmstate;
     ticks += w;
   }
-  ctx->completed += ticks;
-  if (ctx->opt.cb) {
+  if (ctx->opt.cb && ticks) {
     if (!ctx->cb_ticks) ctx->cb_vmstate = first_vm;
     ctx->cb_ticks += ticks;
   }

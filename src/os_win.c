@@ -1,8 +1,11 @@
 /*
 ** Windows: the OS interface (os.h) for what the Windows build compiles so
 ** far (the portable core, issue 31): the clock's frequency. The rest of
-** os.h gets its Windows side with the files that call it.
+** os.h gets its Windows side with the files that call it. Compiles to
+** nothing elsewhere: a build that takes every src/*.c (the rockspec's one
+** compiler call) stays right on Linux.
 */
+#ifdef _WIN32
 #include <stdatomic.h>
 
 #include "os_decl.h"
@@ -21,3 +24,5 @@ uint64_t ljp_os_qpc_hz(void)
   }
   return hz;
 }
+
+#endif /* _WIN32 */

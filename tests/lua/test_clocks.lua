@@ -73,6 +73,18 @@ local function profile_burn(opts, sec)
   return check_stats(opts.clock .. " " .. opts.interval .. " ms"), wall, cpu
 end
 
+-- The samples of the last run under "heavy" and under "light" (anywhere
+-- in the stack: at depth 3 the leaf may be clock_s or the FFI's call
+-- below it), and heavy's share of the two.
+local function heavy_light()
+  local h, l = 0, 0
+  for _, e in ipairs(ljprof.summary()) do
+    if e.stack:find("heavy", 1, true) then h = h + e.count
+    elseif e.stack:find("light", 1, true) then l = l + e.count end
+  end
+  return h, l, h / math.max(1, h + l)
+end
+
 local function within(x, expect, what)
   return t.ok(x >= 0.5 * expect and x <= 1.5 * expect + 2,
               string.format("%s: %d, expected ~%d (0.5x..1.5x)", what, x, expect))
@@ -232,13 +244,7 @@ t.case("random gaps: no aliasing with a periodic program", function()
     -- thread's CPU time (less when other processes preempt it)
     local expected = (clock == "thread" and cpu or wall) / 0.002
     ljprof.stop()
-    local h, l = 0, 0
-    for _, e in ipairs(ljprof.summary()) do
-      -- depth 3: the leaf may be clock_s or the FFI's call below it
-      if e.stack:find("heavy", 1, true) then h = h + e.count
-      elseif e.stack:find("light", 1, true) then l = l + e.count end
-    end
-    local share = h / math.max(1, h + l)
+    local h, l, share = heavy_light()
     print(string.format("  %s: heavy %d, light %d (%.0f%%), on CPU %.0f%% of the time",
                         clock, h, l, share * 100, ran * 100))
     t.ok(h + l >= 0.6 * expected, string.format("%s: enough samples (%d of %.0f ticks)", clock, h + l, expected))
@@ -280,12 +286,7 @@ t.case("cpu clock: no aliasing with a program of period = interval", function()
   local cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0
   ljprof.stop()
   local st = ljprof.stats()
-  local h, l = 0, 0
-  for _, e in ipairs(ljprof.summary()) do
-    if e.stack:find("heavy", 1, true) then h = h + e.count
-    elseif e.stack:find("light", 1, true) then l = l + e.count end
-  end
-  local share = h / math.max(1, h + l)
+  local h, l, share = heavy_light()
   print(string.format("  heavy %d, light %d (%.0f%%); %d ticks, %d missed, %d signals over %.2f s CPU",
                       h, l, share * 100, st.ticks, st.missed, st.signals, cpu))
   t.ok(h + l >= 0.8 * cpu / 0.010, string.format("enough samples (%d of %.0f ticks)", h + l, cpu / 0.010))

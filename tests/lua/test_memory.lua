@@ -115,20 +115,30 @@ require("jit.prof").stop()
 print(("stacks=%d before=%d after=%d"):format(st.stacks, before, hwm()))
 ]]
 t.write(dir .. "/stacks.lua", STACKS)
-t.case("exit_write_many_stacks_peak_per_stack", function()
+-- Run stacks.lua under -jprof with these outputs; check the peak the
+-- write at stop added: at most 4 MB + 430 bytes per distinct stack.
+-- Returns the number of stacks, nil when the run gave no result line.
+local function stop_write_peak(outputs, what)
   local out, code = t.sh_in(dir, t.CHILD_ENV .. q(LJ) ..
-    " -jprof=G/clock=wall/rate=10000,many.pb.gz,many.folded,many.speedscope.json stacks.lua 30 3")
+    " -jprof=G/clock=wall/rate=10000," .. outputs .. " stacks.lua 30 3")
   t.eq(code, 0, "status: " .. out)
   local stacks, before, after = out:match("stacks=(%d+) before=(%d+) after=(%d+)")
-  if not t.ok(stacks, "no result line: " .. out) then return end
+  if not t.ok(stacks, "no result line: " .. out) then return nil end
   stacks, before, after = tonumber(stacks), tonumber(before), tonumber(after)
   local added = (after - before) * 1024
   local limit = 4 * 1048576 + 430 * stacks
-  print(("  write at stop of %d stacks (.pb.gz, .folded, speedscope): peak +%d KB, %.0f B per stack; limit %d KB"):format(
-    stacks, after - before, added / stacks, math.floor(limit / 1024)))
+  print(("  write at stop of %d stacks (%s): peak +%d KB, %.0f B per stack; limit %d KB"):format(
+    stacks, what, after - before, added / stacks, math.floor(limit / 1024)))
   t.ok(stacks >= 8000, "distinct stacks sampled: " .. stacks)
   t.ok(added <= limit, ("the write at stop added %d KB to the peak for %d stacks (limit 4 MB + 430 B each)"):format(
     after - before, stacks))
+  return stacks
+end
+
+t.case("exit_write_many_stacks_peak_per_stack", function()
+  local stacks = stop_write_peak("many.pb.gz,many.folded,many.speedscope.json",
+                                 ".pb.gz, .folded, speedscope")
+  if not stacks then return end
   local f = t.read(dir .. "/many.folded")
   local lines = 0
   for _ in (f or ""):gmatch("\n") do lines = lines + 1 end
@@ -139,26 +149,13 @@ t.case("exit_write_many_stacks_peak_per_stack", function()
   t.ok(j:find('"type":"sampled"', 1, true) and j:sub(-5) == "]}]}\n", "many.speedscope.json complete")
 end)
 
--- The same write at stop to an SVG flame graph alone: at most 430 bytes
--- per distinct stack plus 4 MB, as the other writers. With four tables
--- per frame of the tree (a frame per distinct stack at least), 1,223
--- bytes per stack (+19.3 MB for 16,589 stacks); with the tree in arrays
--- and tables for the frames drawn only, 370-377 (+4.8 MB for 13,253,
--- +5.3 MB for 14,967).
+-- The same write at stop to an SVG flame graph alone, with the same bound.
+-- With four tables per frame of the tree (a frame per distinct stack at
+-- least), 1,223 bytes per stack (+19.3 MB for 16,589 stacks); with the
+-- tree in arrays and tables for the frames drawn only, 370-377 (+4.8 MB
+-- for 13,253, +5.3 MB for 14,967).
 t.case("exit_write_many_stacks_svg_peak_per_stack", function()
-  local out, code = t.sh_in(dir, t.CHILD_ENV .. q(LJ) ..
-    " -jprof=G/clock=wall/rate=10000,many.svg stacks.lua 30 3")
-  t.eq(code, 0, "status: " .. out)
-  local stacks, before, after = out:match("stacks=(%d+) before=(%d+) after=(%d+)")
-  if not t.ok(stacks, "no result line: " .. out) then return end
-  stacks, before, after = tonumber(stacks), tonumber(before), tonumber(after)
-  local added = (after - before) * 1024
-  local limit = 4 * 1048576 + 430 * stacks
-  print(("  write at stop of %d stacks (.svg): peak +%d KB, %.0f B per stack; limit %d KB"):format(
-    stacks, after - before, added / stacks, math.floor(limit / 1024)))
-  t.ok(stacks >= 8000, "distinct stacks sampled: " .. stacks)
-  t.ok(added <= limit, ("the write at stop added %d KB to the peak for %d stacks (limit 4 MB + 430 B each)"):format(
-    after - before, stacks))
+  if not stop_write_peak("many.svg", ".svg") then return end
   local f = t.read(dir .. "/many.svg") or ""
   t.ok(f:find('<svg version="1.1" id="ljprof-flamegraph"', 1, true) and f:sub(-7) == "</svg>\n",
     "many.svg complete")

@@ -225,10 +225,6 @@ void ljp_hook(lua_State *L, lua_Debug *ar);
 
 /* Completing samples at the safe point (complete.c). */
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
-/* LJPROF_STACKS=check: a trace exit taken (tr, snapshot ex) to compare at
-** the next safe point (1: armed for it); the comparison (complete.c). */
-int ljp_snapcheck_note(ljp_ctx *ctx, int32_t tr, int32_t ex);
-void ljp_snapcheck_run(ljp_ctx *ctx, lua_State *L);
 /* After an exit signal, by the helper: without the Lua stack. */
 void ljp_complete_offline(ljp_ctx *ctx, lua_State *E);
 /* While the context is lent to the export helper (auto.c), the thread
@@ -239,8 +235,6 @@ void ljp_complete_offline(ljp_ctx *ctx, lua_State *E);
 ** records not taken. */
 uint32_t ljp_complete_pending(ljp_ctx *ctx, uint64_t before_ns, int take,
                               ljp_offrec *out, uint32_t max, uint64_t *left);
-/* Forget the naming caches (their ids are the store's: with it). */
-void ljp_complete_reset(ljp_ctx *ctx);
 
 /* Aggregation: the completed ring records into the store, inside the
 ** exit signals' gate (run.c). */

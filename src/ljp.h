@@ -139,7 +139,7 @@ struct ljp_ctx {
   uint64_t sig_run_clock_ns; /* the run's clock when its ticks started */
   int sig_lost;             /* the program took the signal: run stopped */
   ljp_store store;          /* frames, stacks, counts (owner: store.c) */
-  struct ljp_namecache *namecache; /* bytecode -> names (complete.c) */
+  struct ljp_namecache *namecache; /* bytecode -> names (luaframes.c) */
   uint32_t own_frame;       /* the frame "[ljprof]" of this store (0: not
                                interned yet) */
   ljp_buf scratch;
@@ -160,7 +160,7 @@ struct ljp_ctx {
   uint64_t inline_estimated; /* records between two snapshots that differ */
   uint64_t snap_checks, snap_mismatches; /* trace exits checked */
   /* LJPROF_STACKS=check: the trace exit whose restored frames the next
-  ** safe point compares with the snapshot's decoded ones (complete.c). */
+  ** safe point compares with the snapshot's decoded ones (luaframes.c). */
   struct {
     int pending;
     int32_t tr, ex;

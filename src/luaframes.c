@@ -795,9 +795,9 @@ static void name_trace_start(ljp_ctx *ctx, lua_State *L, livestack *ls,
 /* (Inlined into ljp_frames_record, as it was into the record loop before
 ** the split: called per record, a call of its own cost completion +2.5%
 ** per signal under callgrind.) */
-static inline __attribute__((always_inline)) const variant *variant_for(ljp_ctx *ctx, lua_State *L,
-                                  const ljp_record *r, livestack *ls,
-                                  variant *v, int *nv)
+static inline __attribute__((always_inline)) const variant *
+variant_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r, livestack *ls,
+            variant *v, int *nv)
 {
   uintptr_t cf = r->vmstate == 'C' ? r->cfunc : 0;
   int32_t tr = r->vmstate == 'N' ? r->trace : 0;
@@ -920,7 +920,7 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
   if (est) ctx->inline_estimated++;
 }
 
-/* -- The record loop's VM part (complete.c) ----------------------------------- */
+/* -- The record loop's VM part (complete.c) ------------------------------ */
 
 void ljp_frames_begin(ljp_ctx *ctx, lua_State *L, ljp_frames_pass *p)
 {
@@ -1000,10 +1000,10 @@ void ljp_snapcheck_run(ljp_ctx *ctx, lua_State *L)
 
 /* -- After an exit signal, without the Lua stack ------------------------------ */
 
-/* Record r (its state resolved: complete.c) completed without the Lua stack: an honest shorter stack from
-** what is known without one: native frames, then in a trace its start
-** function (or the key of the trace's last sample that found it on the
-** stack), in a C function that function. 0 when nothing is known. E: a
+/* Record r (its state resolved: complete.c) completed without the Lua
+** stack: an honest shorter stack from what is known without one: native
+** frames, then in a trace its start function (or the key of the trace's
+** last sample that found it on the stack), in a C function that function. 0 when nothing is known. E: a
 ** thread with no frames of the helper's state, to name C functions in,
 ** or NULL (then they are not looked up: the export helper, whose state
 ** lacks the program's modules, must not mark them tried). */

@@ -6,8 +6,9 @@
 ** SAMPLER_FILES). Implemented by the LuaJIT files: vmprobe.c (VM state),
 ** luastack.c (Lua frames at a tick), tracemem.c (traces at a tick),
 ** vmlearn.c (learning the layouts), traces.c (trace tracking), ffid.c and
-** names.c (names), luaframes.c (the frames of a completed record); the types shared for size are vm_luajit.h's. A second
-** VM provides these functions and its own types header; nothing here is
+** names.c (names), luaframes.c (the frames of a completed record); the
+** types shared for size are vm_luajit.h's. A second VM provides these
+** functions and its own types header; nothing here is
 ** called through a pointer. Completion is split along this line:
 ** complete.c (the record loop) asks luaframes.c (ljp_frames_*) for the
 ** stack of each record.

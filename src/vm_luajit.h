@@ -50,7 +50,7 @@ typedef struct ljp_lframe {
 ** frame, then the stack's LJP_SPINE_BOTTOM outermost frames (dense: a
 ** program's loop sits a few levels above its bottom). At the safe point the
 ** nearest one still live joins the captured frames to the live stack when
-** the captured ones have all returned (complete.c). */
+** the captured ones have all returned (luaframes.c). */
 #define LJP_SPINE_MAX 16
 #define LJP_SPINE_BOTTOM 10
 typedef struct ljp_spine {

@@ -47,7 +47,7 @@ static void ctx_free(ljp_ctx *ctx)
   ljp_store_free(&ctx->store);
   ljp_fnames_free(&ctx->fnames, NULL);
   ljp_native_names_reset(ctx);
-  ljp_complete_reset(ctx);
+  ljp_frames_reset(ctx);
   ljp_buf_free(&ctx->scratch);
   free(ctx->stack_fmt);
   free(ctx->output);

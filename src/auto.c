@@ -362,7 +362,7 @@ static ljp_ctx *snapshot(ljp_ctx *ctx, int take, uint64_t age_ns,
   if (!take)
     for (i = 0; i < npend; i++) ljp_store_add(&s->store, &pend[i]);
   if (take) {  /* every cache holding the old store's ids */
-    ljp_complete_reset(ctx);
+    ljp_frames_reset(ctx);
     ljp_native_names_reset(ctx);
     ljp_cname_memo_reset(&ctx->cnames);
     ljp_traces_forget_keys(ctx);

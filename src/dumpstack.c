@@ -22,15 +22,15 @@
 ** "f\31l" an empty l is how a native frame is told from a C function
 ** Lua called, which prints something for both.
 **
-** A pure formatter: names of C and fast functions come from names.h.
-** Normal context only (the safe point, hooks, Lua); Lua is called only
-** through names.h, on a non-NULL helper.
+** A pure formatter: names of C and fast functions come from the VM
+** (vm.h's ljp_put_*). Normal context only (the safe point, hooks, Lua);
+** Lua is called only through them, on a non-NULL helper.
 */
 #include <stdint.h>
 #include <string.h>
 
 #include "dumpstack.h"
-#include "names.h"
+#include "vm.h"
 
 /* Chunk name of a Lua frame; returns 0 for bytecode builtins (no line). */
 static int put_chunkname(ljp_buf *sb, const lua_Debug *ar, int pathstrip)

@@ -141,7 +141,7 @@ struct ljp_ctx {
   uint64_t sig_run_clock_ns; /* the run's clock when its ticks started */
   int sig_lost;             /* the program took the signal: run stopped */
   ljp_store store;          /* frames, stacks, counts (owner: store.c) */
-  struct ljp_namecache *namecache; /* bytecode -> names (complete.c) */
+  struct ljp_namecache *namecache; /* bytecode -> names (luaframes.c) */
   uint32_t own_frame;       /* the frame "[ljprof]" of this store (0: not
                                interned yet) */
   ljp_buf scratch;
@@ -162,7 +162,7 @@ struct ljp_ctx {
   uint64_t inline_estimated; /* records between two snapshots that differ */
   uint64_t snap_checks, snap_mismatches; /* trace exits checked */
   /* LJPROF_STACKS=check: the trace exit whose restored frames the next
-  ** safe point compares with the snapshot's decoded ones (complete.c). */
+  ** safe point compares with the snapshot's decoded ones (luaframes.c). */
   struct {
     int pending;
     int32_t tr, ex;
@@ -231,10 +231,6 @@ void ljp_hook(lua_State *L, lua_Debug *ar);
 
 /* Completing samples at the safe point (complete.c). */
 void ljp_complete(ljp_ctx *ctx, lua_State *L); /* complete pending records */
-/* LJPROF_STACKS=check: a trace exit taken (tr, snapshot ex) to compare at
-** the next safe point (1: armed for it); the comparison (complete.c). */
-int ljp_snapcheck_note(ljp_ctx *ctx, int32_t tr, int32_t ex);
-void ljp_snapcheck_run(ljp_ctx *ctx, lua_State *L);
 /* After an exit signal, by the helper: without the Lua stack. */
 void ljp_complete_offline(ljp_ctx *ctx, lua_State *E);
 /* While the context is lent to the export helper (auto.c), the thread
@@ -245,8 +241,6 @@ void ljp_complete_offline(ljp_ctx *ctx, lua_State *E);
 ** records not taken. */
 uint32_t ljp_complete_pending(ljp_ctx *ctx, uint64_t before_ns, int take,
                               ljp_offrec *out, uint32_t max, uint64_t *left);
-/* Forget the naming caches (their ids are the store's: with it). */
-void ljp_complete_reset(ljp_ctx *ctx);
 
 /* Aggregation: the completed ring records into the store, inside the
 ** exit signals' gate (run.c). */

@@ -23,21 +23,6 @@
 #include "buf.h"
 #include "vm.h"
 
-/* By its C entry: "string.rep" / "cjson.encode" / [builtin#N] / @0x...;
-** 1 if named. No Lua. */
-int ljp_put_cfunc(ljp_buf *sb, lua_CFunction cf);
-/* A C function's entry as ljprof's reports name it, the same in every
-** run (no ASLR address): its Lua name ("string.rep"), else its symbol,
-** else "<object>+0x<offset>"; "@0x..." only for code in no loaded object.
-** Normal context (may read an object's symbols). */
-void ljp_put_code_name(ljp_buf *sb, uintptr_t cf);
-
-/* The C function object on top of L (left in place), as jit.profile
-** prints it: [builtin#N], [builtin#?] (a fast function that cannot be
-** told without calling Lua) or @0x.... helper: a running thread on which
-** jit.util.funcinfo may be called for a fast function not seen before;
-** NULL at the safe point and in hooks. */
-void ljp_put_ffunc(ljp_buf *sb, lua_State *L, lua_State *helper);
 /* A fast function without a C entry, at idx of L: [builtin#N] from the
 ** object's id byte when the probe found it, else as ljp_put_ffunc. No
 ** Lua. */

@@ -85,7 +85,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   }
   ljp_cname_memo_reset(&ctx->cnames);
   ljp_native_names_reset(ctx);  /* its ids are in the store */
-  ljp_complete_reset(ctx);
+  ljp_frames_reset(ctx);
   ctx->completed = ctx->safepoints = ctx->hook_ns = ctx->complete_ns = 0;
   ctx->recorder_kept = 0;
   atomic_store(&ctx->handler_ns, 0);

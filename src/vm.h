@@ -6,11 +6,12 @@
 ** SAMPLER_FILES). Implemented by the LuaJIT files: vmprobe.c (VM state),
 ** luastack.c (Lua frames at a tick), tracemem.c (traces at a tick),
 ** vmlearn.c (learning the layouts), traces.c (trace tracking), ffid.c and
-** names.c (names); the types shared for size are vm_luajit.h's. A second
-** VM provides these functions and its own types header; nothing here is
-** called through a pointer. (Completion, complete.c, still names Lua
-** frames with LuaJIT's own headers: it is on the VM's side of this line
-** until its naming half moves behind it.)
+** names.c (names), luaframes.c (the frames of a completed record); the
+** types shared for size are vm_luajit.h's. A second VM provides these
+** functions and its own types header; nothing here is
+** called through a pointer. Completion is split along this line:
+** complete.c (the record loop) asks luaframes.c (ljp_frames_*) for the
+** stack of each record.
 **
 ** Where each may run is said with it:
 **   [sig]   sampling context (the signal handler, or a timer thread with
@@ -37,6 +38,7 @@
 ** without it.) */
 typedef struct lua_State lua_State;
 struct ljp_record;
+struct ljp_buf;
 typedef struct ljp_ctx ljp_ctx;
 
 /* -- Learning (once per process) ------------------------------------------ */
@@ -140,6 +142,29 @@ int ljp_luastack_capture_blocked(uintptr_t g, struct ljp_record *rec);
 ** stack walk (a test mode). */
 int ljp_luastack_checking(void);
 
+/* -- The stack of a record (luaframes.c) --------------------------------------- */
+
+/* [safe] At a safe point, before its first record: p (the record loop's,
+** for this safe point only) starts empty; LJPROF_STACKS=check compares
+** the live stack's walk with the VM's own. */
+void ljp_frames_begin(ljp_ctx *ctx, lua_State *L, ljp_frames_pass *p);
+/* [safe] Record r (its state resolved) gets the stack, function and
+** trace location (store ids) of where its time was spent, from what the
+** signal captured and L's live stack; the trace it names is checked, the
+** frames a trace had inlined are added to its Lua frames. */
+void ljp_frames_record(ljp_ctx *ctx, lua_State *L, struct ljp_record *r,
+                       ljp_frames_pass *p);
+/* [any] The same without a Lua stack (after an exit signal, or the export
+** helper's copy of a pending record): what is known without one; E names
+** C functions (NULL: not looked up). 0 when nothing is known. */
+int ljp_frames_offline(ljp_ctx *ctx, lua_State *E, struct ljp_record *r);
+/* [any] Forget the naming caches (their ids are the store's: with it). */
+void ljp_frames_reset(ljp_ctx *ctx);
+/* [safe] LJPROF_STACKS=check: a trace exit taken (tr, snapshot ex) to
+** compare at the next safe point (1: armed for it); the comparison. */
+int ljp_snapcheck_note(ljp_ctx *ctx, int32_t tr, int32_t ex);
+void ljp_snapcheck_run(ljp_ctx *ctx, lua_State *L);
+
 /* -- Trace tracking (traces.c) --------------------------------------------- */
 
 /* [safe] Follow traces: from memory where the layouts are proven, else
@@ -183,6 +208,19 @@ void ljp_cname_refresh(lua_State *L);
 /* [any] The Lua name of fast function ffid ("pcall") into buf; 1 if one
 ** was learnt. */
 int ljp_ffid_name(int ffid, char *buf, size_t n);
+/* Names of C functions into a report's text (dumpstack.c, completion):
+** by its C entry ("string.rep" / "cjson.encode" / [builtin#N] / @0x...;
+** 1 if named; no Lua); a C function's entry as ljprof's reports name it,
+** the same in every run (no ASLR address): its Lua name, else its symbol,
+** else "<object>+0x<offset>"; "@0x..." only for code in no loaded object
+** (may read an object's symbols); the C function object on top of L (left
+** in place), as jit.profile prints it: [builtin#N], [builtin#?] (a fast
+** function that cannot be told without calling Lua) or @0x.... helper: a
+** running thread on which jit.util.funcinfo may be called for a fast
+** function not seen before; NULL at the safe point and in hooks. [safe] */
+int ljp_put_cfunc(struct ljp_buf *sb, int (*cf)(lua_State *));
+void ljp_put_code_name(struct ljp_buf *sb, uintptr_t cf);
+void ljp_put_ffunc(struct ljp_buf *sb, lua_State *L, lua_State *helper);
 /* Forget every name learnt (the library is being unloaded). */
 void ljp_names_release(void);
 /* A context's naming memory (forget the look-ups done) and its Lua

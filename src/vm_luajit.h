@@ -50,7 +50,7 @@ typedef struct ljp_lframe {
 ** frame, then the stack's LJP_SPINE_BOTTOM outermost frames (dense: a
 ** program's loop sits a few levels above its bottom). At the safe point the
 ** nearest one still live joins the captured frames to the live stack when
-** the captured ones have all returned (complete.c). */
+** the captured ones have all returned (luaframes.c). */
 #define LJP_SPINE_MAX 16
 #define LJP_SPINE_BOTTOM 10
 typedef struct ljp_spine {
@@ -237,5 +237,44 @@ static inline int ljp_vm_trace_holds(uintptr_t T, uintptr_t pc)
   uint32_t sz = *(volatile uint32_t *)(T + (uintptr_t)ljp_tml.t_szmcode);
   return pc >= mc && pc - mc < sz;
 }
+
+/* -- One safe point's naming state (vm.h: ljp_frames_*) -------------------- */
+
+/* Kept by the record loop (complete.c) on its stack for one safe point,
+** for its size only; luaframes.c reads and writes it: the live stack,
+** walked once and named level by level, and the few distinct leaves the
+** records resolved (a variant each). */
+#define LJP_VM_LIVE_MAX 512  /* live frames walked (and compared with a
+                                capture) */
+#define LJP_VM_NVARIANT 4
+#define LJP_VM_NATIVE_MAX 32 /* ring.h's LJP_NATIVE_MAX (luaframes.c checks) */
+typedef struct livestack {
+  int walked, m, bottom;
+  uintptr_t stack;
+  int curline;                     /* level 0's current line (-2: unread) */
+  ljp_lframe f[LJP_VM_LIVE_MAX];
+  uint32_t fid[LJP_VM_LIVE_MAX];   /* frame of each level, 0: not yet */
+} livestack;
+
+typedef struct variant {
+  uintptr_t cfunc;
+  int32_t trace;
+  int selfpc;                      /* the PC lay in ljprof's own code */
+  int host;                        /* no Lua call was active (LJP_LUA_HOST) */
+  uint32_t stack, func, tloc;
+  int nn;                          /* native frames on top, by frame */
+  uint32_t nat[LJP_VM_NATIVE_MAX];
+  int nlua;                        /* Lua frames captured at the signal */
+  int nspine;
+  ljp_spine spine[LJP_SPINE_MAX];
+  uintptr_t lstack;
+  ljp_lframe lua[LJP_LUA_MAX];
+} variant;
+
+typedef struct ljp_frames_pass {
+  livestack ls;
+  variant v[LJP_VM_NVARIANT];
+  int nv;
+} ljp_frames_pass;
 
 #endif

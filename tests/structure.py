@@ -562,12 +562,9 @@ def main():
 # readers it includes) does not name. Every src/*.c is in
 # exactly one of the three tables.
 VM_FILES = {"vmprobe", "luastack", "tracemem", "tracesnap", "vmlearn",
-            "traces", "ffid", "names"}
+            "traces", "ffid", "names", "luaframes"}
 VM_NAMING = {
-    "complete",   # the record loop and LuaJIT's naming of Lua frames in
-                  # one file: on the VM's side until its naming half moves
     "calls",      # call counts: functions named through names.h
-    "dumpstack",  # LuaJIT's own dumpstack format, through names.h
 }
 SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "timer_itimer", "timer_exit", "clocks", "safepoint", "run",
@@ -575,7 +572,7 @@ SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "store", "table", "buf", "zones", "labels", "auto",
                  "exit_signals", "exec", "preload", "spawn", "sigowner",
                  "os_linux", "os_win", "ownstate", "outfile", "writer",
-                 "codemap",
+                 "codemap", "complete", "dumpstack",
                  "unwind", "cfi", "symbols", "objects", "elfsyms"}
 VM_INTERFACE = "vm.h"
 VM_TYPES = "vm_luajit.h"  # included by vm.h only: its types and inline readers

@@ -30,7 +30,7 @@
 #include <luajit.h>
 
 #include "ljp.h"
-#include "names.h"
+#include "vm.h"
 
 typedef struct ljp_callfn {
   uint64_t calls;

@@ -23,23 +23,10 @@
 #include "buf.h"
 #include "vm.h"
 
-/* A fast function without a C entry, at idx of L: [builtin#N] from the
-** object's id byte when the probe found it, else as ljp_put_ffunc. No
-** Lua. */
-void ljp_put_ffunc_at(ljp_buf *sb, lua_State *L, int idx);
-
-/* Naming a C function whose name may have appeared since the last look
-** (a module loaded after the start): the memory of look-ups done
-** (ljp_cname_memo, vm_luajit.h), kept by its user (per context at the
-** safe point, per run of call counting); ljp_cname_memo_reset: vm.h. */
-/* At most limit look-ups (0: no limit); each: every function looked up,
-** not once each (the memo's owner sets its policy: names.c). */
-void ljp_cname_memo_limit(ljp_cname_memo *m, uint32_t limit, int each);
-/* Put cf's name into sb (emptied first), refreshing the names from
-** package.loaded when it has none and the memory allows; 1 if named.
-** Raw access only: may run at the safe point and in the call hook. */
-int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, lua_CFunction cf,
-                   ljp_buf *sb);
+/* Naming a fast function at a stack slot (ljp_put_ffunc_at), a C
+** function whose name may have appeared since the last look
+** (ljp_name_cfunc, with its memory ljp_cname_memo: vm_luajit.h) and the
+** memory's policy (ljp_cname_memo_limit): vm.h. */
 
 /* -- Lua functions seen live, for frames captured at a signal -------------- */
 

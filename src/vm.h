@@ -226,6 +226,19 @@ void ljp_names_release(void);
 /* A context's naming memory (forget the look-ups done) and its Lua
 ** functions seen live. */
 void ljp_cname_memo_reset(ljp_cname_memo *m);
+/* [safe] At most limit look-ups (0: no limit); each: every function
+** looked up, not once each (the memo's owner sets its policy: names.c). */
+void ljp_cname_memo_limit(ljp_cname_memo *m, uint32_t limit, int each);
+/* [safe] Put cf's name into sb (emptied first), refreshing the names
+** from package.loaded when it has none and the memory allows; 1 if
+** named. Raw access only: may run at the safe point and in the call
+** hook (calls.c). */
+int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, int (*cf)(lua_State *),
+                   struct ljp_buf *sb);
+/* [safe] A fast function without a C entry, at idx of L: [builtin#N]
+** from the object's id byte when the probe found it, else as
+** ljp_put_ffunc. No Lua. */
+void ljp_put_ffunc_at(struct ljp_buf *sb, lua_State *L, int idx);
 void ljp_fnames_init(ljp_fnames *t);
 void ljp_fnames_free(ljp_fnames *t, lua_State *L);
 

@@ -55,7 +55,7 @@ what") is broken:
     the LuaJIT side (VM_HEADERS), directly or through another header, only
     src/vm.h, and uses no symbol of a VM file (VM_FILES) that vm.h (or
     vm_luajit.h, its types and inline readers) does not name; every src
-    file is in one table (SAMPLER_FILES, VM_FILES, VM_NAMING);
+    file is in one of the two tables (SAMPLER_FILES, VM_FILES);
   - its SONAME is libljprof.so.N, N the major of meson's project version
     (libljprof.so.0 for 0.1.0), and libljprof.so.N is in the build tree.
 
@@ -553,26 +553,22 @@ def main():
 
 
 # The VM interface (src/vm.h): the sampler side names the VM through vm.h
-# only. VM_FILES implement it (the LuaJIT side); VM_NAMING are the files
-# that still name Lua frames with LuaJIT's own headers; every other src
-# file is sampler side and listed in SAMPLER_FILES, which is checked: the
+# only. VM_FILES implement it (the LuaJIT side); every other src file is
+# sampler side and listed in SAMPLER_FILES, which is checked: the
 # file (or a header it includes, followed through every header but vm.h)
 # includes no header of the LuaJIT side (VM_HEADERS), and its object uses
 # no symbol of VM_FILES that vm.h (or vm_luajit.h, the types and inline
 # readers it includes) does not name. Every src/*.c is in
-# exactly one of the three tables.
+# exactly one of the two tables.
 VM_FILES = {"vmprobe", "luastack", "tracemem", "tracesnap", "vmlearn",
             "traces", "ffid", "names", "luaframes"}
-VM_NAMING = {
-    "calls",      # call counts: functions named through names.h
-}
 SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "timer_itimer", "timer_exit", "clocks", "safepoint", "run",
                  "api", "lua_ljprof", "hook", "jitmode", "slots", "ring",
                  "store", "table", "buf", "zones", "labels", "auto",
                  "exit_signals", "exec", "preload", "spawn", "sigowner",
                  "os_linux", "os_win", "ownstate", "outfile", "writer",
-                 "codemap", "complete", "dumpstack",
+                 "codemap", "complete", "dumpstack", "calls",
                  "unwind", "cfi", "symbols", "objects", "elfsyms"}
 VM_INTERFACE = "vm.h"
 VM_TYPES = "vm_luajit.h"  # included by vm.h only: its types and inline readers
@@ -584,12 +580,11 @@ def vm_seam(src, defs, undefs, owner):
     bad = []
     names = {os.path.basename(p)[:-2]
              for p in glob.glob(os.path.join(src, "*.c"))}
-    tables = (("SAMPLER_FILES", SAMPLER_FILES), ("VM_FILES", VM_FILES),
-              ("VM_NAMING", VM_NAMING))
+    tables = (("SAMPLER_FILES", SAMPLER_FILES), ("VM_FILES", VM_FILES))
     for n in sorted(names):
         inside = [t for t, files in tables if n in files]
         if len(inside) != 1:
-            bad.append("%s.c is in %s of SAMPLER_FILES, VM_FILES, VM_NAMING "
+            bad.append("%s.c is in %s of SAMPLER_FILES, VM_FILES "
                        "(tests/structure.py): one, the side it is on" %
                        (n, " and ".join(inside) or "none"))
     incl = {}

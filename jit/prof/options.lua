@@ -22,9 +22,12 @@
 --   addresses (docs/performance.md, *JIT perturbation*): this module stays
 --   small and loads nothing else. (The key table took it from 12.3 KB
 --   kept after loading to 36.9 KB, and from 28.2 KB allocated while
---   loading to 78.5 KB: collectgarbage("count") around require, after a
---   full collection / with the collector stopped. The control signal's
---   table is made only when a signal= is read.)
+--   loading to 78.5 KB; with what is only told of the keys moved to
+--   jit.prof.keydocs, 28.9 KB kept, 61.3 KB allocated, and 1.64M
+--   instructions to load instead of 1.80M: collectgarbage("count")
+--   around require, after a full collection / with the collector
+--   stopped; cachegrind. The control signal's table is made only when a
+--   signal= is read.)
 -- - parse() reads the letters exactly as LuaJIT's jit/p.lua does (same
 --   order, same defaults, same interplay: s, fl, vf/fv, a/A, G); letters
 --   -jp would ignore are an error (one line).
@@ -32,8 +35,9 @@
 --   -f) wins over the name when it is the only output, and otherwise
 --   applies to the names without a known ending (.txt stays text).
 -- - KEYS is the one table of option keys: every key any front end takes,
---   its accepted values, default and spelling in each front end (or why
---   a front end has none). value() is the one check: each front end keeps
+--   its accepted values and the spellings a run needs; documented() adds
+--   what is only told (default, the command's spelling, why a front end
+--   has none: jit.prof.keydocs). value() is the one check: each front end keeps
 --   its surface (letters and /key=, --flags, key=value items), maps it
 --   onto these keys and calls value(), so a key's bad value is the same
 --   line everywhere: "bad <key> '<value>' (accepted: ...)". Numbers have
@@ -220,30 +224,24 @@ end
 -- LJPROF: jit/prof/auto.lua). Each has its accepted values (values: a
 -- list; lo/hi: a number, M.number's reading, in that range, whole when
 -- int; check: a function, value or nil [, why]), the text of what is
--- accepted, its default, and its spelling in each front end: jprof, cli,
--- env (a string), or lacks[front end] saying why it has none; as_given
--- [front end]: the value is taken there as given, unchecked. cli_sets:
--- the value a flag without a value sets (-z sets root). M.value() below
--- is the one check; its message is the key's in every front end. form:
--- how -jprof's list of keys shows the value. test_options checks every
+-- accepted, and its spelling in the front ends that list their keys in
+-- an "unknown option" line: jprof, env (a string). M.value() below is the
+-- one check; its message is the key's in every front end. form: how
+-- -jprof's list of keys shows the value. What a reader is told besides
+-- (default, the command's spelling, why a front end lacks a key) is in
+-- jit.prof.keydocs, merged by M.documented(); test_options checks every
 -- key through every front end that has it. Not options: ljprof -h, -V,
 -- --env (what the command does instead of a run).
 M.KEYS = {
-  {key = "clock", values = M.CLOCKS, default = "cpu",
-   jprof = "/clock=", cli = "-c, --clock", env = "clock="},
+  {key = "clock", values = M.CLOCKS, jprof = "/clock=", env = "clock="},
   {key = "rate", lo = 1 / 60, hi = 100000, form = "<Hz>",
-   accepted = "0.017 to 100000 samples per second", default = "100 (-jprof: i10; LJPROF: 99)",
-   jprof = "/rate=", cli = "-r, --rate", env = "rate="},
+   accepted = "0.017 to 100000 samples per second", jprof = "/rate=", env = "rate="},
   {key = "interval", lo = 0.01, hi = 60000, accepted = "0.01 to 60000 milliseconds",
-   default = "from rate=",
-   env = "interval=", lacks = {jprof = "the letter i<n> (key i), as -jp's", cli = "--rate only"}},
+   env = "interval="},
   {key = "i", lo = 1, hi = 60000, int = true, prefix = "i",
-   accepted = "i1 to i60000 milliseconds; i and i0 mean 1 ms, as with -jp", default = "i10",
-   jprof = "i<n>", lacks = {cli = "--rate only", env = "interval= or rate= (view= refuses i)"}},
+   accepted = "i1 to i60000 milliseconds; i and i0 mean 1 ms, as with -jp", jprof = "i<n>"},
   {key = "duration", lo = 1e-6, hi = 1e9, form = "<seconds>",
-   accepted = "0.000001 to 1e9 seconds", default = "the whole run",
-   jprof = "/duration=", cli = "-d, --duration",
-   lacks = {env = "an LJPROF run is the program's run, or periodic exports (every=)"}},
+   accepted = "0.000001 to 1e9 seconds", jprof = "/duration="},
   {key = "view", check = function(v)
      local why = letters_wrong(v)
      if why then return nil, why end
@@ -251,55 +249,54 @@ M.KEYS = {
    end,
    accepted = "-jp's view letters f F l s p v z r a A G <n> -<n> m<n> (depth up to 100000); " ..
      "-jprof's also take i<n>, the interval",
-   default = "f", jprof = "the letters before the first /", cli = "-v, --view", env = "view="},
-  {key = "format", values = M.FORMATS, default = "from the output's name",
-   jprof = "/format=", cli = "-f, --format", env = "format="},
+   jprof = "the letters before the first /", env = "view="},
+  {key = "format", values = M.FORMATS, jprof = "/format=", env = "format="},
   {key = "output", check = function(v)
      local ok, why = M.placeholders(v)
      if ok then return v end
      return nil, why
    end,
-   accepted = M.PLACEHOLDERS, default = "standard output (-jprof), <app>.svg (ljprof), " ..
-   "ljprof-%p-%t.pb.gz (LJPROF)", env = "output=", jprof = "the words after the commas",
-   cli = "-o, --output",
-   as_given = {jprof = "no placeholders: only LJPROF's runs fill them", cli = "the same"}},
-  {key = "native", values = {"on", "off", "show"}, default = "on",
-   jprof = "/native=", cli = "-n, --no-native; -N, --show-native", cli_sets = {"off", "show"},
-   env = "native="},
-  {key = "zones", values = {"root", "off"}, default = "off",
-   jprof = "/zones=", cli = "-z, --zones", cli_sets = {"root"}, env = "zones="},
-  {key = "calls", values = {"on", "off"}, default = "off",
-   jprof = "/calls=", cli = "--calls", cli_sets = {"on"}, env = "calls="},
-  {key = "aborts", values = {"on", "off"}, default = "off",
-   jprof = "/aborts=", cli = "--aborts", cli_sets = {"on"}, env = "aborts="},
-  {key = "inline", values = {"snapshots", "exact", "off"}, default = "snapshots",
-   jprof = "/inline=", cli = "--inline", env = "inline="},
-  {key = "private", values = {"on", "off"}, default = "off",
-   jprof = "/private=", cli = "--private", cli_sets = {"on"}, env = "private="},
+   accepted = M.PLACEHOLDERS, env = "output=", jprof = "the words after the commas"},
+  {key = "native", values = {"on", "off", "show"}, jprof = "/native=", env = "native="},
+  {key = "zones", values = {"root", "off"}, jprof = "/zones=", env = "zones="},
+  {key = "calls", values = {"on", "off"}, jprof = "/calls=", env = "calls="},
+  {key = "aborts", values = {"on", "off"}, jprof = "/aborts=", env = "aborts="},
+  {key = "inline", values = {"snapshots", "exact", "off"}, jprof = "/inline=", env = "inline="},
+  {key = "private", values = {"on", "off"}, jprof = "/private=", env = "private="},
   {key = "every", lo = 0.1, hi = 86400, accepted = "0.1 to 86400 seconds between exports",
-   default = "none", env = "every=", lacks = {jprof = "writes at exit", cli = "writes at exit"}},
+   env = "every="},
   {key = "keep", lo = 1, hi = 1000000, int = true, accepted = "1 to 1000000 exports kept",
-   default = "all", env = "keep=", lacks = {jprof = "no exports", cli = "no exports"}},
-  {key = "maxbytes", check = size, default = "any", env = "maxbytes=",
-   accepted = "a size in bytes, with an optional k, M or G: 1048576, 500k, 100M, 2G",
-   lacks = {jprof = "no exports", cli = "no exports"}},
-  {key = "signal", check = signal_number, default = "USR2", env = "signal=",
+   env = "keep="},
+  {key = "maxbytes", check = size, env = "maxbytes=",
+   accepted = "a size in bytes, with an optional k, M or G: 1048576, 500k, 100M, 2G"},
+  {key = "signal", check = signal_number, env = "signal=",
    accepted = "USR2 (the default), USR1, RTMIN+N (N from 0 to 30), a number from 1 to 64 " ..
-     "not used for faults, children, exits, stops or sampling, or off",
-   lacks = {jprof = "the exit signals write the run", cli = "passes the exit signals on"}},
-  {key = "control", values = {"snapshot", "toggle", "off"}, default = "snapshot", env = "control=",
-   lacks = {jprof = "no control signal", cli = "no control signal"}},
-  {key = "start", values = {"running", "paused"}, default = "running", env = "start=",
-   lacks = {jprof = "starts with the program", cli = "starts with the program"}},
-  {key = "luajit", check = function(v) return v end, accepted = "the interpreter's path",
-   default = "luajit on PATH", cli = "--luajit",
-   lacks = {jprof = "runs in the interpreter", env = "runs in the interpreter"}},
-  {key = "quiet", values = {"on"}, default = "off", cli = "-q, --quiet", cli_sets = {"on"},
-   lacks = {jprof = "no progress line", env = "no progress line"}},
+     "not used for faults, children, exits, stops or sampling, or off"},
+  {key = "control", values = {"snapshot", "toggle", "off"}, env = "control="},
+  {key = "start", values = {"running", "paused"}, env = "start="},
+  {key = "luajit", check = function(v) return v end, accepted = "the interpreter's path"},
+  {key = "quiet", values = {"on"}},
 }
 for _, k in ipairs(M.KEYS) do
   M.KEYS[k.key] = k
   if k.values then k.accepted = table.concat(k.values, ", ") end
+end
+
+-- KEYS with what a reader is told of each key (jit.prof.keydocs:
+-- default, cli, cli_sets, lacks, as_given) merged into its entries; an
+-- error names a key the two tables do not share. For tests and docs: a
+-- run never calls it.
+function M.documented()
+  local docs = require("jit.prof.keydocs")
+  for _, k in ipairs(M.KEYS) do
+    local d = docs[k.key]
+    if not d then error("jit.prof.keydocs: no entry for key " .. k.key) end
+    for f, v in pairs(d) do k[f] = v end
+  end
+  for key in pairs(docs) do
+    if not M.KEYS[key] then error("jit.prof.keydocs: entry for unknown key " .. key) end
+  end
+  return M.KEYS
 end
 
 -- The one line for a bad value of key: "bad <key> '<val>' (accepted:

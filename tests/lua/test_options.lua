@@ -1,5 +1,5 @@
 -- One option reader (jit/prof/options.lua's key table, issue 30): every
--- key any front end accepts is in options.KEYS, and a bad value of each
+-- key any front end accepts is in KEYS, and a bad value of each
 -- key is refused with the same line through every front end that has
 -- it, in child processes as a user meets them:
 --   -jprof   luajit -jprof=f/key=BAD (the letters, i<n>) -> "jit.prof: <line>"
@@ -12,6 +12,7 @@
 -- reading of numbers, and each key's accepted values.
 local t = require("t")
 local options = require("jit.prof.options")
+local KEYS = options.documented()  -- with jit.prof.keydocs (default, cli, lacks...)
 
 local q = t.q
 local dir = t.tmpdir()
@@ -36,9 +37,9 @@ local SAMPLES = {
 local FRONT = {"jprof", "cli", "env"}
 
 t.case("every key is in the table with a spelling or a reason per front end", function()
-  t.ok(#options.KEYS >= 20, "keys: " .. #options.KEYS)
-  for _, k in ipairs(options.KEYS) do
-    t.eq(options.KEYS[k.key], k, k.key .. ": indexed by name")
+  t.ok(#KEYS >= 20, "keys: " .. #KEYS)
+  for _, k in ipairs(KEYS) do
+    t.eq(KEYS[k.key], k, k.key .. ": indexed by name")
     t.ok(SAMPLES[k.key], k.key .. ": has samples in this test")
     t.ok(type(k.accepted) == "string" and k.accepted ~= "", k.key .. ": what is accepted")
     t.ok(type(k.default) == "string", k.key .. ": its default")
@@ -48,11 +49,11 @@ t.case("every key is in the table with a spelling or a reason per front end", fu
            k.key .. ": " .. fe .. " has a spelling or says why not, not both")
     end
   end
-  for key in pairs(SAMPLES) do t.ok(options.KEYS[key], key .. ": sampled key is in the table") end
+  for key in pairs(SAMPLES) do t.ok(KEYS[key], key .. ": sampled key is in the table") end
 end)
 
 t.case("options.value: the good value taken, the bad one refused in one line", function()
-  for _, k in ipairs(options.KEYS) do
+  for _, k in ipairs(KEYS) do
     local s = SAMPLES[k.key] or {}
     if s[2] then t.ok(options.value(k.key, s[2]) ~= nil, k.key .. " " .. s[2]) end
     for _, v in ipairs(k.cli_sets or {}) do
@@ -114,7 +115,7 @@ local SUFFIX = {jprof = "", cli = "", env = "; not profiling"}
 
 t.case("a bad value of every key: the same line through every front end that has it", function()
   local checked = 0
-  for _, k in ipairs(options.KEYS) do
+  for _, k in ipairs(KEYS) do
     local bad = (SAMPLES[k.key] or {})[1]
     for _, fe in ipairs(FRONT) do
       local takes_value = k[fe] and not (fe == "cli" and k.cli_sets) and
@@ -137,7 +138,7 @@ end)
 -- What the table says a front end lacks, it refuses as unknown (and a
 -- flag of the command takes no value).
 t.case("a key a front end lacks is refused there as unknown", function()
-  for _, k in ipairs(options.KEYS) do
+  for _, k in ipairs(KEYS) do
     local lacks = k.lacks or {}
     if lacks.jprof then
       local got = through("jprof", {key = k.key}, "1")
@@ -163,6 +164,17 @@ t.case("a key a front end lacks is refused there as unknown", function()
       t.eq(code, 2, k.key .. " flag: status 2")
     end
   end
+end)
+
+-- What a reader is told of the keys (jit.prof.keydocs) is not loaded by
+-- a starting run: it would be allocated before the program's bytecode.
+t.case("a starting run loads the key table, not the keys' docs", function()
+  t.write(dir .. "/loaded.lua", 'io.write(tostring(package.loaded["jit.prof.options"] ~= nil), " ", ' ..
+          'tostring(package.loaded["jit.prof.keydocs"] ~= nil), "\\n")\n')
+  local out = t.sh_in(dir, t.CHILD_ENV .. LJ .. " -jprof=f,/dev/null loaded.lua 2>&1")
+  t.eq(out, "true false\n", "-jprof: options loaded, keydocs not")
+  out = t.sh_in(dir, t.CHILD_ENV .. "LJPROF=output=/dev/null " .. LJ .. " -l ljprof.auto loaded.lua 2>&1")
+  t.eq(out, "true false\n", "LJPROF: options loaded, keydocs not")
 end)
 
 os.execute("rm -rf " .. q(dir))

@@ -1,11 +1,10 @@
 /*
 ** Windows: the clocks' timer, a thread that takes each tick itself (there
 ** are no signals): it sleeps the interval on a high-resolution waitable
-** timer (timeBeginPeriod(1) besides; random gaps in [interval/2, 3/2
-** interval) counted from the previous scheduled wake-up, as on Linux: a
-** sleep rounded to whole milliseconds loses the randomness, and a frame
-** loop of ~1 ms was then sampled at one phase, its shares off by 10
-** points under Wine), then
+** timer (timeBeginPeriod(1) besides; Sleep takes whole milliseconds, which
+** would round away the random gaps in [interval/2, 3/2 interval), counted
+** from the previous scheduled wake-up as on Linux; under Wine the two gave
+** the same shares on a 1 ms frame loop, measured), then
 **   ring: ring_owner 0 -> 1 (the handler's role; a busy ring defers the
 **         tick's weight to the next one, thr_overrun)
 **   ljp_os_thread_stop: SuspendThread + GetThreadContext (PC, SP, RBP)

@@ -26,7 +26,9 @@ extern "C" {
 
 #define LJPROF_VERSION "0.1.0"
 
-#if defined(__GNUC__)
+#if defined(_WIN32) && defined(LJPROF_BUILDING)
+#define LJPROF_API __declspec(dllexport)  /* ljprof.dll's exports */
+#elif defined(__GNUC__) && !defined(_WIN32)
 #define LJPROF_API __attribute__((visibility("default")))
 #else
 #define LJPROF_API

@@ -1,7 +1,7 @@
 /*
 ** The object registry (objects.c): the process's loaded objects (ELF
 ** executables, libraries, the vDSO) as one immutable snapshot, and the
-** one reclamation scheme (an epoch) that frees what snapshots and the
+** one reclamation scheme (an epoch, epoch.c) that frees what snapshots and the
 ** code map replace.
 **
 ** Rules: ljp_span_find, ljp_epoch_enter/leave, ljp_objects_snap,
@@ -51,6 +51,9 @@ void ljp_epoch_leave(int token);
 void ljp_epoch_retire(void *p, void (*fn)(void *));
 /* Normal context: advance the epoch if it can and free what is safe. */
 void ljp_epoch_collect(void);
+/* Free everything retired: only when no reader can be inside (the
+** library is being unloaded and no run ever started). Normal context. */
+void ljp_epoch_release(void);
 
 /* -- Snapshot ------------------------------------------------------------- */
 

@@ -77,13 +77,19 @@
 **     system call, *pc its user PC there, buf its text), LJP_OS_RUNNING
 **     (on a CPU), LJP_OS_USER (waiting for a CPU in user space),
 **     LJP_OS_UNKNOWN (cannot be read). One read system call.
+**   const char *ljp_os_prog_name(void)                    normal context
+**     The program's short name ("luajit"; Windows: the exe's, no ".exe").
+**   void *ljp_os_lua_symbol(const char *name)             normal context
+**     A function the process's LuaJIT exports (Linux: the global scope;
+**     Windows: lua51.dll, else the exe), NULL when there is none.
 **
-** Windows (os_win.c/.h, in progress, issue 31): only what the portable
-** core built for Windows calls (ring, table, buf, zones, labels, store,
-** slots: see meson.build) is there: ljp_now_ns, the lock, the yield; the
-** rest of the interface is
-** declared but not defined for Windows, so a file that calls it cannot
-** link into the Windows build until its Windows side exists.
+** Windows (os_win.c/.h, issue 31): the interface above where it has a
+** Windows meaning (the clock, the lock, ljp_peek through
+** ReadProcessMemory, the names); no signals (tgkill fails, nothing has a
+** ucontext), no lock-free loader lookup. os_win.h adds the timer
+** thread's calls (suspend and read a thread's registers, resume; the
+** ticker thread; the sleep) that timer_win.c uses, and the POSIX types
+** the shared files name.
 **
 ** Not here: ljp_cfi_regs (cfi.c) decodes the whole register file from a
 ** ucontext for the unwinder; cfi.c calls nothing outside itself (it is

@@ -26,5 +26,9 @@ void ljp_os_timer_slack_min(void);
 void ljp_os_parent_death_signal(int sig);
 int ljp_os_thread_state_open(pid_t tid);
 int ljp_os_thread_state(int fd, char *buf, size_t n, uintptr_t *pc);
+/* The program's short name ("luajit"); a Lua API function the loaded
+** LuaJIT exports, by name (NULL: none). Normal context. */
+const char *ljp_os_prog_name(void);
+void *ljp_os_lua_symbol(const char *name);
 
 #endif

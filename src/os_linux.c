@@ -11,6 +11,8 @@
 ** point (docs/design.md's table).
 */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -123,4 +125,17 @@ int ljp_os_thread_state(int fd, char *buf, size_t n, uintptr_t *pc)
     return LJP_OS_IN_SYSCALL;
   }
   return buf[0] == 'r' ? LJP_OS_RUNNING : LJP_OS_USER;
+}
+
+/* -- Names ------------------------------------------------------------------ */
+
+const char *ljp_os_prog_name(void)
+{
+  return program_invocation_short_name;
+}
+
+/* The process's global scope: the library does not link LuaJIT. */
+void *ljp_os_lua_symbol(const char *name)
+{
+  return dlsym(RTLD_DEFAULT, name);
 }

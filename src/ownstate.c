@@ -12,7 +12,6 @@
 ** to it (ljp_own_set_opener). Normal context.
 */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "os.h"
 #include "ownstate.h"
 
 static __thread int opening;
@@ -32,7 +32,7 @@ lua_State *ljp_own_newstate(const char *path, const char *cpath)
   void (*open)(lua_State *L) = atomic_load(&openlibs);
   lua_State *L;
   if (!open) {
-    if (!(open = (void (*)(lua_State *))dlsym(RTLD_DEFAULT, "luaL_openlibs")))
+    if (!(open = (void (*)(lua_State *))ljp_os_lua_symbol("luaL_openlibs")))
       return NULL;
     atomic_store(&openlibs, open);
   }

@@ -9,6 +9,9 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "os.h"   /* siginfo_t, sigset_t on Windows */
+
+struct sigaction;  /* (none on Windows: only named) */
 typedef void (*ljp_sig_fn)(int, siginfo_t *, void *);
 
 /* -- Dispositions (async-signal-safe: each is sigaction calls) ----------- */

@@ -1,6 +1,7 @@
 /*
 ** Timers (timer_posix.c: cpu; timer_itimer.c; timer_thread.c: thread and
-** wall, wall falling back to timer_posix.c's kernel timer):
+** wall, wall falling back to timer_posix.c's kernel timer; on Windows
+** timer_win.c, which takes the ticks itself on its thread):
 ** ticks delivered as a signal to the profiled thread, each carrying the
 ** run's token. The handler calls rearm (signal context) for the weight of
 ** each signal and, now and then, a new random phase; start and stop are
@@ -16,6 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
+
+#include "os.h"   /* siginfo_t (os_win.h declares it on Windows) */
 
 typedef struct ljp_ctx ljp_ctx;
 typedef struct ljp_timer_ops ljp_timer_ops;
@@ -40,6 +43,12 @@ typedef struct ljp_timerst {
       timer_t ktimer;       /* wall: CLOCK_MONOTONIC, SIGEV_THREAD_ID to
                                the profiled thread, one expiry at a time */
     } thr;                  /* wall, thread */
+    struct {
+      void *ticker;         /* the timer thread (os_win.h) */
+      void *target;         /* the profiled thread, to suspend */
+      _Atomic int stop;
+      uint64_t cycles;      /* cpu: its CPU cycles at the last tick */
+    } win;                  /* Windows, every clock (timer_win.c) */
   } u;
   int live;                 /* started, not yet stopped */
   int wall_kernel;          /* wall on the kernel timer (its thread cannot

@@ -20,6 +20,8 @@
 ** its context alive, until ljp_ticks_stop took it off under the mutex.
 ** Normal context; the destructor runs on the exiting thread, its signals
 ** still deliverable.
+** Also the timers' shared schedule (every OS): the random first expiry
+** and gaps (timer.h), async-signal-safe.
 */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -115,4 +117,29 @@ void ljp_ticks_stop(ljp_ctx *ctx)
   pthread_mutex_lock(&live_mu);
   stop_locked(ctx);
   pthread_mutex_unlock(&live_mu);
+}
+
+/* -- The schedule (timer.h; signal context too) --------------------------- */
+
+static uint64_t rng_next(ljp_ctx *ctx)
+{
+  uint64_t x = ctx->tmr.rng;
+  if (!x) x = ljp_now_ns() ^ ((uint64_t)ctx->tid << 32) ^ 0x9e3779b97f4a7c15ull;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  ctx->tmr.rng = x;
+  return x;
+}
+
+uint64_t ljp_timer_first_ns(ljp_ctx *ctx)
+{
+  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
+  return 1 + rng_next(ctx) % period;
+}
+
+uint64_t ljp_timer_gap_ns(ljp_ctx *ctx)
+{
+  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
+  return period / 2 + rng_next(ctx) % (period ? period : 1);
 }

@@ -62,29 +62,6 @@
 #define LJP_CPU_JUMP 2
 #endif
 
-static uint64_t rng_next(ljp_ctx *ctx)
-{
-  uint64_t x = ctx->tmr.rng;
-  if (!x) x = ljp_now_ns() ^ ((uint64_t)ctx->tid << 32) ^ 0x9e3779b97f4a7c15ull;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  ctx->tmr.rng = x;
-  return x;
-}
-
-uint64_t ljp_timer_first_ns(ljp_ctx *ctx)
-{
-  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
-  return 1 + rng_next(ctx) % period;
-}
-
-uint64_t ljp_timer_gap_ns(ljp_ctx *ctx)
-{
-  uint64_t period = (uint64_t)ctx->opt.interval_us * 1000u;
-  return period / 2 + rng_next(ctx) % (period ? period : 1);
-}
-
 static uint64_t clock_ns(clockid_t c)
 {
   struct timespec ts;

@@ -23,13 +23,14 @@
 ** Normal context.
 */
 #define _GNU_SOURCE
-#include <errno.h>   /* program_invocation_short_name */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "exit_signals.h"
+#include "os.h"
 #include "ownstate.h"
 #include "writer.h"
 
@@ -89,7 +90,7 @@ int ljp_writer_write(void *ctx, const char *output, const char *stack_fmt,
                      const char *path, const char *cpath, char *err,
                      size_t n)
 {
-  const char *prog = program_invocation_short_name;
+  const char *prog = ljp_os_prog_name();
   char letters[4], why[512];
   size_t lp = strlen(prog), ll, lo = strlen(output), len;
   char *spec;

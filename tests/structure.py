@@ -95,7 +95,10 @@ OS_CALLS = ["process_vm_readv", "prctl", "SYS_tgkill", "SYS_rt_tgsigqueueinfo",
             # Windows (os_win.c/.h, issue 31)
             "windows.h", "QueryPerformanceCounter", "QueryPerformanceFrequency",
             "SuspendThread", "ResumeThread", "GetThreadContext",
-            "ReadProcessMemory"]
+            "ReadProcessMemory", "CreateThread", "SetThreadPriority",
+            "DuplicateHandle", "timeBeginPeriod", "CreateWaitableTimerExW",
+            "SetWaitableTimer", "QueryThreadCycleTime", "MoveFileExA",
+            "GetModuleHandleExA", "GetModuleHandleA", "GetProcAddress"]
 # Files with a reason to name one of them anyway: cfi.c decodes the
 # whole register file from a ucontext and calls nothing outside itself.
 OS_EXCEPT = {("cfi.c", "REG_RIP")}
@@ -569,7 +572,11 @@ SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "exit_signals", "exec", "preload", "spawn", "sigowner",
                  "os_linux", "os_win", "ownstate", "outfile", "writer",
                  "codemap", "complete", "dumpstack", "calls",
-                 "unwind", "cfi", "symbols", "objects", "elfsyms"}
+                 "unwind", "cfi", "symbols", "objects", "elfsyms", "epoch",
+                 # the Windows side (issue 31): one file per OS
+                 "timer_win", "signal_win", "sigowner_win", "exit_win",
+                 "objects_win", "unwind_win", "auto_win", "outfile_win",
+                 "spawn_win"}
 VM_INTERFACE = "vm.h"
 VM_TYPES = "vm_luajit.h"  # included by vm.h only: its types and inline readers
 VM_HEADERS = {"vmprobe.h", "luastack.h", "tracemem.h", "tracesnap.h",

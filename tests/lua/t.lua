@@ -130,6 +130,17 @@ t.BUILD = os.getenv("LJPROF_BUILD") or "build"
 t.CHILD_ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/lib?.so;;' ",
                             t.SRC, t.SRC, t.BUILD)
 
+-- Windows (the tests of tests/windows, under Wine): no shell; cmd runs a
+-- command, its output (stdout and stderr) and exit status.
+t.WINDOWS = jit and jit.os == "Windows"
+function t.run_win(cmd)
+  local p = io.popen(cmd .. " 2>&1 & call echo exit=%ERRORLEVEL%")
+  local s = p:read("*a")
+  p:close()
+  local body, code = s:match("^(.*)exit=(%d+)%s*$")
+  return body or s, tonumber(code)
+end
+
 function t.done()
   print(string.format("%d cases passed, %d failed", t.passed, t.failed))
   os.exit(t.failed == 0 and 0 or 1)

@@ -660,17 +660,28 @@ end)
 -- fast-function ids are learnt by a run's start or by the first dump), so
 -- a builtin below the dump is still [builtin#N], as the built-in says.
 t.case("dumpstack before any run in a fresh process: builtins named", function()
-  local d = t.tmpdir()
-  t.write(d .. "/fresh.lua", [[
+  local script = [[
 local L, P = require "ljprof", require "jit.profile"
 local co = coroutine.create(function() pcall(function() coroutine.yield() end) end)
 coroutine.resume(co)
 local a, b = L.dumpstack(co, "F|lZ; ", 100), P.dumpstack(co, "F|lZ; ", 100)
 io.write(a, "\n", b, "\n")
-]])
-  local out, code = t.sh_in(d, t.CHILD_ENV .. t.LUAJIT .. " fresh.lua")
-  os.execute("rm -rf " .. t.q(d))
-  local a, b = out:match("^(.-)\n(.-)\n$")
+]]
+  local out, code
+  if t.WINDOWS then
+    -- under Wine (tests/windows): the same luajit.exe, in the working
+    -- directory, with the environment's LUA_CPATH (cmd.exe runs it)
+    local f = "ljp_fresh_" .. os.time() .. ".lua"
+    t.write(f, script)
+    out, code = t.run_win(t.LUAJIT .. " " .. f)
+    os.remove(f)
+  else
+    local d = t.tmpdir()
+    t.write(d .. "/fresh.lua", script)
+    out, code = t.sh_in(d, t.CHILD_ENV .. t.LUAJIT .. " fresh.lua")
+    os.execute("rm -rf " .. t.q(d))
+  end
+  local a, b = out:match("^(.-)\r?\n(.-)\r?\n$")
   t.ok(code == 0 and a and a:find("[builtin#", 1, true), "a builtin named: " .. out)
   t.eq(a, b, "the built-in's dump")
 end)

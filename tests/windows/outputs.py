@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""The Windows build's outputs, read by their real tools (suite windows):
+luajit.exe under Wine runs a compiled-loop workload (a, b, c: 1:2:3)
+under -jprof with four outputs; here, on Linux, each is read by what
+reads it for real: the SVG by an XML parser (its root an <svg>, frames
+labelled with the functions), the speedscope file by a JSON parser
+(its $schema, one sampled profile whose frames name a, b and c), the
+pprof file by protoc --decode against the pprof schema
+(tests/profile.proto: the functions in its string table, samples with
+values), the folded file line by line (every line "frames count", c the
+most sampled leaf). Without protoc it fails, saying how to install it.
+
+Usage: outputs.py WINE LUAJIT_EXE SRC_DIR BUILD_DIR (tests/windows/meson.build)
+"""
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+WORK = """
+local function a(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
+local function b(n) local s = 0 for i = 1, n do s = s + i % 5 end return s end
+local function c(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
+local t0 = os.clock()
+while os.clock() - t0 < 1 do a(1e5) b(2e5) c(3e5) end
+"""
+
+failed = 0
+
+
+def check(cond, what):
+    global failed
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failed += 1
+    return cond
+
+
+def main():
+    wine, exe, src, build = sys.argv[1:5]
+    d = tempfile.mkdtemp(prefix="ljp_winout_")
+    try:
+        script = os.path.join(d, "work.lua")
+        with open(script, "w") as f:
+            f.write(WORK)
+        names = ["o.svg", "o.speedscope.json", "o.pb.gz", "o.folded"]
+        outs = ",".join("Z:" + os.path.join(d, n) for n in names)
+        env = dict(os.environ)
+        env["LUA_PATH"] = "Z:" + src + "/?.lua;;"
+        env["LUA_CPATH"] = "Z:" + build + "/?.dll"
+        p = subprocess.run([wine, exe, "-jprof=i1," + outs, "Z:" + script],
+                           env=env, capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, "the workload ran: %d %s" % (p.returncode, p.stderr))
+        paths = {n: os.path.join(d, n) for n in names}
+        for n, pth in paths.items():
+            check(os.path.exists(pth) and os.path.getsize(pth) > 0, n + " written")
+        # SVG
+        try:
+            root = ET.parse(paths["o.svg"]).getroot()
+            labels = {(el.text or "").strip() for el in root.iter()
+                      if el.tag.endswith("text")}
+            check(root.tag.endswith("svg"), "SVG: the root is <svg>")
+            check({"work.lua:a", "work.lua:b", "work.lua:c"} <= labels,
+                  "SVG: frames labelled work.lua:a, :b, :c")
+        except Exception as e:  # noqa: BLE001
+            check(False, "SVG parses as XML: %s" % e)
+        # speedscope
+        try:
+            with open(paths["o.speedscope.json"]) as f:
+                s = json.load(f)
+            check(s.get("$schema") == "https://www.speedscope.app/file-format-schema.json",
+                  "speedscope: its $schema")
+            frames = {fr.get("name") for fr in s["shared"]["frames"]}
+            check({"a", "b", "c"} <= frames, "speedscope: frames a, b, c: %s" % sorted(frames))
+            prof = s["profiles"][0]
+            check(prof["type"] == "sampled" and len(prof["samples"]) > 0 and
+                  len(prof["samples"]) == len(prof["weights"]),
+                  "speedscope: a sampled profile with %d samples" % len(prof["samples"]))
+        except Exception as e:  # noqa: BLE001
+            check(False, "speedscope parses: %s" % e)
+        # pprof
+        protoc = shutil.which("protoc")
+        if check(protoc is not None, "protoc is installed (apt-get install -y "
+                 "protobuf-compiler): the pprof file's oracle"):
+            raw = gzip.decompress(open(paths["o.pb.gz"], "rb").read())
+            tests = os.path.join(src, "tests")
+            q = subprocess.run([protoc, "--decode=perftools.profiles.Profile",
+                                "--proto_path=" + tests,
+                                os.path.join(tests, "profile.proto")],
+                               input=raw, capture_output=True, timeout=60)
+            out = q.stdout.decode("utf-8", "replace")
+            check(q.returncode == 0, "pprof: protoc --decode: %s" % q.stderr.decode()[:300])
+            strings = [ln.split(":", 1)[1].strip() for ln in out.splitlines()
+                       if ln.startswith("string_table:")]
+            check(all('"%s"' % f in strings for f in ("a", "b", "c")),
+                  "pprof: the string table names a, b, c")
+            check(out.count("sample {") > 0 and "value:" in out, "pprof: samples with values")
+        # folded
+        leaf = {}
+        ok = True
+        with open(paths["o.folded"]) as f:
+            for ln in f:
+                stack, _, n = ln.rstrip("\n").rpartition(" ")
+                ok = ok and bool(stack) and n.isdigit()
+                if ok:
+                    k = stack.split(";")[-1]
+                    leaf[k] = leaf.get(k, 0) + int(n)
+        check(ok and leaf, "folded: every line is 'frames count'")
+        check(leaf and max(leaf, key=leaf.get) == "c", "folded: c the most sampled: %s" % leaf)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    print("%s" % ("all passed" if not failed else "%d failed" % failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -883,14 +883,14 @@ static const profent *prof_sites(ljp_ctx *ctx, uintptr_t T)
   sz = *(const uint32_t *)(T + (uintptr_t)ljp_tml.t_szmcode);
   for (i = 0; i < PROF_CACHE; i++) {
     e = &c->prof[i];
-    if (e->T == T && e->mcode == mc && e->size == sz) return e->n > 0 ? e : NULL;
+    if (e->T == T && e->mcode == mc && e->size == sz) return e->n >= 0 ? e : NULL;
   }
   e = &c->prof[c->prof_next++ % PROF_CACHE];
   e->T = T;
   e->mcode = mc;
   e->size = sz;
   e->n = ljp_ts_profsites(T, e->ofs, PROF_MAX);
-  return e->n > 0 ? e : NULL;
+  return e->n >= 0 ? e : NULL;
 }
 
 /* The frames a trace had inlined where record r's time was spent (the
@@ -927,7 +927,7 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
                      : ljp_env_is(&split, "LJPROF_INLINE", "split")
                          ? LJP_TS_SPLIT : LJP_TS_OWN,
                      f, LJP_TS_MAX, &basepc, &est,
-                     pe ? pe->ofs : NULL, pe ? pe->n : 0);
+                     pe ? pe->ofs : NULL, pe ? pe->n : -1);
   /* The frames join the captured base frame only where the snapshot's
   ** base PC lies in its function (a check: the capture's base is the
   ** trace's, but for a linking trace's last bytes, tracesnap.c). */

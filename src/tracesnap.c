@@ -254,13 +254,12 @@ int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
   na = ljp_ts_frames(T, sn, out, max, basepc);
   if (na < 0) return na;
   if (mode == LJP_TS_EXACT) {
-    /* A function-change check between this snapshot's code and the PC,
-    ** whose own snapshot was merged into the next one: the next one's
-    ** frames, when no other check lies before it (tracesnap.h). */
+    /* The function-change checks in this snapshot's code: after the PC
+    ** (before), before it (after). */
+    int i, after = 0, before = 0;
     nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
-    if (nprof > 0 && sn + 1 < nsnap) {
+    if (nprof >= 0 && sn + 1 < nsnap) {
       uint32_t ofs;
-      int i, after = 0, before = 0;
       snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
       mc = ld64(T + (uintptr_t)ljp_tml.t_mcode);
       ofs = (uint32_t)(mpc - mc);
@@ -271,12 +270,16 @@ int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
         if (prof[i] <= ofs) after = 1;
         else before = 1;
       }
+      /* A check between this snapshot's code and the PC whose own
+      ** snapshot was merged into the next one, and no other check before
+      ** that: the next one's frames (tracesnap.h), which are live after
+      ** the code (no return to step over: the next one may lie at one). */
       if (after && !before) {
         nb = ljp_ts_frames(T, sn + 1, nx, LJP_TS_MAX, &npc);
         if (nb >= 0 && nb <= max) {
           memcpy(out, nx, (size_t)nb * sizeof(out[0]));
           *basepc = npc;
-          na = nb;
+          return nb;
         }
       }
     }

@@ -166,7 +166,7 @@ typedef struct profent {
 struct ljp_namecache {
   protoent proto[PROTO_CACHE];
   nameent name[NAME_CACHE];
-  profent prof[PROF_CACHE];
+  profent *prof;                   /* [PROF_CACHE], inline=exact only */
   unsigned prof_next;
   levelent level[LEVEL_CACHE];
   retent ret[RET_CACHE];
@@ -180,6 +180,7 @@ static struct ljp_namecache *caches(ljp_ctx *ctx)
 
 void ljp_frames_reset(ljp_ctx *ctx)
 {
+  if (ctx->namecache) free(ctx->namecache->prof);
   free(ctx->namecache);  /* its text ids belong to the store */
   ctx->namecache = NULL;
   ctx->own_frame = 0;
@@ -879,6 +880,8 @@ static const profent *prof_sites(ljp_ctx *ctx, uintptr_t T)
   profent *e;
   int i;
   if (!c || !T) return NULL;
+  if (!c->prof && !(c->prof = calloc(PROF_CACHE, sizeof(*c->prof))))
+    return NULL;
   mc = *(const uintptr_t *)(T + (uintptr_t)ljp_tml.t_mcode);
   sz = *(const uint32_t *)(T + (uintptr_t)ljp_tml.t_szmcode);
   for (i = 0; i < PROF_CACHE; i++) {

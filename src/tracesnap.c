@@ -28,6 +28,13 @@
 ** machine code offsets must start at 0 and rise within the code. The
 ** decoder is then replayed on every probe snapshot: the functions it
 ** finds must be the probe's own.
+**
+** inline=exact (LuaJIT's profiling mode): ljp_ts_profsites finds a
+** trace's function-change checks in its machine code (x64: test byte
+** [r14 + d32], 0x80; jnz), once per trace, at a safe point, reading only
+** the live trace's code and IR; the offsets count only when they are as
+** many as the IR's PROF instructions (opcode from jit.vmdef), all with
+** one displacement. A bad read finds a count that differs: not used.
 */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -158,7 +158,7 @@ typedef struct retent {
 #define PROF_MAX 256
 typedef struct profent {
   uintptr_t T, mcode;
-  uint32_t size;
+  uint32_t size, nsnap;            /* (with T and mcode: the same trace) */
   int n;                           /* checks, -1: not found as they must be */
   uint16_t ofs[PROF_MAX];
 } profent;
@@ -876,7 +876,7 @@ static const profent *prof_sites(ljp_ctx *ctx, uintptr_t T)
 {
   struct ljp_namecache *c = caches(ctx);
   uintptr_t mc;
-  uint32_t sz;
+  uint32_t sz, ns;
   profent *e;
   int i;
   if (!c || !T) return NULL;
@@ -884,14 +884,17 @@ static const profent *prof_sites(ljp_ctx *ctx, uintptr_t T)
     return NULL;
   mc = *(const uintptr_t *)(T + (uintptr_t)ljp_tml.t_mcode);
   sz = *(const uint32_t *)(T + (uintptr_t)ljp_tml.t_szmcode);
+  ns = *(const uint16_t *)(T + (uintptr_t)ljp_tsl.t_nsnap);
   for (i = 0; i < PROF_CACHE; i++) {
     e = &c->prof[i];
-    if (e->T == T && e->mcode == mc && e->size == sz) return e->n >= 0 ? e : NULL;
+    if (e->T == T && e->mcode == mc && e->size == sz && e->nsnap == ns)
+      return e->n >= 0 ? e : NULL;
   }
   e = &c->prof[c->prof_next++ % PROF_CACHE];
   e->T = T;
   e->mcode = mc;
   e->size = sz;
+  e->nsnap = ns;
   e->n = ljp_ts_profsites(T, e->ofs, PROF_MAX);
   return e->n >= 0 ? e : NULL;
 }

@@ -152,9 +152,22 @@ typedef struct retent {
   int byval_none;                  /* no variable or field holds one */
 } retent;
 
+/* inline=exact: a trace's function-change checks (tracesnap.h), found
+** once per trace object and machine code. */
+#define PROF_CACHE 32
+#define PROF_MAX 256
+typedef struct profent {
+  uintptr_t T, mcode;
+  uint32_t size, nsnap;            /* (with T and mcode: the same trace) */
+  int n;                           /* checks, -1: not found as they must be */
+  uint16_t ofs[PROF_MAX];
+} profent;
+
 struct ljp_namecache {
   protoent proto[PROTO_CACHE];
   nameent name[NAME_CACHE];
+  profent *prof;                   /* [PROF_CACHE], inline=exact only */
+  unsigned prof_next;
   levelent level[LEVEL_CACHE];
   retent ret[RET_CACHE];
 };
@@ -167,6 +180,7 @@ static struct ljp_namecache *caches(ljp_ctx *ctx)
 
 void ljp_frames_reset(ljp_ctx *ctx)
 {
+  if (ctx->namecache) free(ctx->namecache->prof);
   free(ctx->namecache);  /* its text ids belong to the store */
   ctx->namecache = NULL;
   ctx->own_frame = 0;
@@ -857,6 +871,34 @@ variant_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r, livestack *ls,
   return e;
 }
 
+/* The function-change checks of trace object T (alive), or NULL. */
+static const profent *prof_sites(ljp_ctx *ctx, uintptr_t T)
+{
+  struct ljp_namecache *c = caches(ctx);
+  uintptr_t mc;
+  uint32_t sz, ns;
+  profent *e;
+  int i;
+  if (!c || !T) return NULL;
+  if (!c->prof && !(c->prof = calloc(PROF_CACHE, sizeof(*c->prof))))
+    return NULL;
+  mc = *(const uintptr_t *)(T + (uintptr_t)ljp_tml.t_mcode);
+  sz = *(const uint32_t *)(T + (uintptr_t)ljp_tml.t_szmcode);
+  ns = *(const uint16_t *)(T + (uintptr_t)ljp_tsl.t_nsnap);
+  for (i = 0; i < PROF_CACHE; i++) {
+    e = &c->prof[i];
+    if (e->T == T && e->mcode == mc && e->size == sz && e->nsnap == ns)
+      return e->n >= 0 ? e : NULL;
+  }
+  e = &c->prof[c->prof_next++ % PROF_CACHE];
+  e->T = T;
+  e->mcode = mc;
+  e->size = sz;
+  e->nsnap = ns;
+  e->n = ljp_ts_profsites(T, e->ofs, PROF_MAX);
+  return e->n >= 0 ? e : NULL;
+}
+
 /* The frames a trace had inlined where record r's time was spent (the
 ** snapshot whose code holds its PC, or for a C function called from trace
 ** code the return address into it: tracesnap.h's rules), put above the
@@ -868,6 +910,7 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
 {
   ljp_tsframe f[LJP_TS_MAX];
   uintptr_t basepc = 0, mpc = r->pc;
+  const profent *pe;
   int n, i, keep, est;
   /* LJPROF_INLINE=certain|split: other rules, for measurements */
   static _Atomic int certain = -1, split = -1;
@@ -882,13 +925,15 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
     if (!r->tret || !ljp_vm_trace_holds(r->tobj, r->tret - 1)) return;
     mpc = r->tret - 1;
   }
+  pe = ctx->jitmode_on ? prof_sites(ctx, r->tobj) : NULL;
   n = ljp_ts_sample_frames(r->tobj, mpc,
                      ctx->jitmode_on ? LJP_TS_EXACT
                      : ljp_env_is(&certain, "LJPROF_INLINE", "certain")
                          ? LJP_TS_CERTAIN
                      : ljp_env_is(&split, "LJPROF_INLINE", "split")
                          ? LJP_TS_SPLIT : LJP_TS_OWN,
-                     f, LJP_TS_MAX, &basepc, &est);
+                     f, LJP_TS_MAX, &basepc, &est,
+                     pe ? pe->ofs : NULL, pe ? pe->n : -1);
   /* The frames join the captured base frame only where the snapshot's
   ** base PC lies in its function (a check: the capture's base is the
   ** trace's, but for a linking trace's last bytes, tracesnap.c). */

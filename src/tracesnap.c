@@ -28,6 +28,13 @@
 ** machine code offsets must start at 0 and rise within the code. The
 ** decoder is then replayed on every probe snapshot: the functions it
 ** finds must be the probe's own.
+**
+** inline=exact (LuaJIT's profiling mode): ljp_ts_profsites finds a
+** trace's function-change checks in its machine code (x64: test byte
+** [r14 + d32], 0x80; jnz), once per trace, at a safe point, reading only
+** the live trace's code and IR; the offsets count only when they are as
+** many as the IR's PROF instructions (opcode from jit.vmdef), all with
+** one displacement. A bad read finds a count that differs: not used.
 */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -180,6 +187,50 @@ int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
   return n;
 }
 
+/* -- Function-change checks (inline=exact) --------------------------------- */
+
+int ljp_ts_op_prof = -1;
+
+/* x64: test byte [r14 + d32], 0x80 (HOOK_PROFILE); jnz rel32 */
+#define PROFSZ 14
+
+int ljp_ts_profsites(uintptr_t T, uint16_t *out, int max)
+{
+  uintptr_t mc, ir, snap;
+  uint32_t sz, i, ref, last, nir = 0;
+  int32_t d = 0;
+  int n = 0, nsnap;
+  const unsigned char *p;
+  if (!ljp_tsl.ok || ljp_ts_op_prof < 0 || !T) return -1;
+  nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
+  snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
+  ir = ld64(T + (uintptr_t)ljp_tsl.t_ir);
+  mc = ld64(T + (uintptr_t)ljp_tml.t_mcode);
+  sz = ld32(T + (uintptr_t)ljp_tml.t_szmcode);
+  if (nsnap <= 0 || !snap || !ir || !mc || sz < PROFSZ || sz >= 0x10000)
+    return -1;
+  /* Every PROF is followed by a snapshot: those below the last one's. */
+  last = ld16(snap + (uintptr_t)(nsnap - 1) * SNAPSZ + 4);
+  if (last > REF_BIAS + 0x10000u) return -1;
+  for (ref = REF_BIAS + 1; ref < last; ref++)
+    if ((ld16(ir + 8u * ref + 4) >> 8) == (uint32_t)ljp_ts_op_prof) nir++;
+  if (!nir) return 0;
+  p = (const unsigned char *)mc;
+  for (i = 0; i + PROFSZ <= sz; i++) {
+    int32_t di;
+    if (p[i] != 0x41 || p[i + 1] != 0xf6 || p[i + 2] != 0x86 ||
+        p[i + 7] != 0x80 || p[i + 8] != 0x0f || p[i + 9] != 0x85)
+      continue;
+    memcpy(&di, p + i + 3, 4);
+    if (n && di != d) return -1;
+    d = di;
+    if (n == max) return -1;
+    out[n++] = (uint16_t)(i + PROFSZ);
+    i += PROFSZ - 1;
+  }
+  return (uint32_t)n == nir ? n : -1;
+}
+
 static int is_ret(uint32_t op)
 {
   int i;
@@ -189,7 +240,8 @@ static int is_ret(uint32_t op)
 }
 
 int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
-                   int max, uintptr_t *basepc, int *estimated)
+                   int max, uintptr_t *basepc, int *estimated,
+                   const uint16_t *prof, int nprof)
 {
   ljp_tsframe nx[LJP_TS_MAX];
   uintptr_t npc, mc, snap;
@@ -209,6 +261,35 @@ int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
   na = ljp_ts_frames(T, sn, out, max, basepc);
   if (na < 0) return na;
   if (mode == LJP_TS_EXACT) {
+    /* The function-change checks in this snapshot's code: after the PC
+    ** (before), before it (after). */
+    int i, after = 0, before = 0;
+    nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
+    if (nprof >= 0 && sn + 1 < nsnap) {
+      uint32_t ofs;
+      snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
+      mc = ld64(T + (uintptr_t)ljp_tml.t_mcode);
+      ofs = (uint32_t)(mpc - mc);
+      lo = ld16(snap + (uintptr_t)sn * SNAPSZ + 6);
+      hi = ld16(snap + (uintptr_t)(sn + 1) * SNAPSZ + 6);
+      for (i = 0; i < nprof; i++) {
+        if (prof[i] < lo + PROFSZ || prof[i] > hi) continue;
+        if (prof[i] <= ofs) after = 1;
+        else before = 1;
+      }
+      /* A check between this snapshot's code and the PC whose own
+      ** snapshot was merged into the next one, and no other check before
+      ** that: the next one's frames (tracesnap.h), which are live after
+      ** the code (no return to step over: the next one may lie at one). */
+      if (after && !before) {
+        nb = ljp_ts_frames(T, sn + 1, nx, LJP_TS_MAX, &npc);
+        if (nb >= 0 && nb <= max) {
+          memcpy(out, nx, (size_t)nb * sizeof(out[0]));
+          *basepc = npc;
+          return nb;
+        }
+      }
+    }
     /* LuaJIT's profiling mode takes a snapshot at each return, before
     ** it: the code that follows runs in the caller. (Without the mode, a
     ** snapshot at a return is a guard's, and code of the callee may still

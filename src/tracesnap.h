@@ -104,6 +104,25 @@ int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
 #define LJP_TS_SPLIT 2
 #define LJP_TS_CERTAIN 3
 int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
-                   int max, uintptr_t *basepc, int *estimated);
+                   int max, uintptr_t *basepc, int *estimated,
+                   const uint16_t *prof, int nprof);
+
+/* LuaJIT's profiling mode (inline=exact, jitmode.c) checks at each change
+** of function (IR PROF: test byte [DISPATCH + d32], HOOK_PROFILE; jnz
+** exit) and takes a snapshot after each check; but where a loop's body is
+** copied, a snapshot with no guard between it and the next one is merged
+** into the next (lj_opt_loop.c, loop_subst_snap): the code after such a
+** check lies in the range of the snapshot before it, that of the function
+** left. ljp_ts_op_prof: PROF's IR opcode (jit.vmdef's irnames, read at
+** start by jitmode.c; -1: unknown). ljp_ts_profsites: the machine code
+** offsets just after each check of trace T (alive), rising, into
+** out[max]; their count, or -1 unless the checks found in the code are
+** exactly as many as the PROF instructions of its IR, all with the same
+** displacement. Normal context. ljp_ts_sample_frames in LJP_TS_EXACT
+** mode, given them: a sample after a check in its snapshot's range, with
+** no other check before the next snapshot, gets the next snapshot's
+** frames (the function entered or returned to). */
+extern int ljp_ts_op_prof;
+int ljp_ts_profsites(uintptr_t T, uint16_t *out, int max);
 
 #endif

@@ -700,6 +700,15 @@ static int l_stats(lua_State *L)
   set_fields(L, &st, stats_fields,
              sizeof(stats_fields) / sizeof(stats_fields[0]));
   setnum(L, "stale_signals", ljp_q_stale_signals());
+  {
+    /* the state's searches by value for a function's name (names.c):
+    ** asked for, and of them run (the others deferred after many that
+    ** found nothing) */
+    uint64_t searches, scans;
+    ljp_lname_byval_counts(L, &searches, &scans);
+    setnum(L, "name_searches", searches);
+    setnum(L, "name_scans", scans);
+  }
   lua_createtable(L, 0, 5);
   for (i = 0; i < 5; i++) {
     lua_pushnumber(L, (lua_Number)st.vm[i]);

@@ -476,6 +476,7 @@ static int name_returned(ljp_ctx *ctx, lua_State *L, livestack *ls,
   retent *r;
   ljp_trinfo *t;
   int32_t tr;
+  int bv = 0;
   char buf[128];
   if (!c || !ctx->tr.mem || !f->bc) return 0;
   r = &c->ret[ljp_hash_addr(f->bc) & (RET_CACHE - 1)];
@@ -498,7 +499,8 @@ static int name_returned(ljp_ctx *ctx, lua_State *L, livestack *ls,
     r->gap = r->gap ? (r->gap < RET_GAP_MAX ? r->gap * 2 : RET_GAP_MAX) : 1;
     r->retry_sp = ctx->safepoints + r->gap;
   }
-  if (!r->byval_none && ljp_lname_by_value(L, f->bc, buf, sizeof(buf))) {
+  if (!r->byval_none &&
+      (bv = ljp_lname_by_value(L, f->bc, buf, sizeof(buf))) > 0) {
     lua_Debug ar;
     const ljp_fname *e;
     int fi = lua_gettop(L);
@@ -514,7 +516,7 @@ static int name_returned(ljp_ctx *ctx, lua_State *L, livestack *ls,
       return 1;
     }
   }
-  r->byval_none = 1;
+  if (bv >= 0) r->byval_none = 1;   /* (a deferred search: asked again) */
   return 0;
 }
 
@@ -796,12 +798,17 @@ static void name_trace_start(ljp_ctx *ctx, lua_State *L, livestack *ls,
   }
   if (!name && !ti->name_tried &&
       !ljp_fnames_proto_searched(&ctx->fnames, ti->bc, sig)) {
-    ti->name_tried = 1;  /* (once per prototype: "" when none is found) */
-    if (ljp_lname_by_value(L, ti->bc, buf, sizeof(buf))) {
+    /* (once per prototype: "" when none is found; a deferred search,
+    ** -1, is asked again at this trace's next sample) */
+    int bv = ljp_lname_by_value(L, ti->bc, buf, sizeof(buf));
+    if (bv > 0) {
       name = buf;
       lua_pop(L, 1);
     }
-    ljp_fnames_proto_learn(&ctx->fnames, ti->bc, name ? name : "");
+    if (bv >= 0) {
+      ti->name_tried = 1;
+      ljp_fnames_proto_learn(&ctx->fnames, ti->bc, name ? name : "");
+    }
   }
   if (name) ti->name = strdup(name);
 }

@@ -216,15 +216,33 @@ void ljp_fnames_proto_learn(ljp_fnames *t, uintptr_t bc, const char *name)
 ** BYVAL_WALKS walks per run (about 0.56M instructions each), not one per
 ** prototype as before (1,126 prototypes cost 275M instructions on a
 ** program with 2,000 functions). A function none of these finds keeps
-** its chunk and first line. */
+** its chunk and first line.
+**
+** The live levels' scan costs about 30k instructions (some 40 locals and
+** upvalues through lua_getlocal): run for every new function of a program
+** whose functions no variable holds (2,000 of them under integer keys),
+** it was most of a safe point's cost (bench/cost, docs/cost.md). After
+** BYVAL_STREAK searches in a row that found nothing, the next search
+** waits 1, 2, 4... up to BYVAL_GAP_MAX searches (a search that finds a
+** name starts over): a search in the gap is deferred (-1), nothing is
+** read and the caller may ask again later for that prototype, so a
+** function missed in a gap is not named wrongly, at worst by chunk:line.
+** A global walk comes after 1, 4, 16, 64 misses (at most BYVAL_WALKS). */
 #define BYVAL_BUDGET 4096
 #define BYVAL_WALKS 4
 #define BYVAL_LEVELS 8
 #define BYVAL_LIVE_BUDGET 256
+#define BYVAL_STREAK 4
+#define BYVAL_GAP_MAX 64
 
 static int byval_key;  /* its address: the registry key of the index */
 
-enum { BV_FN = 1, BV_NAME, BV_WALKS, BV_MISSES, BV_NEXT };
+enum { BV_FN = 1, BV_NAME, BV_WALKS, BV_MISSES, BV_NEXT,
+       BV_SEARCHES,   /* searches the index could not answer */
+       BV_SCANS,      /* of them, searches run (live levels, maybe a walk) */
+       BV_STREAK,     /* searches run in a row that found nothing */
+       BV_LIVE_NEXT,  /* the search number the next one may run at */
+       BV_NSLOTS = BV_LIVE_NEXT };
 
 typedef struct byval {
   int fn, name;             /* stack slots of the index's two tables */
@@ -395,13 +413,13 @@ static int byval_find(lua_State *L, int ix, uintptr_t bc, char *buf, size_t n)
 int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
 {
   int top = lua_gettop(L), ix, found;
-  lua_Integer walks, misses;
+  lua_Integer walks, misses, searches, streak;
   if (!bc || n < 2) return 0;
   lua_pushlightuserdata(L, &byval_key);
   lua_rawget(L, LUA_REGISTRYINDEX);
   if (!lua_istable(L, -1)) {                  /* the first search */
     lua_pop(L, 1);
-    lua_createtable(L, 4, 0);
+    lua_createtable(L, BV_NSLOTS, 0);
     lua_newtable(L);                          /* BV_FN: weak values */
     lua_createtable(L, 0, 1);
     lua_pushliteral(L, "v");
@@ -418,6 +436,13 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
   found = byval_find(L, ix, bc, buf, n);
   if (!found) {
     byval b;
+    searches = byval_geti(L, ix, BV_SEARCHES) + 1;
+    byval_seti(L, ix, BV_SEARCHES, searches);
+    if (searches < byval_geti(L, ix, BV_LIVE_NEXT)) {
+      lua_settop(L, top);                     /* in a gap: deferred */
+      return -1;
+    }
+    byval_seti(L, ix, BV_SCANS, byval_geti(L, ix, BV_SCANS) + 1);
     lua_rawgeti(L, ix, BV_FN);
     b.fn = lua_gettop(L);
     lua_rawgeti(L, ix, BV_NAME);
@@ -433,9 +458,16 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
       b.budget = BYVAL_BUDGET;
       byval_walk(L, &b);
       byval_seti(L, ix, BV_WALKS, walks + 1);
-      byval_seti(L, ix, BV_NEXT, misses * 2);
+      byval_seti(L, ix, BV_NEXT, misses * 4);
       found = byval_find(L, ix, bc, buf, n);
     }
+    /* the gap before the next search that may run */
+    streak = found ? 0 : byval_geti(L, ix, BV_STREAK) + 1;
+    byval_seti(L, ix, BV_STREAK, streak);
+    byval_seti(L, ix, BV_LIVE_NEXT,
+               streak < BYVAL_STREAK ? 0 :
+               searches + (streak - BYVAL_STREAK >= 6 ? BYVAL_GAP_MAX :
+                           (lua_Integer)1 << (streak - BYVAL_STREAK)));
     if (found) lua_replace(L, ix + 1);        /* the function */
     lua_settop(L, found ? ix + 1 : ix);
   }
@@ -446,6 +478,20 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
     lua_settop(L, top);
   }
   return found;
+}
+
+void ljp_lname_byval_counts(lua_State *L, uint64_t *searches,
+                            uint64_t *scans)
+{
+  *searches = *scans = 0;
+  lua_pushlightuserdata(L, &byval_key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  if (lua_istable(L, -1)) {
+    int ix = lua_gettop(L);
+    *searches = (uint64_t)byval_geti(L, ix, BV_SEARCHES);
+    *scans = (uint64_t)byval_geti(L, ix, BV_SCANS);
+  }
+  lua_pop(L, 1);
 }
 
 static const ljp_pname *pn_get(const ljp_fnames *t, uintptr_t bc,

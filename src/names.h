@@ -69,9 +69,12 @@ int ljp_fnames_proto_searched(const ljp_fnames *t, uintptr_t bc,
 ** a field of a loaded module. Looked up in an index (names.c) built by a
 ** few bounded walks per run, so a call costs the same whatever the size of
 ** the program. Copied into buf, the function pushed; 0 (nothing pushed)
-** when none is found. For a function that runs only inside compiled
-** traces, which no safe point sees live. Normal context, profiled thread
-** (no Lua code is run). */
+** when none is found; -1 (nothing pushed) when the search was deferred
+** (after many searches that found nothing, names.c): nothing was read, the
+** caller may ask again later for that prototype. For a function that runs
+** only inside compiled traces, which no safe point sees live. Normal
+** context, profiled thread (no Lua code is run). */
 int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n);
+/* (ljp_lname_byval_counts: vm.h) */
 
 #endif

@@ -229,6 +229,11 @@ void ljp_cname_memo_reset(ljp_cname_memo *m);
 /* [safe] At most limit look-ups (0: no limit); each: every function
 ** looked up, not once each (the memo's owner sets its policy: names.c). */
 void ljp_cname_memo_limit(ljp_cname_memo *m, uint32_t limit, int each);
+/* [safe] The state's searches by value for a Lua function's name that
+** its index could not answer, and of them the ones run (the others
+** deferred after many that found nothing: names.c); 0 before the first. */
+void ljp_lname_byval_counts(lua_State *L, uint64_t *searches,
+                            uint64_t *scans);
 /* [safe] Put cf's name into sb (emptied first), refreshing the names
 ** from package.loaded when it has none and the memory allows; 1 if
 ** named. Raw access only: may run at the safe point and in the call

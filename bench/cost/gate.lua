@@ -4,7 +4,7 @@
 -- from measured figures + 10%).
 --
 --   luajit bench/cost/gate.lua [--check] [--build DIR] [--jobs J]
---                              [--workloads deep,many20000,many2000]
+--                              [--workloads deep,many2000,many20000]
 --                              [--budgets FILE] [--model]
 --
 -- A workload not listed below is bench/workloads/NAME.lua (idle and 1 ms
@@ -48,7 +48,7 @@ local opt = require("lib.args").parse(arg, {
 }, "gate")
 opt.build = opt.build or os.getenv("LJPROF_BUILD") or "build"
 opt.jobs = opt.jobs or 2
-opt.workloads = opt.workloads or {"deep", "many20000"}
+opt.workloads = opt.workloads or {"deep", "many2000", "many20000"}
 opt.budgets = opt.budgets or "bench/cost/budgets.lua"
 for _, tool in ipairs({"valgrind", "setarch", "cc"}) do
   if proc.sh("command -v " .. tool) == "" then

@@ -75,7 +75,8 @@ end
 -- run, and of a finished run (no error, no periodic export interval).
 local STATS_BEFORE = "aggregate_ns=number aggregated=number batches=number bytes=number " ..
   "complete_ns=number completed=number dropped=number entries=number handler_ns=number " ..
-  "hook_ns=number merged=number native_frames=number native_skipped=number " ..
+  "hook_ns=number merged=number name_scans=number name_searches=number " ..
+  "native_frames=number native_skipped=number " ..
   "native_truncated=number native_unwinds=number pending=number safepoints=number " ..
   "samples=number signals=number stacks=number stale_signals=number ticks=number " ..
   "vmstate.C=number vmstate.G=number vmstate.I=number vmstate.J=number vmstate.N=number " ..
@@ -87,7 +88,8 @@ local STATS_RUN = "aborts_lost=number aborts_recorded=boolean aggregate_ns=numbe
   "exports=number handler_ns=number hook_ns=number host_detect=boolean host_ticks=number " ..
   "inline_estimated=number inline_frames=string inline_samples=number " ..
   "inline_undecoded=number interval_us=number jit_state=boolean lend_wait_ns=number " ..
-  "lend_waits=number lua_captures=number merged=number missed=number native_frames=number " ..
+  "lend_waits=number lua_captures=number merged=number missed=number name_scans=number " ..
+  "name_searches=number native_frames=number " ..
   "native_skipped=number native_truncated=number native_unwinds=number pending=number " ..
   "recorder_kept=number running=boolean safepoints=number samples=number signal=number " ..
   "signal_lost=boolean signals=number snap_checks=number snap_mismatches=number " ..

@@ -33,7 +33,11 @@
 ** no call into the VM is active on a thread, which tells a tick in the
 ** host's own code, after its Lua call returned or its coroutine yielded
 ** (ljp_vm_no_call), from one under a Lua call; unproven, such ticks keep
-** the old behaviour (stats: host_detect false).
+** the old behaviour (stats: host_detect false). And g->mainthref
+** (learn_mainth, in a fresh luaL_newstate): a tick is the host's only when
+** the main thread has no call active either (a coroutine an error is
+** unwinding out of has L->cframe NULL while cur_L still names it);
+** unproven, cur_L alone decides.
 **
 ** One more field is learnt later, from real trace events (traces.c): the
 ** trace compiler's state (jit_State.state, which lies after G), the int32

@@ -4,7 +4,8 @@
 **   start(mode, cb [, opts])      exactly jit.profile.start (cb required)
 **   stop()                        -> true, or false + message if the
 **                                    callback failed and stopped profiling
-**   dumpstack([thread,] fmt, depth)   exactly jit.profile.dumpstack
+**   dumpstack([thread,] fmt, depth)   exactly jit.profile.dumpstack (but
+**                                    "[host]" in the host ticks' call)
 **   record([mode | opts])         sample and aggregate, no callback
 **   summary()                     -> { {stack=, vmstate=, zone=, count=,
 **                                      labels= (when set)}, ...}
@@ -316,7 +317,7 @@ static int l_dumpstack(lua_State *L)
   fmt = luaL_checkstring(L, arg + 1);
   depth = check_depth(L, arg + 2);
   ljp_ffid_learn_own();  /* once: a dump before any run names builtins */
-  if (!sb || ljp_dumpstack(L2, L, sb, fmt, depth) != 0)
+  if (!sb || ljp_q_dumpstack(L2, L, sb, fmt, depth) != 0)
     return luaL_error(L, "ljprof: out of memory");
   lua_pushlstring(L, sb->b, sb->n);
   return 1;

@@ -78,6 +78,12 @@ int ljp_q_code_name(uintptr_t a, char *buf, size_t len);
 /* This OS thread's buffer for dumpstack strings (NULL: out of memory). */
 ljp_buf *ljp_q_dump_buffer(void);
 
+/* dumpstack for jit.profile-style callers: ljp_dumpstack, except that
+** inside the callback's call for host ticks (safepoint.c) the thread it
+** was given dumps as one "[host]" frame (ljp_dumpstack_marker). */
+int ljp_q_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
+                    const char *fmt, int depth);
+
 /* Aggregated results of the current or last run (aggregated first). */
 void ljp_q_functions(lua_State *L, ljp_func_visit fn, void *d);
 void ljp_q_traces(lua_State *L, ljp_trace_visit fn, void *d);

@@ -3,7 +3,10 @@
 -- and the unwinding runs outside the interpreter (lj_err.c, libgcc's
 -- unwinder). The whole program is Lua, so no tick may be taken for a host
 -- tick (stats host_ticks, the "[host]" frame), with native capture off
--- (where only the VM's own fields decide) and on.
+-- (where only the VM's own fields decide) and on, and in callback mode no
+-- call is the host ticks' (dumpstack "[host]"). Before the main-thread
+-- check (vmprobe.c, learn_mainth) every native-off and callback case
+-- failed in each run.
 local t = require("t")
 local ljprof = require("ljprof")
 
@@ -54,6 +57,33 @@ for _, c in ipairs({
     t.ok(st.samples > 500, "enough samples: " .. tostring(st.samples))
     t.eq(st.host_ticks, 0, "host ticks in a program that is all Lua")
     t.eq(host, 0, "[host] samples in a program that is all Lua")
+  end)
+end
+
+-- Callback mode (jit.profile's API; no native capture) hands host ticks
+-- to a call of their own whose dumpstack is "[host]": in a program that is
+-- all Lua there must be none. Besides the unwinding above, the callback
+-- itself runs by lua_pcall on a thread of its own: g->cur_L names that idle
+-- thread for the rest of the hook, until LuaJIT's hook dispatch sets it
+-- back (lj_dispatch.c). The callback calls C functions (dumpstack) too.
+for _, clock in ipairs({"wall", "cpu"}) do
+  t.case("callback mode: no [host] call in a program that is all Lua, " .. clock, function()
+    local total, host, calls = 0, 0, 0
+    ljprof.start("i0.5", function(th, samples, vm)
+      calls = calls + 1
+      total = total + samples
+      if ljprof.dumpstack(th, "f", 1) == "[host]" then host = host + samples end
+      for d = 1, 3 do ljprof.dumpstack(th, "pF|lZ; ", -100 * d) end
+    end, {clock = clock})
+    local t0 = os.clock()
+    while os.clock() - t0 < 2.0 do
+      for i = 1, 200 do round(i) end
+    end
+    local ok, err = ljprof.stop()
+    print(string.format("  %d samples in %d callback calls, %d in [host] calls", total, calls, host))
+    t.eq(ok, true, "stop: " .. tostring(err))
+    t.ok(total > 500, "enough samples: " .. total)
+    t.eq(host, 0, "samples in [host] calls in a program that is all Lua")
   end)
 end
 

@@ -802,6 +802,7 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->exact_lines = ctx->exact_on && caps.lines;
   ri->lua_captures = atomic_load(&ctx->n_lua_captures);
   ri->host_detect = ctx->vm_g && caps.host;
+  ri->host_main = ri->host_detect && caps.host_main;
   ri->host_ticks = atomic_load(&ctx->n_host);
   ri->missed = atomic_load(&ctx->n_missed);
   ri->stack_checks = ctx->stack_checks;

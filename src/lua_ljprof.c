@@ -594,7 +594,8 @@ static const stat_field stats_fields[] = {  /* ljprof_stats (ljprof.h) */
 ** recording that gave its abort back; aborts_recorded, aborts() has this
 ** run's; exact_stacks, Lua frames captured at the signal; host_ticks,
 ** ticks in the host's own code with no Lua call active, and host_detect,
-** whether that can be told (L->cframe learnt, vmprobe.c); missed, ticks
+** whether that can be told (L->cframe learnt, vmprobe.c), host_main, on
+** the main thread too (g->mainthref learnt); missed, ticks
 ** the wall and thread clocks' timer thread woke too late for; inline_*,
 ** frames a trace had inlined, from its snapshots; expired, the duration
 ** option ran out; signal_lost, the program took the signal; jit_state,
@@ -619,6 +620,7 @@ static const stat_field run_fields[] = {
   BOOL(ljp_q_run, "exact_lines", exact_lines),
   NUM(ljp_q_run, "lua_captures", lua_captures),
   BOOL(ljp_q_run, "host_detect", host_detect),
+  BOOL(ljp_q_run, "host_main", host_main),
   NUM(ljp_q_run, "host_ticks", host_ticks),
   NUM(ljp_q_run, "missed", missed),
   NUM(ljp_q_run, "stack_checks", stack_checks),

@@ -39,6 +39,9 @@ typedef struct ljp_q_run {
   int host_detect;           /* L->cframe learnt: a tick with no Lua call
                              ** active has no Lua frames (else it takes
                              ** the next safe point's, as before) */
+  int host_main;             /* g->mainthref learnt too: a call active on
+                             ** the main thread keeps a tick from being
+                             ** the host's (vmprobe.c, learn_mainth) */
   uint64_t host_ticks;       /* ticks with no Lua call active */
   uint64_t missed;           /* ticks the timer thread woke too late for */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */

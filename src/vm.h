@@ -61,6 +61,7 @@ typedef struct ljp_vmcaps {
   int cfunc;             /* the running C function can be read */
   int jstate;            /* the trace compiler's state is located */
   int host;              /* "no Lua call is active" can be told */
+  int host_main;         /* ... on the main thread too (g->mainthref) */
   int capture;           /* Lua frames can be captured at a tick */
   int lines;             /* a captured frame's line can be read */
   const char *snap_off;  /* the snapshot layouts were tried and are off:

@@ -55,6 +55,7 @@ for _, c in ipairs({
     print(string.format("  %d samples, %d host ticks, %d [host] samples, %d rounds",
                         st.samples or -1, st.host_ticks, host, n))
     t.ok(st.samples > 500, "enough samples: " .. tostring(st.samples))
+    t.eq(st.host_main, true, "the main thread's call is checked (g->mainthref learnt)")
     t.eq(st.host_ticks, 0, "host ticks in a program that is all Lua")
     t.eq(host, 0, "[host] samples in a program that is all Lua")
   end)

@@ -39,7 +39,10 @@ extern "C" {
 /* Called at a safe point on the profiled thread. L is the interrupted
 ** coroutine: read its stack (ljprof_dumpstack), never modify it or call
 ** functions on it. samples = timer ticks since the previous callback,
-** vmstate = 'N' (compiled), 'I' (interpreter), 'C' (C code), 'G', 'J'. */
+** vmstate = 'N' (compiled), 'I' (interpreter), 'C' (C code), 'G', 'J'.
+** Ticks that found no Lua call active (the host's own code) come in a call
+** of their own, before the Lua ticks' call, with vmstate 'C'; during it
+** ljprof_dumpstack(L, ...) is the one frame "[host]" (docs/usage.md). */
 typedef void (*ljprof_callback)(void *data, lua_State *L, int samples,
                                 int vmstate);
 
@@ -58,7 +61,8 @@ LJPROF_API void ljprof_stop(lua_State *L);
 ** the same fmt ('p' 'f' 'F' 'l' 'Z', others verbatim) and depth (negative =
 ** outermost first). Returns a per-thread buffer, valid until the next call
 ** from the same OS thread; *len receives the length (not NUL-terminated
-** for the caller's purposes, although a NUL follows). Safe at any time. */
+** for the caller's purposes, although a NUL follows). Safe at any time.
+** Inside the callback's call for host ticks, L dumps as "[host]". */
 LJPROF_API const char *ljprof_dumpstack(lua_State *L, const char *fmt, int depth,
                              size_t *len);
 

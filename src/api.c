@@ -289,13 +289,24 @@ ljp_buf *ljp_q_dump_buffer(void)
   return sb;
 }
 
+int ljp_q_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
+                    const char *fmt, int depth)
+{
+  ljp_ctx *ctx = ljp_slot_find(lua_topointer(L, LUA_REGISTRYINDEX));
+  if (ctx && ctx->cb_host_L == L) {  /* the callback's host ticks */
+    ljp_dumpstack_marker(sb, fmt, depth, "[host]");
+    return 0;
+  }
+  return ljp_dumpstack(L, helper, sb, fmt, depth);
+}
+
 const char *ljprof_dumpstack(lua_State *L, const char *fmt, int depth,
                              size_t *len)
 {
   ljp_buf *sb;
   ljp_vm_learn_layouts();  /* once: a dump before any run needs them */
   if (!(sb = ljp_q_dump_buffer())) { if (len) *len = 0; return ""; }
-  if (ljp_dumpstack(L, NULL, sb, fmt ? fmt : "", depth) != 0) {
+  if (ljp_q_dumpstack(L, NULL, sb, fmt ? fmt : "", depth) != 0) {
     if (len) *len = 0;
     return "";
   }
@@ -791,6 +802,7 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->exact_lines = ctx->exact_on && caps.lines;
   ri->lua_captures = atomic_load(&ctx->n_lua_captures);
   ri->host_detect = ctx->vm_g && caps.host;
+  ri->host_main = ri->host_detect && caps.host_main;
   ri->host_ticks = atomic_load(&ctx->n_host);
   ri->missed = atomic_load(&ctx->n_missed);
   ri->stack_checks = ctx->stack_checks;

@@ -55,12 +55,18 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
     resolve_record(ctx, r);
     if (!ctx->opt.cb)  /* aggregating: key by the stack */
       ljp_frames_record(ctx, L, r, &pass);
-    if (!first_vm) first_vm = r->vmstate;
     ctx->vm[ljp_vm_index(r->vmstate)] += w;
+    ctx->completed += w;
+    /* A callback gets host ticks in a call of their own (safepoint.c):
+    ** the live Lua stack at this safe point is not where they were. */
+    if (ctx->opt.cb && (r->lflags & LJP_LUA_HOST)) {
+      ctx->cb_host += w;
+      continue;
+    }
+    if (!first_vm) first_vm = r->vmstate;
     ticks += w;
   }
-  ctx->completed += ticks;
-  if (ctx->opt.cb) {
+  if (ctx->opt.cb && ticks) {
     if (!ctx->cb_ticks) ctx->cb_vmstate = first_vm;
     ctx->cb_ticks += ticks;
   }

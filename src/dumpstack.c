@@ -16,7 +16,7 @@
 ** Non-Lua frames print [builtin#<ffid>] (fast functions) or @<C pointer>;
 ** bytecode builtins [builtin:<name>]; loadstring chunks [string].
 ** Native frames (ljp_dumpstack_leaf's lf->native, never in a callback's
-** dump) print their name once, at the frame's first f, F or l; the
+** dump but the host marker's, ljp_dumpstack_marker) print their name once, at the frame's first f, F or l; the
 ** frame's later f/F/l print nothing (native code has one name, no Lua
 ** line). So "fZ;" and "lZ;" show the name, and in jit/prof/model.lua's
 ** "f\31l" an empty l is how a native frame is told from a C function
@@ -324,6 +324,19 @@ int ljp_put_chunk(ljp_buf *sb, const char *source, int linedefined,
   ar.source = source;
   ar.linedefined = linedefined;
   return put_chunkname(sb, &ar, pathstrip);
+}
+
+void ljp_dumpstack_marker(ljp_buf *sb, const char *fmt, int depth,
+                          const char *name)
+{
+  int pathstrip = 1;
+  size_t lastlen = 0;
+  sb->n = 0;
+  if (ljp_buf_reserve(sb, 0) != 0) return;
+  if (depth != 0)  /* one frame: any other depth shows it */
+    put_frame(NULL, NULL, sb, fmt, NULL, NULL, name, 0, &pathstrip, &lastlen);
+  if (lastlen) sb->n = lastlen;
+  sb->b[sb->n] = '\0';
 }
 
 int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,

@@ -19,6 +19,13 @@
 int ljp_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
                   const char *fmt, int depth);
 
+/* A one-frame dump of a frame that is no Lua level (the callback's host
+** marker, "[host]"): formatted as a native frame, its name once at the
+** frame's first f, F or l; depth 0 prints nothing, any other depth the
+** frame; Z as for any frame. Into sb (sb->n = length), NUL-terminated. */
+void ljp_dumpstack_marker(ljp_buf *sb, const char *fmt, int depth,
+                          const char *name);
+
 /* What ljprof's own reports show at the leaf end of a stack, where the
 ** time was really spent: the real levels above 'skip' are cut, the first
 ** real level shown may get another current line, and synthetic frames

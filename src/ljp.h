@@ -176,6 +176,10 @@ struct ljp_ctx {
   _Atomic uint64_t handler_ns;  /* signal context, relaxed adds */
   uint64_t cb_ticks;        /* ticks not yet delivered to the callback */
   int cb_vmstate;
+  uint64_t cb_host;         /* host ticks (LJP_LUA_HOST) not yet delivered:
+                               a callback call of their own (safepoint.c) */
+  lua_State *cb_host_L;     /* the thread of that call while it runs: its
+                               dumpstack is the host marker (api.c) */
 
   char *error;              /* why the run failed (callback error) */
 

@@ -4,7 +4,8 @@
 **   start(mode, cb [, opts])      exactly jit.profile.start (cb required)
 **   stop()                        -> true, or false + message if the
 **                                    callback failed and stopped profiling
-**   dumpstack([thread,] fmt, depth)   exactly jit.profile.dumpstack
+**   dumpstack([thread,] fmt, depth)   exactly jit.profile.dumpstack (but
+**                                    "[host]" in the host ticks' call)
 **   record([mode | opts])         sample and aggregate, no callback
 **   summary()                     -> { {stack=, vmstate=, zone=, count=,
 **                                      labels= (when set)}, ...}
@@ -316,7 +317,7 @@ static int l_dumpstack(lua_State *L)
   fmt = luaL_checkstring(L, arg + 1);
   depth = check_depth(L, arg + 2);
   ljp_ffid_learn_own();  /* once: a dump before any run names builtins */
-  if (!sb || ljp_dumpstack(L2, L, sb, fmt, depth) != 0)
+  if (!sb || ljp_q_dumpstack(L2, L, sb, fmt, depth) != 0)
     return luaL_error(L, "ljprof: out of memory");
   lua_pushlstring(L, sb->b, sb->n);
   return 1;
@@ -593,7 +594,8 @@ static const stat_field stats_fields[] = {  /* ljprof_stats (ljprof.h) */
 ** recording that gave its abort back; aborts_recorded, aborts() has this
 ** run's; exact_stacks, Lua frames captured at the signal; host_ticks,
 ** ticks in the host's own code with no Lua call active, and host_detect,
-** whether that can be told (L->cframe learnt, vmprobe.c); missed, ticks
+** whether that can be told (L->cframe learnt, vmprobe.c), host_main, on
+** the main thread too (g->mainthref learnt); missed, ticks
 ** the wall and thread clocks' timer thread woke too late for; inline_*,
 ** frames a trace had inlined, from its snapshots; expired, the duration
 ** option ran out; signal_lost, the program took the signal; jit_state,
@@ -618,6 +620,7 @@ static const stat_field run_fields[] = {
   BOOL(ljp_q_run, "exact_lines", exact_lines),
   NUM(ljp_q_run, "lua_captures", lua_captures),
   BOOL(ljp_q_run, "host_detect", host_detect),
+  BOOL(ljp_q_run, "host_main", host_main),
   NUM(ljp_q_run, "host_ticks", host_ticks),
   NUM(ljp_q_run, "missed", missed),
   NUM(ljp_q_run, "stack_checks", stack_checks),

@@ -39,6 +39,9 @@ typedef struct ljp_q_run {
   int host_detect;           /* L->cframe learnt: a tick with no Lua call
                              ** active has no Lua frames (else it takes
                              ** the next safe point's, as before) */
+  int host_main;             /* g->mainthref learnt too: a call active on
+                             ** the main thread keeps a tick from being
+                             ** the host's (vmprobe.c, learn_mainth) */
   uint64_t host_ticks;       /* ticks with no Lua call active */
   uint64_t missed;           /* ticks the timer thread woke too late for */
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
@@ -77,6 +80,12 @@ int ljp_q_code_name(uintptr_t a, char *buf, size_t len);
 
 /* This OS thread's buffer for dumpstack strings (NULL: out of memory). */
 ljp_buf *ljp_q_dump_buffer(void);
+
+/* dumpstack for jit.profile-style callers: ljp_dumpstack, except that
+** inside the callback's call for host ticks (safepoint.c) the thread it
+** was given dumps as one "[host]" frame (ljp_dumpstack_marker). */
+int ljp_q_dumpstack(lua_State *L, lua_State *helper, ljp_buf *sb,
+                    const char *fmt, int depth);
 
 /* Aggregated results of the current or last run (aggregated first). */
 void ljp_q_functions(lua_State *L, ljp_func_visit fn, void *d);

@@ -89,7 +89,8 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ctx->completed = ctx->safepoints = ctx->hook_ns = ctx->complete_ns = 0;
   ctx->recorder_kept = 0;
   atomic_store(&ctx->handler_ns, 0);
-  ctx->cb_ticks = 0;
+  ctx->cb_ticks = ctx->cb_host = 0;
+  ctx->cb_host_L = NULL;
   memset(ctx->vm, 0, sizeof(ctx->vm));
   ljp_ring_free(&ctx->ring);
   if (!ctx->stack_fmt || (o->output && !ctx->output) ||

@@ -15,7 +15,8 @@
 **
 ** ljp_hook is one ordered sequence: the rest hook state back, the pending
 ** records completed with this stack (complete.c), aggregation past the
-** high-water mark (store), the jit.profile callback, a stop the callback
+** high-water mark (store), the jit.profile callback (host ticks in a
+** call of their own, then the Lua ticks), a stop the callback
 ** asked for, an exit signal handed over, and the program's own event
 ** forwarded. The hook and the trace handler are regions of the exit gate
 ** (exit_signals.h): once an exit signal's helper owns the context, the
@@ -27,11 +28,31 @@
 #include "calls.h"
 #include "exit_signals.h"
 
+static int clamp_ticks(uint64_t n)
+{
+  return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+/* The jit.profile callback. Host ticks (no Lua call was active at the
+** tick) come first, in a call of their own with vmstate 'C', during which
+** dumpstack of L prints the host marker (cb_host_L, api.c): the live
+** stack here is the Lua code that ran later, not where the ticks were.
+** Then the Lua ticks, as jit.profile delivers them, unless the first call
+** stopped the run. */
 static void deliver(ljp_ctx *ctx, lua_State *L)
 {
   int samples, vm;
-  if (!ctx->opt.cb || !ctx->cb_ticks || ctx->state != LJP_RUNNING) return;
-  samples = ctx->cb_ticks > INT32_MAX ? INT32_MAX : (int)ctx->cb_ticks;
+  if (!ctx->opt.cb || ctx->state != LJP_RUNNING) return;
+  if (ctx->cb_host) {
+    samples = clamp_ticks(ctx->cb_host);
+    ctx->cb_host = 0;
+    ctx->cb_host_L = L;
+    ctx->opt.cb(ctx->opt.cb_data, L, samples, 'C');
+    ctx->cb_host_L = NULL;
+    if (ctx->state != LJP_RUNNING || ctx->stop_requested) return;
+  }
+  if (!ctx->cb_ticks) return;
+  samples = clamp_ticks(ctx->cb_ticks);
   vm = ctx->cb_vmstate;
   ctx->cb_ticks = 0;
   ctx->opt.cb(ctx->opt.cb_data, L, samples, vm);

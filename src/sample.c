@@ -3,9 +3,9 @@
 ** thread runs now (PC, VM state, trace, C function), the zone and label
 ** set, the native frames from its registers, the Lua frames it runs in
 ** (exact stacks), the weight; then the safe point armed. A tick with no
-** Lua call active on the running thread (vm.h: ljp_vm_no_call) is
-** the host's own: its native frames only, no Lua capture, flagged
-** LJP_LUA_HOST so that the safe point adds none.
+** Lua call active on the running thread nor on the main thread (vm.h:
+** ljp_vm_no_call) is the host's own: its native frames only, no Lua
+** capture, flagged LJP_LUA_HOST so that the safe point adds none.
 **
 ** It is apart from the signal that brings the tick: ljp_sample takes the
 ** thread's PC and registers, not a ucontext. On Linux signal.c calls it
@@ -45,7 +45,9 @@ static inline int jit_idle(ljp_ctx *ctx)
 
 /* Is a tick in state vm at pc the host's own code, with no Lua call
 ** active on the running thread (L->cframe NULL: the host's Lua call
-** returned, its coroutine yielded or ended)? Not in a trace or the
+** returned, its coroutine yielded or ended) nor on the main thread (an
+** error unwinding out of a coroutine clears its L->cframe before cur_L
+** moves back to its resumer)? Not in a trace or the
 ** compiler. In the interpreter's own code (its unwind entry) cur_L may
 ** lag a coroutine switch by a few instructions (a resume from Lua that
 ** just came back): never there. The GC with no call active is a step

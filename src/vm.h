@@ -61,6 +61,7 @@ typedef struct ljp_vmcaps {
   int cfunc;             /* the running C function can be read */
   int jstate;            /* the trace compiler's state is located */
   int host;              /* "no Lua call is active" can be told */
+  int host_main;         /* ... on the main thread too (g->mainthref) */
   int capture;           /* Lua frames can be captured at a tick */
   int lines;             /* a captured frame's line can be read */
   const char *snap_off;  /* the snapshot layouts were tried and are off:
@@ -76,8 +77,9 @@ void ljp_vm_caps(ljp_vmcaps *c);
 int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc, int want_cf);
 /* [sig] The running C function (fault-safe reads); 0: unknown. */
 uintptr_t ljp_vm_cfunc(uintptr_t g);
-/* [sig] 1 when no Lua call is active on the running thread (the host's
-** own code), 0 when one is, -1 when that is not known. peek: every read
+/* [sig] 1 when no Lua call is active on the running thread nor (when it
+** is known) on the main thread (the host's own code), 0 when one is, -1
+** when that is not known. peek: every read
 ** fault-safe (from another thread, the profiled one stopped). */
 int ljp_vm_no_call(uintptr_t g, int peek);
 /* [sig] Is the trace compiler idle (or its state unknown)? Changing the

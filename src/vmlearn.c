@@ -71,6 +71,7 @@ void ljp_vm_caps(ljp_vmcaps *c)
   c->cfunc = ljp_vml.cfunc_ok;
   c->jstate = ljp_vml.jstate_ok;
   c->host = ljp_vml.cframe_ok;
+  c->host_main = ljp_vml.cframe_ok && ljp_vml.mainth_ok;
   c->capture = ljp_lsl.ok;
   c->lines = ljp_lsl.lines_ok;
   c->snap_off = !ljp_tsl.ok && ljp_tsl.tried

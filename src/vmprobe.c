@@ -33,7 +33,11 @@
 ** no call into the VM is active on a thread, which tells a tick in the
 ** host's own code, after its Lua call returned or its coroutine yielded
 ** (ljp_vm_no_call), from one under a Lua call; unproven, such ticks keep
-** the old behaviour (stats: host_detect false).
+** the old behaviour (stats: host_detect false). And g->mainthref
+** (learn_mainth, in a fresh luaL_newstate): a tick is the host's only when
+** the main thread has no call active either (a coroutine an error is
+** unwinding out of has L->cframe NULL while cur_L still names it);
+** unproven, cur_L alone decides.
 **
 ** One more field is learnt later, from real trace events (traces.c): the
 ** trace compiler's state (jit_State.state, which lies after G), the int32
@@ -117,16 +121,35 @@ uintptr_t ljp_vm_cfunc(uintptr_t g)
   return 0;
 }
 
+/* A thread's L->cframe: 1 NULL, 0 not, -1 unreadable. */
+static inline int cframe_null(uintptr_t L, int peek)
+{
+  uintptr_t cf;
+  if (!peek) return *(volatile uintptr_t *)(L + ljp_vml.l_cframe) == 0;
+  return peek_word(L + (uintptr_t)ljp_vml.l_cframe, &cf) == 0 ? cf == 0 : -1;
+}
+
+/* No call on cur_L, and (when the main thread is known) none on the main
+** thread either: LuaJIT clears a coroutine's L->cframe while an error
+** unwinds out of it, with cur_L still naming it (lj_err.c err_unwind, the
+** resume frame), until its resumer takes over; a Lua program runs under a
+** call on the main thread (luajit's lua_cpcall), so that tick is not the
+** host's. Hosts that run Lua only in threads of their own (nginx) keep
+** the main thread idle. The main thread lives as long as G: no peek. */
 int ljp_vm_no_call(uintptr_t g, int peek)
 {
   const ljp_vmlayout *v = &ljp_vml;
-  uintptr_t L, cf;
+  uintptr_t L, M;
+  int r;
   if (!v->cframe_ok || !v->curl_size || !g) return -1;
   L = v->curl_size == 8 ? *(volatile uintptr_t *)(g + v->g_curl)
                         : *(volatile uint32_t *)(g + v->g_curl);
   if (!L) return 1;  /* cur_L is a live thread or NULL (freed: none runs) */
-  if (!peek) return *(volatile uintptr_t *)(L + v->l_cframe) == 0;
-  return peek_word(L + (uintptr_t)v->l_cframe, &cf) == 0 ? cf == 0 : -1;
+  if ((r = cframe_null(L, peek)) != 1 || !v->mainth_ok) return r;
+  M = v->curl_size == 8 ? *(volatile uintptr_t *)(g + v->g_mainth)
+                        : *(volatile uint32_t *)(g + v->g_mainth);
+  if (!M || M == L) return 1;
+  return cframe_null(M, peek);
 }
 
 int ljp_vm_read(uintptr_t g, int32_t *trace, uintptr_t *cfunc, int want_cf)
@@ -168,6 +191,9 @@ typedef struct probe_run {
   uintptr_t cf_in[LSNAP / 8]; /* a thread's words inside cframe_cf */
   uintptr_t cf_sp;       /* an address in cframe_cf's own frame */
   int cf_have, cf_nocall;
+  unsigned char snap_m[GSNAP]; /* a fresh state's G, a coroutine running */
+  uintptr_t g2;          /* that state's G */
+  int mt_have, mt_in;    /* snap_m taken; ljp_vm_no_call under a call */
   char why[96];
 } probe_run;
 
@@ -509,6 +535,101 @@ out:
   lua_settop(th, 0);
 }
 
+/* -- g->mainthref: is a Lua call active on the main thread? --------------- */
+
+/* Run by lua_resume in a coroutine of a fresh state: its G's words. */
+static int mainth_snap(lua_State *L)
+{
+  (void)L;
+  if (pr) pr->mt_have = ljp_peek(pr->snap_m, pr->g2, GSNAP) == 0;
+  return 0;
+}
+
+static int mainth_nop(lua_State *L)
+{
+  (void)L;
+  return 0;
+}
+
+/* Run by lua_pcall on the fresh state's main thread: a coroutine runs a
+** C function and returns; cur_L is then that idle, dead coroutine, while
+** this call is still active on the main thread. */
+static int mainth_outer(lua_State *L)
+{
+  lua_State *co = lua_newthread(L);
+  lua_pushcfunction(co, mainth_nop);
+  pr->mt_in = lua_resume(co, 0) == 0 ? ljp_vm_no_call(pr->g2, 0) : -2;
+  return 0;
+}
+
+/* Find g->mainthref, the state's main thread, in a fresh state (no trace
+** recorded there: no stale thread pointer elsewhere in G): the one word of
+** its G that names its main thread while a coroutine runs (cur_L names
+** the coroutine: checked). Then ljp_vm_no_call is replayed there: 1 after
+** the coroutine returned to the idle main thread, 0 after it returned to
+** a C function still running under lua_pcall on the main thread; and in
+** the probing state the word must name a thread of the same G (the
+** probing thread itself when it is the main one). Normal context. */
+static void learn_mainth(lua_State *L)
+{
+  ljp_vmlayout *v = &ljp_vml;
+  lua_State *S = luaL_newstate(), *co;
+  const char *why = NULL;
+  uintptr_t w, gl;
+  unsigned char buf[8];
+  size_t o;
+  int n = 0, idle, ismain;
+  if (!S) return;
+  if (peek_word((uintptr_t)S + (uintptr_t)v->l_glref, &pr->g2) != 0) {
+    why = "fresh state unreadable";
+    goto out;
+  }
+  co = lua_newthread(S);
+  lua_pushcfunction(co, mainth_snap);
+  pr->mt_have = 0;
+  if (lua_resume(co, 0) != 0 || !pr->mt_have ||
+      read_g_word(pr->snap_m, (size_t)v->g_curl, v->curl_size) !=
+          (uintptr_t)co) {
+    why = "fresh state's coroutine probe failed";
+    goto out;
+  }
+  for (o = 0; o + (size_t)v->curl_size <= GSNAP; o += (size_t)v->curl_size) {
+    if ((ptrdiff_t)o != v->g_curl &&
+        read_g_word(pr->snap_m, o, v->curl_size) == (uintptr_t)S) {
+      n++;
+      v->g_mainth = (ptrdiff_t)o;
+    }
+  }
+  if (n != 1) {
+    snprintf(pr->why, sizeof(pr->why), "%d candidates for the main thread",
+             n);
+    goto out;
+  }
+  v->mainth_ok = 1;
+  idle = ljp_vm_no_call(pr->g2, 0);  /* cur_L: co, dead; main: idle */
+  lua_settop(S, 0);
+  lua_pushcfunction(S, mainth_outer);
+  pr->mt_in = -2;
+  if (lua_pcall(S, 0, 0, 0) != 0 || idle != 1 || pr->mt_in != 0) {
+    why = "the main thread's C frame chain could not be read back";
+    goto out;
+  }
+  /* The probing state. */
+  ismain = lua_pushthread(L);
+  lua_pop(L, 1);
+  if (ljp_peek(buf, pr->g + (uintptr_t)v->g_mainth, sizeof(buf)) != 0 ||
+      !(w = read_g_word(buf, 0, v->curl_size)) ||
+      peek_word(w + (uintptr_t)v->l_glref, &gl) != 0 || gl != pr->g ||
+      (ismain && w != (uintptr_t)L))
+    why = "the main thread does not match";
+out:
+  if (why) {
+    v->mainth_ok = 0;
+    snprintf(pr->why, sizeof(pr->why), "%s", why);
+  }
+  lua_close(S);
+}
+
 /* Call 1 on the probing thread, call 2 in a coroutine. With LuaJIT's own
 ** coroutine functions: OpenResty's lua-nginx-module keeps them as
 ** coroutine._create/_resume/_wrap and replaces the public ones with
@@ -583,6 +704,8 @@ static void run_probe(lua_State *L)
   }
   if (ljp_vml.vmstate_ok && ljp_vml.curl_size && ljp_vml.frame_ok)
     learn_cframe(th);
+  if (ljp_vml.cframe_ok)
+    learn_mainth(L);
 out:
   lua_sethook(L, uh, umask, ucount);
   lua_settop(L, top);

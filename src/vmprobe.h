@@ -34,6 +34,8 @@ typedef struct ljp_vmlayout {
   ptrdiff_t l_cframe;     /* lua_State: innermost C frame that entered the
                              VM on this thread, NULL when no call is active */
   int func_slot;          /* frame function: this many slots below base */
+  int mainth_ok;          /* g->mainthref located and proven */
+  ptrdiff_t g_mainth;     /* global_State: the state's main thread */
   char why[96];           /* why something is not used (must stay last) */
 } ljp_vmlayout;
 

@@ -8,7 +8,8 @@
 ** (signals end epoll_wait with EINTR: the loop waits again) and, for the
 ** event loop, the thread clock (a blocked thread's tick is written by the
 ** timer thread). Linked with -rdynamic: host_c_work and the event loop's
-** frames are named.
+** frames are named. Last, the spin in callback mode: host ticks in a
+** callback call of their own whose dumpstack is "[host]".
 **
 **   test_host_idle             every case
 */
@@ -305,6 +306,144 @@ static void case_event_loop(ljprof_clock clock, int native)
   lua_close(L);
 }
 
+/* 4. Callback mode (the jit.profile-compatible API): host ticks come in
+** a call of their own, vmstate 'C', whose dumpstack is "[host]" in every
+** format; Lua ticks in the calls after, with the live Lua stack. Before,
+** the host ticks went to the next call, whose dumpstack showed the Lua
+** function the host called next (luawork) for the host's time. */
+typedef struct cbtally {
+  unsigned long calls, total, lua, host, host_not_c, other;
+  int formats_ok;
+  char other_ex[512];
+} cbtally;
+
+static void cb(void *data, lua_State *L, int samples, int vmstate)
+{
+  cbtally *t = data;
+  size_t len;
+  const char *s = ljprof_dumpstack(L, "fZ;", -100, &len);
+  t->calls++;
+  t->total += (unsigned long)samples;
+  if (!strcmp(s, "[host]")) {
+    /* The same honest name in the formats jit/p.lua and
+    ** jit/prof/model.lua use; depth 0 is empty as for any stack. */
+    static const struct { const char *fmt; int depth; const char *want; }
+      f[] = {{"f", 1, "[host]"}, {"F", 1, "[host]"}, {"l", 1, "[host]"},
+             {"pl", 1, "[host]"}, {"pF", 1, "[host]"},
+             {"pl\n", -100, "[host]\n"}, {"lZ;", 100, "[host]"},
+             {"f\31l", 1, "[host]\31"}, {"fZ;", 0, ""}};
+    unsigned i;
+    t->host += (unsigned long)samples;
+    if (vmstate != 'C') t->host_not_c += (unsigned long)samples;
+    for (i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+      const char *g = ljprof_dumpstack(L, f[i].fmt, f[i].depth, &len);
+      if (strcmp(g, f[i].want) || len != strlen(f[i].want)) {
+        fprintf(stderr, "dumpstack(\"%s\", %d) = \"%s\", want \"%s\"\n",
+                f[i].fmt, f[i].depth, g, f[i].want);
+        t->formats_ok = 0;
+      }
+    }
+  } else if (strstr(s, "luawork")) {
+    t->lua += (unsigned long)samples;
+  } else {
+    t->other += (unsigned long)samples;
+    snprintf(t->other_ex, sizeof(t->other_ex), "%c %s", vmstate, s);
+  }
+}
+
+/* The Lua module's start(mode, cb): the same through its trampoline and
+** dumpstack(thread, ...); the callback counts by vmstate and key. */
+static const char lua_start[] =
+  "local prof = require('ljprof') "
+  "cbt = {calls = 0, total = 0, lua = 0, host = 0, host_not_c = 0, "
+  "       other = 0, formats_ok = true} "
+  "prof.start('i1', function(th, n, vm) "
+  "  local s = prof.dumpstack(th, 'fZ;', -100) "
+  "  cbt.calls = cbt.calls + 1; cbt.total = cbt.total + n "
+  "  if s == '[host]' then "
+  "    cbt.host = cbt.host + n "
+  "    if vm ~= 'C' then cbt.host_not_c = cbt.host_not_c + n end "
+  "    if prof.dumpstack(th, 'F', 1) ~= '[host]' or "
+  "       prof.dumpstack(th, 'pl', 2) ~= '[host]' or "
+  "       prof.dumpstack(th, 'f\\31l', 1) ~= '[host]\\31' or "
+  "       prof.dumpstack(th, 'fZ;', 0) ~= '' then cbt.formats_ok = false end "
+  "  elseif s:find('luawork', 1, true) then cbt.lua = cbt.lua + n "
+  "  else cbt.other = cbt.other + n; cbt.other_ex = vm .. ' ' .. s end "
+  "end)";
+
+static unsigned long cbt_num(lua_State *L, const char *k)
+{
+  unsigned long n;
+  lua_getfield(L, -1, k);
+  n = (unsigned long)lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  return n;
+}
+
+static void case_callback(int lua_api)
+{
+  lua_State *L = new_state();
+  ljprof_options opt;
+  cbtally t = {0};
+  char err[256];
+  double got, want;
+  t.formats_ok = 1;
+  in_lua = 0;
+  ljprof_options_init(&opt);
+  opt.clock = LJPROF_CLOCK_WALL;
+  opt.interval_us = 1000;
+  opt.cb = cb;
+  opt.cb_data = &t;
+  run_t0 = now_s();
+  if (lua_api) {
+    if (load(L, lua_start, "=start") || lua_pcall(L, 0, 0, 0)) {
+      fprintf(stderr, "start: %s\n", lua_tostring(L, -1));
+      CHECK(0);
+      lua_close(L);
+      return;
+    }
+  } else {
+    CHECK_EQ(ljprof_start_ex(L, &opt, err, sizeof(err)), 0);
+  }
+  lua_then_host(L);
+  run_t1 = now_s();
+  if (lua_api) {
+    CHECK_EQ(load(L, "require('ljprof').stop()", "=stop"), 0);
+    CHECK_EQ(lua_pcall(L, 0, 0, 0), 0);
+    lua_getglobal(L, "cbt");
+    t.calls = cbt_num(L, "calls");
+    t.total = cbt_num(L, "total");
+    t.lua = cbt_num(L, "lua");
+    t.host = cbt_num(L, "host");
+    t.host_not_c = cbt_num(L, "host_not_c");
+    t.other = cbt_num(L, "other");
+    lua_getfield(L, -1, "formats_ok");
+    t.formats_ok = lua_toboolean(L, -1);
+    lua_getfield(L, -2, "other_ex");
+    if (lua_isstring(L, -1))
+      snprintf(t.other_ex, sizeof(t.other_ex), "%s", lua_tostring(L, -1));
+    lua_pop(L, 3);
+  } else {
+    ljprof_stop(L);
+  }
+  /* The Lua module's "i1" samples CPU time, os.clock's: the Lua share
+  ** is measured in wall time, so only the C API's run is held to it. */
+  want = in_lua / (run_t1 - run_t0);
+  got = t.total ? (double)t.lua / (double)t.total : 0;
+  printf("callback, %s: %lu samples in %lu calls, %lu Lua (luawork), "
+         "%lu [host], %lu neither; Lua share %.3f, measured %.3f\n",
+         lua_api ? "Lua module" : "C API", t.total, t.calls, t.lua, t.host,
+         t.other, got, want);
+  if (t.other) printf("  e.g. %s\n", t.other_ex);
+  CHECK(t.formats_ok);
+  CHECK_EQ(t.host_not_c, 0);
+  CHECK(t.host > t.total / 2);     /* the host spins ~75% of the time */
+  CHECK(t.lua > t.total / 20);
+  CHECK(t.other <= t.total / 20);
+  if (!lua_api) CHECK(got > want - 0.2 && got < want + 0.2);
+  lua_close(L);
+}
+
 int main(void)
 {
   int native;
@@ -314,5 +453,7 @@ int main(void)
     case_event_loop(LJPROF_CLOCK_WALL, native);
     case_event_loop(LJPROF_CLOCK_THREAD, native);
   }
+  case_callback(0);
+  case_callback(1);
   return check_done("host_idle");
 }

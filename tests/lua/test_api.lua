@@ -85,7 +85,7 @@ local STATS_RUN = "aborts_lost=number aborts_recorded=boolean aggregate_ns=numbe
   "aggregated=number batches=number bytes=number cfunc_names=boolean clock=string " ..
   "complete_ns=number completed=number dropped=number duration_ns=number entries=number " ..
   "exact_lines=boolean exact_stacks=boolean expired=boolean export_ns=number " ..
-  "exports=number handler_ns=number hook_ns=number host_detect=boolean host_ticks=number " ..
+  "exports=number handler_ns=number hook_ns=number host_detect=boolean host_main=boolean host_ticks=number " ..
   "inline_estimated=number inline_frames=string inline_samples=number " ..
   "inline_undecoded=number interval_us=number jit_state=boolean lend_wait_ns=number " ..
   "lend_waits=number lua_captures=number merged=number missed=number name_scans=number " ..

@@ -22,6 +22,10 @@
 ** else the same innermost and outermost native functions, else the same
 ** outermost one (ljp_record_like, ljp_record_like_native); a tick like no
 ** pending record is dropped (counted), never charged to another function.
+** A tick in a trace whose inlined frames are decoded (vm.h:
+** ljp_vm_trace_span) joins only a record whose PC (or, in a C function
+** called from the trace, return address) lies in the same snapshot's
+** code: the inlined frames decoded from the record's PC are the tick's.
 */
 #ifndef LJP_RING_H
 #define LJP_RING_H
@@ -61,6 +65,15 @@ typedef struct ljp_record {
   uint8_t vmstate;       /* 'N' 'I' 'C' 'G' 'J', or 'U' = resolve later */
   uint8_t nnative;       /* valid entries in native[] */
   uint8_t nflags;        /* LJP_NATIVE_* */
+  uintptr_t icode[2];    /* a tick merged on a full ring only (sample.c
+                            fills them for it): its trace's machine code
+                            [icode[0], icode[1]), and the code whose
+                            samples get the inlined frames its own would
+                            (the snapshot holding its PC, or the return
+                            address of the C function it is in): */
+  uintptr_t ispan[2];    /* [ispan[0], ispan[1]); {0, 1}: none of the
+                            trace's code (no inlined frames); ispan[1] 0:
+                            no rule (no inlined frames decoded) */
   uintptr_t native[LJP_NATIVE_MAX]; /* native return addresses, leaf first */
   uintptr_t tret;        /* where the native walk reached generated code
                             (a trace's return address), or 0 */
@@ -101,13 +114,26 @@ void ljp_ring_free(ljp_ring *r);
 
 #define LJP_MERGE_SCAN 64  /* pending records examined for a like one */
 
+/* Where in trace code (code: [code[0], code[1])) record c's inlined
+** frames are decoded from (luaframes.c): its PC, or in a C function the
+** trace called, the return address into it; 0: none. */
+static inline uintptr_t ljp_record_inl_pc(const ljp_record *c,
+                                          const uintptr_t code[2])
+{
+  if (c->pc - code[0] < code[1] - code[0]) return c->pc;
+  if (c->tret && c->tret - 1 - code[0] < code[1] - code[0])
+    return c->tret - 1;
+  return 0;
+}
+
 /* Signal context (and the unit test): would pending record c and the tick
 ** t get the same stack and the same totals? Same VM state, trace (and
 ** trace object), C function, zone, label set, native frames (by the
 ** functions they lie in, as a stack shows them: their number and the hash
 ** of their functions) and Lua frames captured at the signal. A record
 ** whose trace or VM state is resolved later by its PC ('U', or 'N' with
-** no trace number) needs the same PC. */
+** no trace number) needs the same PC; a tick with a rule for its inlined
+** frames (t->ispan[1]), a record whose trace code lies in t's span. */
 static inline int ljp_record_like_lua(const ljp_record *c,
                                       const ljp_record *t)
 {
@@ -119,6 +145,10 @@ static inline int ljp_record_like_lua(const ljp_record *c,
     return 0;
   if ((t->vmstate == 'U' || (t->vmstate == 'N' && !t->trace)) &&
       c->pc != t->pc)
+    return 0;
+  if (t->ispan[1] &&
+      ljp_record_inl_pc(c, t->icode) - t->ispan[0] >=
+          t->ispan[1] - t->ispan[0])
     return 0;
   for (i = 0; i < t->nlua; i++) {
     const ljp_lframe *a = &c->lua[i], *b = &t->lua[i];

@@ -159,10 +159,29 @@ static inline int ljp_record_like_lua(const ljp_record *c,
   return 1;
 }
 
-static inline int ljp_record_like(const ljp_record *c, const ljp_record *t)
+/* The native part of ljp_record_like: the same native frames (by the
+** functions they lie in). */
+static inline int ljp_record_same_native(const ljp_record *c,
+                                         const ljp_record *t)
 {
   return c->nnative == t->nnative && c->nflags == t->nflags &&
-         (!t->nnative || c->nfuncs == t->nfuncs) && ljp_record_like_lua(c, t);
+         (!t->nnative || c->nfuncs == t->nfuncs);
+}
+
+static inline int ljp_record_like(const ljp_record *c, const ljp_record *t)
+{
+  return ljp_record_same_native(c, t) && ljp_record_like_lua(c, t);
+}
+
+/* The native part of ljp_record_like_native (below). */
+static inline int ljp_record_near_native(const ljp_record *c,
+                                         const ljp_record *t, int leaf)
+{
+  return t->nnative && c->nnative && t->nleaf[1] &&
+         c->nleaf[1] == t->nleaf[1] &&
+         (!leaf || c->nleaf[0] == t->nleaf[0]) &&
+         (c->nflags & LJP_NATIVE_FROM_INTERP) ==
+             (t->nflags & LJP_NATIVE_FROM_INTERP);
 }
 
 /* Signal context (and the unit test): the next choices of a full ring
@@ -175,12 +194,7 @@ static inline int ljp_record_like(const ljp_record *c, const ljp_record *t)
 static inline int ljp_record_like_native(const ljp_record *c,
                                          const ljp_record *t, int leaf)
 {
-  return t->nnative && c->nnative && t->nleaf[1] &&
-         c->nleaf[1] == t->nleaf[1] &&
-         (!leaf || c->nleaf[0] == t->nleaf[0]) &&
-         (c->nflags & LJP_NATIVE_FROM_INTERP) ==
-             (t->nflags & LJP_NATIVE_FROM_INTERP) &&
-         ljp_record_like_lua(c, t);
+  return ljp_record_near_native(c, t, leaf) && ljp_record_like_lua(c, t);
 }
 
 /* Signal context: the slot to fill, or NULL when the ring is full. The
@@ -204,12 +218,14 @@ static inline ljp_push_result ljp_ring_merge(ljp_ring *r, uint32_t weight,
   ljp_record *leaf = NULL, *func = NULL;
   for (p = h; p > d && h - p < LJP_MERGE_SCAN; p--) {
     ljp_record *c = &r->rec[(p - 1) & r->mask];
-    if (!tick || ljp_record_like(c, tick)) {
+    /* (ljp_record_like and ljp_record_like_native, the Lua part once) */
+    if (tick && !ljp_record_like_lua(c, tick)) continue;
+    if (!tick || ljp_record_same_native(c, tick)) {
       atomic_fetch_add_explicit(&c->weight, weight, memory_order_relaxed);
       return LJP_MERGED;
     }
-    if (!func && ljp_record_like_native(c, tick, 0)) func = c;
-    if (!leaf && ljp_record_like_native(c, tick, 1)) leaf = c;
+    if (!func && ljp_record_near_native(c, tick, 0)) func = c;
+    if (!leaf && ljp_record_near_native(c, tick, 1)) leaf = c;
   }
   if (leaf || func) {
     atomic_fetch_add_explicit(&(leaf ? leaf : func)->weight, weight,

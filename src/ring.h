@@ -22,6 +22,10 @@
 ** else the same innermost and outermost native functions, else the same
 ** outermost one (ljp_record_like, ljp_record_like_native); a tick like no
 ** pending record is dropped (counted), never charged to another function.
+** A tick in a trace whose inlined frames are decoded (vm.h:
+** ljp_vm_trace_span) joins only a record whose PC (or, in a C function
+** called from the trace, return address) lies in the same snapshot's
+** code: the inlined frames decoded from the record's PC are the tick's.
 */
 #ifndef LJP_RING_H
 #define LJP_RING_H
@@ -61,6 +65,15 @@ typedef struct ljp_record {
   uint8_t vmstate;       /* 'N' 'I' 'C' 'G' 'J', or 'U' = resolve later */
   uint8_t nnative;       /* valid entries in native[] */
   uint8_t nflags;        /* LJP_NATIVE_* */
+  uintptr_t icode[2];    /* a tick merged on a full ring only (sample.c
+                            fills them for it): its trace's machine code
+                            [icode[0], icode[1]), and the code whose
+                            samples get the inlined frames its own would
+                            (the snapshot holding its PC, or the return
+                            address of the C function it is in): */
+  uintptr_t ispan[2];    /* [ispan[0], ispan[1]); {0, 1}: none of the
+                            trace's code (no inlined frames); ispan[1] 0:
+                            no rule (no inlined frames decoded) */
   uintptr_t native[LJP_NATIVE_MAX]; /* native return addresses, leaf first */
   uintptr_t tret;        /* where the native walk reached generated code
                             (a trace's return address), or 0 */
@@ -101,13 +114,26 @@ void ljp_ring_free(ljp_ring *r);
 
 #define LJP_MERGE_SCAN 64  /* pending records examined for a like one */
 
+/* Where in trace code (code: [code[0], code[1])) record c's inlined
+** frames are decoded from (luaframes.c): its PC, or in a C function the
+** trace called, the return address into it; 0: none. */
+static inline uintptr_t ljp_record_inl_pc(const ljp_record *c,
+                                          const uintptr_t code[2])
+{
+  if (c->pc - code[0] < code[1] - code[0]) return c->pc;
+  if (c->tret && c->tret - 1 - code[0] < code[1] - code[0])
+    return c->tret - 1;
+  return 0;
+}
+
 /* Signal context (and the unit test): would pending record c and the tick
 ** t get the same stack and the same totals? Same VM state, trace (and
 ** trace object), C function, zone, label set, native frames (by the
 ** functions they lie in, as a stack shows them: their number and the hash
 ** of their functions) and Lua frames captured at the signal. A record
 ** whose trace or VM state is resolved later by its PC ('U', or 'N' with
-** no trace number) needs the same PC. */
+** no trace number) needs the same PC; a tick with a rule for its inlined
+** frames (t->ispan[1]), a record whose trace code lies in t's span. */
 static inline int ljp_record_like_lua(const ljp_record *c,
                                       const ljp_record *t)
 {
@@ -120,6 +146,10 @@ static inline int ljp_record_like_lua(const ljp_record *c,
   if ((t->vmstate == 'U' || (t->vmstate == 'N' && !t->trace)) &&
       c->pc != t->pc)
     return 0;
+  if (t->ispan[1] &&
+      ljp_record_inl_pc(c, t->icode) - t->ispan[0] >=
+          t->ispan[1] - t->ispan[0])
+    return 0;
   for (i = 0; i < t->nlua; i++) {
     const ljp_lframe *a = &c->lua[i], *b = &t->lua[i];
     if (a->fn != b->fn || a->cf != b->cf || a->pc != b->pc ||
@@ -129,10 +159,29 @@ static inline int ljp_record_like_lua(const ljp_record *c,
   return 1;
 }
 
-static inline int ljp_record_like(const ljp_record *c, const ljp_record *t)
+/* The native part of ljp_record_like: the same native frames (by the
+** functions they lie in). */
+static inline int ljp_record_same_native(const ljp_record *c,
+                                         const ljp_record *t)
 {
   return c->nnative == t->nnative && c->nflags == t->nflags &&
-         (!t->nnative || c->nfuncs == t->nfuncs) && ljp_record_like_lua(c, t);
+         (!t->nnative || c->nfuncs == t->nfuncs);
+}
+
+static inline int ljp_record_like(const ljp_record *c, const ljp_record *t)
+{
+  return ljp_record_same_native(c, t) && ljp_record_like_lua(c, t);
+}
+
+/* The native part of ljp_record_like_native (below). */
+static inline int ljp_record_near_native(const ljp_record *c,
+                                         const ljp_record *t, int leaf)
+{
+  return t->nnative && c->nnative && t->nleaf[1] &&
+         c->nleaf[1] == t->nleaf[1] &&
+         (!leaf || c->nleaf[0] == t->nleaf[0]) &&
+         (c->nflags & LJP_NATIVE_FROM_INTERP) ==
+             (t->nflags & LJP_NATIVE_FROM_INTERP);
 }
 
 /* Signal context (and the unit test): the next choices of a full ring
@@ -145,12 +194,7 @@ static inline int ljp_record_like(const ljp_record *c, const ljp_record *t)
 static inline int ljp_record_like_native(const ljp_record *c,
                                          const ljp_record *t, int leaf)
 {
-  return t->nnative && c->nnative && t->nleaf[1] &&
-         c->nleaf[1] == t->nleaf[1] &&
-         (!leaf || c->nleaf[0] == t->nleaf[0]) &&
-         (c->nflags & LJP_NATIVE_FROM_INTERP) ==
-             (t->nflags & LJP_NATIVE_FROM_INTERP) &&
-         ljp_record_like_lua(c, t);
+  return ljp_record_near_native(c, t, leaf) && ljp_record_like_lua(c, t);
 }
 
 /* Signal context: the slot to fill, or NULL when the ring is full. The
@@ -174,12 +218,14 @@ static inline ljp_push_result ljp_ring_merge(ljp_ring *r, uint32_t weight,
   ljp_record *leaf = NULL, *func = NULL;
   for (p = h; p > d && h - p < LJP_MERGE_SCAN; p--) {
     ljp_record *c = &r->rec[(p - 1) & r->mask];
-    if (!tick || ljp_record_like(c, tick)) {
+    /* (ljp_record_like and ljp_record_like_native, the Lua part once) */
+    if (tick && !ljp_record_like_lua(c, tick)) continue;
+    if (!tick || ljp_record_same_native(c, tick)) {
       atomic_fetch_add_explicit(&c->weight, weight, memory_order_relaxed);
       return LJP_MERGED;
     }
-    if (!func && ljp_record_like_native(c, tick, 0)) func = c;
-    if (!leaf && ljp_record_like_native(c, tick, 1)) leaf = c;
+    if (!func && ljp_record_near_native(c, tick, 0)) func = c;
+    if (!leaf && ljp_record_near_native(c, tick, 1)) leaf = c;
   }
   if (leaf || func) {
     atomic_fetch_add_explicit(&(leaf ? leaf : func)->weight, weight,

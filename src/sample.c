@@ -60,6 +60,33 @@ static inline int host_tick(uintptr_t g, int vm, uintptr_t pc, int peek)
   return vm == 'G' || !ljp_codemap_in_interp(pc);
 }
 
+/* A tick that a full ring merges (rec: the scratch record, filled): in a
+** trace whose inlined frames the safe point decodes (luaframes.c), the
+** code whose samples get the same frames as its own (vm.h:
+** ljp_vm_trace_span: its snapshot's; its PC alone in inline=exact, where
+** the checks inside a snapshot's code also count), so that it joins only
+** a record whose PC lies there (ring.h). Sampling context, the full
+** ring's path only. */
+static inline void inline_span(ljp_ctx *ctx, ljp_record *rec)
+{
+  uintptr_t k;
+  if (rec->vmstate != 'N' || !rec->tobj || !rec->nlua ||
+      ctx->opt.inline_frames == LJPROF_INLINE_OFF)
+    return;
+  if (ljp_vm_trace_span(rec->tobj, rec->pc, rec->icode, rec->ispan) < 0 &&
+      (!rec->tret || ljp_vm_trace_span(rec->tobj, rec->tret - 1, rec->icode,
+                                       rec->ispan) < 0)) {
+    rec->ispan[0] = 0;           /* in none of the trace's code: only a */
+    rec->ispan[1] = 1;           /* record in none joins */
+    return;
+  }
+  if (ctx->jitmode_on) {
+    k = ljp_record_inl_pc(rec, rec->icode);
+    rec->ispan[0] = k;
+    rec->ispan[1] = k + 1;
+  }
+}
+
 /* Record one sample of weight w; lite: without the native walk and the
 ** Lua capture (little stack left). Sampling context (see the top). A full ring with
 ** records pending gets the tick filled in on the stack, as a record would
@@ -174,6 +201,8 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
       !(rec->nflags & LJP_NATIVE_FROM_INTERP))
     rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
   rec->stack = 0;
+  rec->ispan[1] = 0;
+  if (rec == &scratch) inline_span(ctx, rec);
   if (rec != &scratch) {
     atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
     ljp_ring_publish(&ctx->ring);

@@ -35,6 +35,12 @@
 ** the live trace's code and IR; the offsets count only when they are as
 ** many as the IR's PROF instructions (opcode from jit.vmdef), all with
 ** one displacement. A bad read finds a count that differs: not used.
+**
+** Signal context, one function (vm.h: ljp_vm_trace_span): for a tick
+** merged on a full ring, the code span of the snapshot holding its PC in
+** the trace it runs in, a binary search of at most 16 plain reads of
+** that trace's own block (alive: it runs), bounded by its snapshot count,
+** with the array checked to lie in the block; no thread-local, no call.
 */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -87,6 +93,57 @@ int ljp_ts_snapno(uintptr_t T, uintptr_t mpc)
     else lo = mid + 1;
   }
   return lo - 1;
+}
+
+/* -- Signal context: the span of a PC's snapshot (vm.h) --------------------- */
+
+/* A trace's snapshots lie in its own block, after GCtrace and its IR
+** (lj_trace.c: trace_save): at most 65536 IR instructions of 8 bytes. */
+#define SNAP_IN_TRACE (1u << 21)
+
+int ljp_vm_trace_span(uintptr_t T, uintptr_t pc, uintptr_t code[2],
+                      uintptr_t span[2])
+{
+  uintptr_t mc = *(volatile uintptr_t *)(T + (uintptr_t)ljp_tml.t_mcode);
+  uint32_t sz = *(volatile uint32_t *)(T + (uintptr_t)ljp_tml.t_szmcode);
+  uintptr_t snap;
+  uint32_t ofs, lo, hi;
+  int a = 0, b, nsnap;
+  code[0] = mc;
+  code[1] = mc + sz;
+  span[0] = span[1] = 0;
+  if (pc - mc >= sz) return -1;
+  span[0] = pc;
+  span[1] = pc + 1;
+  /* (not `proving`: a thread-local of a loaded library may allocate) */
+  if (!ljp_tsl.ok) return 0;
+  nsnap = *(volatile uint16_t *)(T + (uintptr_t)ljp_tsl.t_nsnap);
+  snap = *(volatile uintptr_t *)(T + (uintptr_t)ljp_tsl.t_snap);
+  if (nsnap <= 0 || snap <= T || snap - T >= SNAP_IN_TRACE) return 0;
+  ofs = (uint32_t)(pc - mc);
+  /* The rightmost snapshot whose code starts at or before ofs (as
+  ** ljp_ts_snapno): at most 16 steps. */
+  b = nsnap;
+  while (a < b) {
+    int mid = (a + b) >> 1;
+    if (ofs < *(volatile uint16_t *)(snap + (uintptr_t)mid * SNAPSZ + 6))
+      b = mid;
+    else
+      a = mid + 1;
+  }
+  lo = a ? *(volatile uint16_t *)(snap + (uintptr_t)(a - 1) * SNAPSZ + 6) : 0;
+  hi = a < nsnap ? *(volatile uint16_t *)(snap + (uintptr_t)a * SNAPSZ + 6)
+                 : sz;
+  /* The last snapshot's last TAIL bytes are not decoded
+  ** (ljp_ts_sample_frames): a span of their own. */
+  if (a == nsnap && sz > TAIL) {
+    if (ofs >= sz - TAIL) { if (lo < sz - TAIL) lo = sz - TAIL; }
+    else if (hi > sz - TAIL) hi = sz - TAIL;
+  }
+  if (lo > ofs || ofs >= hi || hi > sz) return 0;  /* read as it changed */
+  span[0] = mc + lo;
+  span[1] = mc + hi;
+  return 1;
 }
 
 /* The entry for slot s among map[0..nent) (rising slots), or 0. */

@@ -17,7 +17,10 @@
 ** Normal context only, on the profiled thread while the trace is alive
 ** (read from the trace array at this safe point), or in the probe: the
 ** reads are plain loads of memory the trace owns, each bounded by counts
-** read from the same trace and checked before use.
+** read from the same trace and checked before use. One exception, in
+** signal context: vm.h's ljp_vm_trace_span (the span of a merged tick's
+** snapshot in the trace it runs in: at most 16 plain reads of the running
+** trace's own block).
 */
 #ifndef LJP_TRACESNAP_H
 #define LJP_TRACESNAP_H

@@ -114,6 +114,18 @@ int ljp_vm_hookcount_known(void);
 ** compiled code): defined by the implementation's types header,
 ** vm_luajit.h. */
 
+/* [sig] Trace T's machine code [code[0], code[1]) (T: the trace running,
+** or whose code holds the return address of the C function running) and,
+** for a PC pc in it, the code around pc whose samples get the same
+** inlined frames as pc (luaframes.c: pc's snapshot's, or none in the first
+** snapshot's prologue and a linking trace's tail), [span[0], span[1]).
+** Returns 1; 0 when the snapshots are not known (span: pc alone), -1 when
+** pc is not in T (span 0). Plain reads bounded by T's own counts: T
+** cannot be freed while it runs, and its snapshots lie in its own block
+** (checked). The full ring's path only (sample.c). */
+int ljp_vm_trace_span(uintptr_t T, uintptr_t pc, uintptr_t code[2],
+                      uintptr_t span[2]);
+
 /* The counter of a state letter (ctx->vm[5]). */
 static inline int ljp_vm_index(int vmstate)
 {

@@ -419,11 +419,98 @@ static void test_merge_labels(void)
   ljp_ring_free(&r);
 }
 
+/* Ticks in one trace with its inlined frames decoded (issues 26 and 27):
+** a compiled loop reaches no safe point, the ring is full, and the
+** frames are decoded at the safe point from each record's PC (the
+** snapshot whose code holds it). A tick joins only a record whose PC (or,
+** in a C function the trace called, return address) lies in the span
+** the tick's own PC names (ispan, sample.c: its snapshot's code); with no
+** rule (ispan[1] 0: inline frames off) any PC of the trace. Before, every
+** tick of the trace joined the newest record, whatever its snapshot. */
+static void test_merge_snapshot(void)
+{
+  static ljp_record t[16], in2, in3, tail, cret, none, off;
+  ljp_ring r;
+  ljp_push_result res;
+  /* trace code [0x10000, 0x11000): snapshot spans at 0x100 steps */
+  const uintptr_t mc = 0x10000, end = 0x11000;
+  int i;
+  CHECK_EQ(ljp_ring_init(&r, 16), 0);
+  for (i = 0; i < 16; i++) {
+    t[i].vmstate = 'N';
+    t[i].trace = 4;
+    t[i].tobj = 0xabc0;
+    t[i].nlua = 1;
+    t[i].lua[0].fn = 0x5550;
+    t[i].pc = mc + 0x100 * (uintptr_t)(i % 8) + 0x10;  /* spans 0..7 */
+  }
+  t[15].pc = 0x7000;                 /* a C function called from span 9 */
+  t[15].tret = mc + 0x900 + 0x21;
+  fill(&r, t, 16);
+  in2 = t[0];                        /* a tick in span 2, elsewhere in it */
+  in2.pc = mc + 0x2f0;
+  in2.icode[0] = mc;
+  in2.icode[1] = end;
+  in2.ispan[0] = mc + 0x200;
+  in2.ispan[1] = mc + 0x300;
+  CHECK(ljp_ring_reserve(&r, 3, &in2, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED);
+  CHECK_EQ(weight_at(&r, 10), 4);    /* the newest record in span 2 */
+  CHECK_EQ(weight_at(&r, 14), 1);    /* not the newest of the trace */
+  CHECK_EQ(weight_at(&r, 2), 1);
+  /* span 3's end is not in it: its record is span 3's (0x310) */
+  in3 = in2;
+  in3.pc = mc + 0x3ff;
+  in3.ispan[0] = mc + 0x300;
+  in3.ispan[1] = mc + 0x400;
+  CHECK(ljp_ring_reserve(&r, 1, &in3, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED);
+  CHECK_EQ(weight_at(&r, 11), 2);
+  /* a span no record lies in (the trace's tail): dropped, none charged */
+  tail = in2;
+  tail.pc = end - 4;
+  tail.ispan[0] = end - 24;
+  tail.ispan[1] = end;
+  CHECK(ljp_ring_reserve(&r, 2, &tail, &res) == NULL);
+  CHECK_EQ(res, LJP_DROPPED);
+  /* in a C function the trace called: by its return address (span 9) */
+  cret = t[15];
+  cret.pc = 0x7100;
+  cret.tret = mc + 0x980;
+  cret.icode[0] = mc;
+  cret.icode[1] = end;
+  cret.ispan[0] = mc + 0x900;
+  cret.ispan[1] = mc + 0xa00;
+  CHECK(ljp_ring_reserve(&r, 2, &cret, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED);
+  CHECK_EQ(weight_at(&r, 15), 3);
+  /* in none of the trace's code ({0, 1}): only a record in none, and
+  ** there is none */
+  none = t[15];
+  none.tret = 0;
+  none.icode[0] = mc;
+  none.icode[1] = end;
+  none.ispan[0] = 0;
+  none.ispan[1] = 1;
+  CHECK(ljp_ring_reserve(&r, 2, &none, &res) == NULL);
+  CHECK_EQ(res, LJP_DROPPED);
+  /* no rule (inline frames off): the newest record of the trace */
+  off = in2;
+  off.ispan[1] = 0;
+  CHECK(ljp_ring_reserve(&r, 5, &off, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED);
+  CHECK_EQ(weight_at(&r, 15), 8);
+  for (i = 0; i < 16; i++)
+    if (i != 10 && i != 11 && i != 15) CHECK_EQ(weight_at(&r, i), 1);
+  ljp_ring_free(&r);
+}
+
 int main(void)
 {
   test_merge_like();
   test_merge_cfunc();
   test_merge_labels();
+  test_merge_snapshot();
   test_basic();
   test_wrap();
   test_full();

@@ -9,8 +9,8 @@
 **
 ** The mode is set the only public way, luaJIT_profile_start with mode
 ** "f": LuaJIT's built-in profiler is started with an interval so long
-** (2e9 ms, 23 days) that its timer never fires, and a callback that does
-** nothing. So jit.profile (jit.p) cannot run at the same time, and
+** (2e9 ms, 23 days) that its timer never fires (100 ms on Windows, below),
+** and a callback that does nothing. So jit.profile (jit.p) cannot run at the same time, and
 ** a clock that needs the same signal (itimer: SIGPROF, whose handler
 ** LuaJIT's profiler takes), is refused. Normal context, on the profiled thread, at start and stop.
 */
@@ -21,6 +21,17 @@
 
 #include "clocks.h"
 #include "jitmode.h"
+
+/* Windows: LuaJIT's profiler is a thread that Sleeps the interval, and
+** its stop waits for that thread: with 2e9 ms the stop never returned
+** (found under Wine, tests/windows/test_jprof.lua). There the interval is
+** 100 ms: stop waits at most that long, and the callback (nothing) runs
+** at a safe point 10 times a second. */
+#ifdef _WIN32
+#define LJP_JITMODE_INTERVAL "fi100"
+#else
+#define LJP_JITMODE_INTERVAL "fi2000000000"
+#endif
 
 static void never(void *data, lua_State *L, int samples, int vmstate)
 {
@@ -37,7 +48,7 @@ int ljp_jitmode_start(lua_State *L, ljprof_clock clock, char *err, size_t n)
              ljp_clock_accepted(acc, sizeof(acc), SIGPROF));
     return -1;
   }
-  luaJIT_profile_start(L, "fi2000000000", never, NULL);
+  luaJIT_profile_start(L, LJP_JITMODE_INTERVAL, never, NULL);
   return 0;
 }
 

@@ -131,14 +131,16 @@ t.CHILD_ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/li
                             t.SRC, t.SRC, t.BUILD)
 
 -- Windows (the tests of tests/windows, under Wine): no shell; cmd runs a
--- command, its output (stdout and stderr) and exit status.
+-- command, its output (stdout and stderr; stdout only with quiet: stderr
+-- to NUL) and exit status.
 t.WINDOWS = jit and jit.os == "Windows"
-function t.run_win(cmd)
-  local p = io.popen(cmd .. " 2>&1 & call echo exit=%ERRORLEVEL%")
+function t.run_win(cmd, quiet)
+  local p = io.popen(cmd .. (quiet and " 2>NUL" or " 2>&1") .. " & call echo exit=%ERRORLEVEL%")
   local s = p:read("*a")
   p:close()
   local body, code = s:match("^(.*)exit=(%d+)%s*$")
-  return body or s, tonumber(code)
+  -- (a console program's text-mode stdout ends its lines in CR LF)
+  return (body or s):gsub("\r\n", "\n"), tonumber(code)
 end
 
 function t.done()

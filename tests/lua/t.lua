@@ -104,12 +104,24 @@ end
 -- A shell word: s in single quotes.
 function t.q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
--- A fresh temporary directory (the test removes it: rm -rf).
+-- A fresh temporary directory (the test removes it: t.rmdir).
 function t.tmpdir()
+  if jit and jit.os == "Windows" then  -- (os.tmpname names a file in \)
+    local d = string.format("%s\\ljp_%d_%d", os.getenv("TEMP") or ".", os.time(),
+                            math.random(1, 1e9))
+    assert(os.execute('mkdir "' .. d .. '"') == 0)
+    return d
+  end
   local d = os.tmpname()
   os.remove(d)
   assert(os.execute("mkdir -p " .. t.q(d)) == 0)
   return d
+end
+
+-- Remove directory d and what it holds.
+function t.rmdir(d)
+  if jit and jit.os == "Windows" then return os.execute('rmdir /s /q "' .. d .. '"') end
+  return os.execute("rm -rf " .. t.q(d))
 end
 
 -- Run shell command cmd in directory dir: its output (stdout and stderr)

@@ -131,8 +131,16 @@ print(r)
   t.case("-jp annotation and folded stacks: A a G, as -jp's", function()
     local l = compare("Ai2")
     t.eq(l[2], "====== " .. workload .. " ======", "A: the file's header")
-    l = compare("ai2", ann)
-    t.eq(l[3], "@@ 3 @@", "a: excerpt from 3 lines before the first hot line")
+    -- a: the file's header and its two hot lines (the loops' bodies);
+    -- whether a loop's "for" line passes the 3% threshold, and so where
+    -- an excerpt starts, differs between runs of either under Wine
+    l = compare("ai2", ann, function(l)
+      return l:find("^======") or l:find("i %% [57]")
+    end)
+    t.ok(#l == 3 and l[2]:find("^N%% |") and l[3]:find("^N%% |"), "a: two hot lines: " ..
+      table.concat(l, " | "))
+    local s = run_quiet("-jprof=ai2", ann)
+    t.ok(s:find("\n@@ %d+ @@\n") ~= nil, "a: excerpts: " .. s)
     compare("Gi2", nil, function(l) return l:find("[;:]heavy %d+$") or l:find("[;:]light %d+$") end)
   end)
 

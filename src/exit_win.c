@@ -1,9 +1,14 @@
 /*
 ** Windows: exit signals (exit_signals.h). There are no SIGTERM/SIGHUP/
-** SIGINT to trap here; Ctrl-C and a console's close (console control
-** events) are not handled yet, so on_signal fails with one line (jit.prof
-** prints it once) and the profile is written by stop, lua_close and
-** os.exit (jit/prof.lua) only. With no helper thread nothing ever closes
+** SIGINT to trap here; console control events are not handled by
+** ljprof yet, so on_signal fails with one line (jit.prof prints it once).
+** Ctrl-C reaches luajit.exe's own SIGINT handler (the C runtime runs it
+** on the console control handler's thread; it sets a hook), whose
+** "interrupted!" error ends the program through the error path, which
+** writes the profile (tests/windows/ctrlc.py); a console's close, or
+** Ctrl-C in a host without such a handler, ends the process unwritten.
+** Otherwise the profile is written by stop, lua_close and os.exit
+** (jit/prof.lua) only. With no helper thread nothing ever closes
 ** or borrows a context: the gate's functions find nothing to wait for.
 ** The package paths (what a writer's own Lua state loads with) are the
 ** program's, relative templates made absolute with Windows' rules.
@@ -25,7 +30,9 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
 {
   (void)ctx; (void)names; (void)module; (void)func; (void)arg; (void)arglen;
   return luaL_error(L, "ljprof: exit signals are not trapped on Windows "
-                    "(Ctrl-C and closing the console lose the profile)");
+                    "(closing the console loses the profile; Ctrl-C keeps "
+                    "it where luajit's interrupted! error ends the "
+                    "program)");
 }
 
 void ljp_exit_signals_off(ljp_ctx *ctx) { (void)ctx; }

@@ -9,13 +9,14 @@
 **
 ** The mode is set the only public way, luaJIT_profile_start with mode
 ** "f": LuaJIT's built-in profiler is started with an interval so long
-** (2e9 ms, 23 days) that its timer never fires, and a callback that does
-** nothing. So jit.profile (jit.p) cannot run at the same time, and
-** a clock that needs the same signal (itimer: SIGPROF, whose handler
-** LuaJIT's profiler takes), is refused. At start, PROF's IR opcode is
-** read from jit.vmdef (require'd in the profiled state: it is LuaJIT's
-** own module) for tracesnap.c's function-change checks. Normal context,
-** on the profiled thread, at start and stop.
+** (2e9 ms, 23 days) that its timer never fires (100 ms on Windows,
+** below), and a callback that does nothing. So jit.profile (jit.p) cannot
+** run at the same time, and a clock that needs the same signal (itimer:
+** SIGPROF, whose handler LuaJIT's profiler takes), is refused. At start,
+** the VM side learns PROF's IR opcode (vm.h, ljp_vm_learn_prof_op: from
+** jit.vmdef, LuaJIT's own module, in the profiled state) for its
+** function-change checks. Normal context, on the profiled thread, at
+** start and stop.
 */
 #include <signal.h>
 #include <stdio.h>
@@ -25,7 +26,18 @@
 
 #include "clocks.h"
 #include "jitmode.h"
-#include "tracesnap.h"
+#include "vm.h"
+
+/* Windows: LuaJIT's profiler is a thread that Sleeps the interval, and
+** its stop waits for that thread: with 2e9 ms the stop never returned
+** (found under Wine, tests/windows/test_jprof.lua). There the interval is
+** 100 ms: stop waits at most that long, and the callback (nothing) runs
+** at a safe point 10 times a second. */
+#ifdef _WIN32
+#define LJP_JITMODE_INTERVAL "fi100"
+#else
+#define LJP_JITMODE_INTERVAL "fi2000000000"
+#endif
 
 static void never(void *data, lua_State *L, int samples, int vmstate)
 {
@@ -42,20 +54,8 @@ int ljp_jitmode_start(lua_State *L, ljprof_clock clock, char *err, size_t n)
              ljp_clock_accepted(acc, sizeof(acc), SIGPROF));
     return -1;
   }
-  luaJIT_profile_start(L, "fi2000000000", never, NULL);
-  if (ljp_ts_op_prof < 0) {  /* PROF's IR opcode, by its public name */
-    static const char chunk[] =
-      "local ok, v = pcall(require, 'jit.vmdef')\n"
-      "if not ok or type(v) ~= 'table' or type(v.irnames) ~= 'string' then return -1 end\n"
-      "local i = v.irnames:find('PROF  ', 1, true)\n"
-      "if not i or (i - 1) % 6 ~= 0 then return -1 end\n"
-      "return (i - 1) / 6\n";
-    int top = lua_gettop(L);
-    if (!luaL_loadstring(L, chunk) && !lua_pcall(L, 0, 1, 0) &&
-        lua_isnumber(L, -1) && lua_tointeger(L, -1) < 256)
-      ljp_ts_op_prof = (int)lua_tointeger(L, -1);
-    lua_settop(L, top);
-  }
+  luaJIT_profile_start(L, LJP_JITMODE_INTERVAL, never, NULL);
+  ljp_vm_learn_prof_op(L);  /* for tracesnap.c's function-change checks */
   return 0;
 }
 

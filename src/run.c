@@ -186,20 +186,34 @@ static int vm_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   return 0;
 }
 
-/* Callbacks keep jit.profile's stacks: no native frames for them. */
+/* Callbacks keep jit.profile's stacks: no native frames for them. Why
+** native frames are off is said once per process, after the run has
+** started (native_notice): a start that fails later (a clock that does
+** not exist here) prints its one error line only. */
+static const char *native_why;
+
 static int native_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)err; (void)n;
   ctx->native_on = 0;
+  native_why = NULL;
   if (ctx->opt.native && !ctx->opt.cb) {
-    static int noticed;
     const char *why = "";
     if (ljp_native_setup(ctx, L, &why) == 0)
       ctx->native_on = 1;
-    else if (!noticed++)
-      fprintf(stderr, "ljprof: notice: native C frames are off: %s\n", why);
+    else
+      native_why = why;
   }
   return 0;
+}
+
+static void native_notice(void)
+{
+  static int noticed;
+  if (native_why && !noticed++)
+    fprintf(stderr, "ljprof: notice: native C frames are off: %s\n",
+            native_why);
+  native_why = NULL;
 }
 
 static int traces_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
@@ -487,6 +501,7 @@ int ljp_run_start(ljp_ctx *ctx, lua_State *L, const ljprof_options *opt,
   }
   ctx->started = 1;
   ljp_gate_leave(&ctx->exit);
+  native_notice();
   return 0;
 }
 

@@ -20,19 +20,36 @@ local ffi = require("ffi")
 
 local M = {}
 
-pcall(ffi.cdef, [[
-  typedef struct { long tv_sec; long tv_nsec; } ljprof_wrap_timespec;
-  int clock_gettime(int clk, ljprof_wrap_timespec *ts);
-]])
 local recording = zone.recording
 
--- Wall time in ns, without allocation (the struct read as int32 halves).
-local words = ffi.new("int32_t[4]")
-local tsp = ffi.cast("ljprof_wrap_timespec *", words)
-local function now_ns()
-  ffi.C.clock_gettime(1, tsp)  -- CLOCK_MONOTONIC
-  return ((words[0] % 4294967296) + words[1] * 4294967296) * 1e9 +
-         (words[2] % 4294967296)
+-- Wall time in ns, without allocation. Windows has no clock_gettime
+-- (kernel32's QueryPerformanceCounter there; tests/windows, win-love).
+local now_ns
+if ffi.os == "Windows" then
+  pcall(ffi.cdef, [[
+    int QueryPerformanceCounter(int64_t *count);
+    int QueryPerformanceFrequency(int64_t *freq);
+  ]])
+  local c = ffi.new("int64_t[1]")
+  ffi.C.QueryPerformanceFrequency(c)
+  local ns_per_count = 1e9 / tonumber(c[0])
+  now_ns = function()
+    ffi.C.QueryPerformanceCounter(c)
+    return tonumber(c[0]) * ns_per_count
+  end
+else
+  pcall(ffi.cdef, [[
+    typedef struct { long tv_sec; long tv_nsec; } ljprof_wrap_timespec;
+    int clock_gettime(int clk, ljprof_wrap_timespec *ts);
+  ]])
+  -- (the struct read as int32 halves)
+  local words = ffi.new("int32_t[4]")
+  local tsp = ffi.cast("ljprof_wrap_timespec *", words)
+  now_ns = function()
+    ffi.C.clock_gettime(1, tsp)  -- CLOCK_MONOTONIC
+    return ((words[0] % 4294967296) + words[1] * 4294967296) * 1e9 +
+           (words[2] % 4294967296)
+  end
 end
 
 local BUCKETS_PER_2X = 8

@@ -104,12 +104,24 @@ end
 -- A shell word: s in single quotes.
 function t.q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
--- A fresh temporary directory (the test removes it: rm -rf).
+-- A fresh temporary directory (the test removes it: t.rmdir).
 function t.tmpdir()
+  if jit and jit.os == "Windows" then  -- (os.tmpname names a file in \)
+    local d = string.format("%s\\ljp_%d_%d", os.getenv("TEMP") or ".", os.time(),
+                            math.random(1, 1e9))
+    assert(os.execute('mkdir "' .. d .. '"') == 0)
+    return d
+  end
   local d = os.tmpname()
   os.remove(d)
   assert(os.execute("mkdir -p " .. t.q(d)) == 0)
   return d
+end
+
+-- Remove directory d and what it holds.
+function t.rmdir(d)
+  if jit and jit.os == "Windows" then return os.execute('rmdir /s /q "' .. d .. '"') end
+  return os.execute("rm -rf " .. t.q(d))
 end
 
 -- Run shell command cmd in directory dir: its output (stdout and stderr)
@@ -131,14 +143,16 @@ t.CHILD_ENV = string.format("LUA_PATH='%s/?.lua;%s/jit/?.lua;;' LUA_CPATH='%s/li
                             t.SRC, t.SRC, t.BUILD)
 
 -- Windows (the tests of tests/windows, under Wine): no shell; cmd runs a
--- command, its output (stdout and stderr) and exit status.
+-- command, its output (stdout and stderr; stdout only with quiet: stderr
+-- to NUL) and exit status.
 t.WINDOWS = jit and jit.os == "Windows"
-function t.run_win(cmd)
-  local p = io.popen(cmd .. " 2>&1 & call echo exit=%ERRORLEVEL%")
+function t.run_win(cmd, quiet)
+  local p = io.popen(cmd .. (quiet and " 2>NUL" or " 2>&1") .. " & call echo exit=%ERRORLEVEL%")
   local s = p:read("*a")
   p:close()
   local body, code = s:match("^(.*)exit=(%d+)%s*$")
-  return body or s, tonumber(code)
+  -- (a console program's text-mode stdout ends its lines in CR LF)
+  return (body or s):gsub("\r\n", "\n"), tonumber(code)
 end
 
 function t.done()

@@ -96,60 +96,12 @@ io.write("started\n"); io.flush()
 while true do spin(100000) end
 ]])
 
--- The report's lines, up to ljprof's own "Hot but interpreted" section
--- (after a blank line), which -jp does not have.
-local function lines(s)
-  local r = {}
-  s = s:gsub("\n\nHot but interpreted.*$", "\n")
-  for l in s:gmatch("[^\n]+") do r[#r + 1] = l end
-  return r
-end
-
--- A line's grammar: the numbers that vary per run replaced, the rest kept.
-local function shape(l)
-  -- -jp prints an unnamed C function as its address; ljprof by object
-  -- and offset (stable across runs): the same frame
-  l = l:gsub("@0x%x+", "@0x"):gsub("luajit%+0x%x+", "@0x")
-  -- ljprof's text views leave the interpreter's unnamed C function
-  -- (luajit's pmain, below the main chunk) out: it is no Lua function
-  -- (issue 27). Folded stacks (G) keep it, as -jp's do.
-  if not l:find(";", 1, true) then l = l:gsub(" < @0x", ""):gsub("@0x > ", "") end
-  local n
-  l, n = l:gsub("^  ([%-<>][%-<>]) %s*%d+(%%?)  ", "  %1 N%2  ")  -- second level
-  if n == 0 then l, n = l:gsub("^%s*%d+(%%?)  ", "N%1  ") end        -- top level
-  if n == 0 then l, n = l:gsub("^%s*%d+(%%?) | ", "N%1 | ") end      -- annotation
-  if n == 0 then l = l:gsub("^(.-) %d+$", "%1 N") end                 -- G, output
-  return l
-end
-
-local function shapes(s, keep)
-  local r = {}
-  for _, l in ipairs(lines(s)) do
-    if not keep or keep(l) then r[#r + 1] = shape(l) end
-  end
-  return r
-end
-
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
-
--- -jprof=opt and -jp=opt on the same script: the same lines, in the same
--- order, once the numbers are taken out. Sampling is noisy, so a mismatch
--- is tried once more before it counts.
+-- The report's lines and their grammar, and -jprof=opt against -jp=opt
+-- (tests/lua/jprof_cases.lua, shared with the Windows test).
+local cases = require("jprof_cases")
+local lines, shape, shapes, same = cases.lines, cases.shape, cases.shapes, cases.same
 local function compare(opt, script, keep)
-  local mine, theirs
-  for _ = 1, 2 do
-    mine = shapes(run("-jprof=" .. opt, script or workload), keep)
-    theirs = shapes(run("-jp=" .. opt, script or workload), keep)
-    if same(mine, theirs) then break end
-  end
-  t.ok(same(mine, theirs), "-jprof=" .. opt .. " vs -jp=" .. opt .. ":\n  mine:   " ..
-    table.concat(mine, "\n          ") .. "\n  theirs: " .. table.concat(theirs, "\n          "))
-  t.ok(#mine >= 2, "-jprof=" .. opt .. " printed a report")
-  return mine
+  return cases.compare(t, run, opt, script or workload, keep)
 end
 
 t.case("hot but interpreted: its own section after the -jp lines", function()
@@ -461,32 +413,7 @@ t.case("frame names are the same in every run (no ASLR address for unnamed C fun
 end)
 
 t.case("bad options: one line naming the input and what is accepted", function()
-  local cases = {
-    {"x", "jit.prof: bad view 'x' (letter 'x' unknown; accepted: %s)\n"},
-    {"fm", "jit.prof: bad view 'fm' (letter 'm' unknown; accepted: %s)\n"},
-    -- the view's depth, checked as the view (was the library's "bad depth '-1000031'")
-    {"f999999", "jit.prof: bad view 'f999999' (depth 999999 too deep; accepted: %s)\n"},
-    {"f/clock=sundial", "bad clock 'sundial' (accepted: cpu, wall, itimer, thread)"},
-    {"f/format=png", "bad format 'png' (accepted: text, folded, speedscope, pprof, svg, raw)"},
-    {"f/duration=-1", "jit.prof: bad duration '-1' (accepted: %D)\n"},
-    {"f/duration=2e9", "jit.prof: bad duration '2e9' (accepted: %D)\n"},
-    {"f/rate=0x10", "jit.prof: bad rate '0x10' (accepted: 0.017 to 100000 samples per second)\n"},
-    {"f/native=maybe", "jit.prof: bad native 'maybe' (accepted: on, off, show)\n"},
-    {"f/zones=leaf", "jit.prof: bad zones 'leaf' (accepted: root, off)\n"},
-    {"f/calls=yes", "jit.prof: bad calls 'yes' (accepted: on, off)\n"},
-    {"f/aborts=yes", "jit.prof: bad aborts 'yes' (accepted: on, off)\n"},
-    {"f/private=yes", "jit.prof: bad private 'yes' (accepted: on, off)\n"},
-    {"f/inline=all", "jit.prof: bad inline 'all' (accepted: snapshots, exact, off)\n"},
-    {"f/rate=fast", "bad rate 'fast' (accepted: 0.017 to 100000 samples per second)"},
-    {"fi70000", "bad interval 'i70000' (accepted: i1 to i60000 milliseconds; i and i0 mean 1 ms, as with -jp)"},
-    {"f/colour=red", "unknown option '/colour=red' (accepted after the letters: /clock="},
-    {"f/clock", "bad option '/clock' (accepted after the letters:"},
-    {"i5/rate=100", "both i5 and /rate=100 set the interval"},
-  }
-  local VIEW = "-jp's view letters f F l s p v z r a A G <n> -<n> m<n> (depth up to 100000); " ..
-               "-jprof's also take i<n>, the interval"
-  for _, c in ipairs(cases) do
-    c[2] = c[2]:gsub("%%s", VIEW):gsub("%%D", "0.000001 to 1e9 seconds")
+  for _, c in ipairs(cases.BAD) do  -- (tests/lua/jprof_cases.lua)
     local s, code = run("-jprof=" .. c[1], workload)
     t.ok(s:find(c[2], 1, true), c[1] .. ": " .. s)
     t.ok(not s:find("result", 1, true) and code ~= 0, c[1] .. ": the program does not run")

@@ -21,19 +21,10 @@ local LJPROF = t.BUILD .. "/ljprof"
 
 t.write(dir .. "/app.lua", 'io.write("ran\\n")\n')
 
--- A bad value and a good one of every key (a key without a sample fails
--- the first case: a new key gets its test here). bad = nil: the key takes
--- any text (luajit: a path).
-local SAMPLES = {
-  clock = {"sundial", "wall"}, rate = {"fast", "1e3"}, interval = {"0", "0.5"},
-  i = {"i70000", "i5"}, duration = {"-1", "2.5"}, view = {"vfq", "vf3m1"},
-  format = {"png", "pprof"}, output = {"x%q.folded", "x-%p-%n.folded"},
-  native = {"maybe", "show"}, zones = {"leaf", "root"}, calls = {"yes", "on"},
-  aborts = {"yes", "off"}, inline = {"all", "exact"}, private = {"yes", "on"},
-  every = {"0", "60"}, keep = {"1.5", "10"}, maxbytes = {"1T", "100M"},
-  signal = {"TERM", "RTMIN+3"}, control = {"reboot", "toggle"}, start = {"later", "paused"},
-  luajit = {nil, "/usr/bin/luajit"}, quiet = {"yes", "on"},
-}
+-- A bad value and a good one of every key (tests/lua/jprof_cases.lua,
+-- shared with the Windows test; a key without a sample fails the first
+-- case: a new key gets its test there).
+local SAMPLES = require("jprof_cases").SAMPLES
 local FRONT = {"jprof", "cli", "env"}
 
 t.case("every key is in the table with a spelling or a reason per front end", function()

@@ -248,6 +248,25 @@ int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
 
 int ljp_ts_op_prof = -1;
 
+/* PROF's IR opcode, by its public name in LuaJIT's own jit.vmdef
+** (require'd in L: nothing else is loaded), once per process. */
+void ljp_vm_learn_prof_op(lua_State *L)
+{
+  static const char chunk[] =
+    "local ok, v = pcall(require, 'jit.vmdef')\n"
+    "if not ok or type(v) ~= 'table' or type(v.irnames) ~= 'string' then return -1 end\n"
+    "local i = v.irnames:find('PROF  ', 1, true)\n"
+    "if not i or (i - 1) % 6 ~= 0 then return -1 end\n"
+    "return (i - 1) / 6\n";
+  int top;
+  if (ljp_ts_op_prof >= 0) return;
+  top = lua_gettop(L);
+  if (!luaL_loadstring(L, chunk) && !lua_pcall(L, 0, 1, 0) &&
+      lua_isnumber(L, -1) && lua_tointeger(L, -1) < 256)
+    ljp_ts_op_prof = (int)lua_tointeger(L, -1);
+  lua_settop(L, top);
+}
+
 /* x64: test byte [r14 + d32], 0x80 (HOOK_PROFILE); jnz rel32 */
 #define PROFSZ 14
 

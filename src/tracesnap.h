@@ -116,15 +116,16 @@ int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
 ** copied, a snapshot with no guard between it and the next one is merged
 ** into the next (lj_opt_loop.c, loop_subst_snap): the code after such a
 ** check lies in the range of the snapshot before it, that of the function
-** left. ljp_ts_op_prof: PROF's IR opcode (jit.vmdef's irnames, read at
-** start by jitmode.c; -1: unknown). ljp_ts_profsites: the machine code
-** offsets just after each check of trace T (alive), rising, into
-** out[max]; their count, or -1 unless the checks found in the code are
-** exactly as many as the PROF instructions of its IR, all with the same
-** displacement. Normal context. ljp_ts_sample_frames in LJP_TS_EXACT
-** mode, given them: a sample after a check in its snapshot's range, with
-** no other check before the next snapshot, gets the next snapshot's
-** frames (the function entered or returned to). */
+** left. ljp_ts_op_prof: PROF's IR opcode (jit.vmdef's irnames, read by
+** ljp_vm_learn_prof_op when exact mode starts; -1: unknown).
+** ljp_ts_profsites: the machine code offsets just after each check of
+** trace T (alive), rising, into out[max]; their count, or -1 unless the
+** checks found in the code are exactly as many as the PROF instructions of
+** its IR, all with the same displacement. Normal context.
+** ljp_ts_sample_frames in LJP_TS_EXACT mode, given them: a sample after a
+** check in its snapshot's range, with no other check before the next
+** snapshot, gets the next snapshot's frames (the function entered or
+** returned to). */
 extern int ljp_ts_op_prof;
 int ljp_ts_profsites(uintptr_t T, uint16_t *out, int max);
 

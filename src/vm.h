@@ -51,6 +51,10 @@ void ljp_vm_learn_layouts(void);
 /* [safe] The layouts of the trace snapshots (inlined frames), learnt when
 ** the first sample in compiled code asks for them (costly: once). */
 void ljp_vm_learn_snapshots(void);
+/* [safe] Learn PROF's IR opcode (LuaJIT's profiling mode's function-change
+** check, inline=exact) from jit.vmdef in L, once per process; unknown:
+** exact mode's merged checks are not looked for. */
+void ljp_vm_learn_prof_op(lua_State *L);
 /* [safe] The global state of L (validated), or 0 when the VM's state is
 ** not known (then ticks are classified by their PC). A context keeps it
 ** (ctx->vm_g) and hands it to the readers below. */

@@ -433,51 +433,6 @@ static char *dup_n(const char *s, size_t n)
   return d;
 }
 
-/* A package path with its relative templates ("./?.lua", "lib/?.so")
-** made absolute from the working directory now. */
-static char *abs_package_path(const char *v, size_t n)
-{
-  char cwd[4096];
-  ljp_buf b = {0};
-  size_t i = 0;
-  if (!getcwd(cwd, sizeof(cwd))) return dup_n(v, n);
-  while (i <= n) {
-    size_t j = i;
-    while (j < n && v[j] != ';') j++;
-    if (j > i && v[i] != '/' && !(j - i == 1 && v[i] == '?')) {
-      const char *t = v + i;
-      size_t k = j - i;
-      if (k >= 2 && t[0] == '.' && t[1] == '/') { t += 2; k -= 2; }
-      ljp_buf_put(&b, cwd, strlen(cwd));
-      ljp_buf_putc(&b, '/');
-      ljp_buf_put(&b, t, k);
-    } else {
-      ljp_buf_put(&b, v + i, j - i);  /* absolute, empty (;;), or "?" */
-    }
-    if (j < n) ljp_buf_putc(&b, ';');
-    i = j + 1;
-  }
-  if (!b.b) return dup_n("", 0);
-  b.b[b.n] = '\0';
-  return b.b;
-}
-
-void ljp_package_paths(lua_State *L, char **path, char **cpath)
-{
-  size_t n;
-  const char *v;
-  *path = *cpath = NULL;
-  lua_getglobal(L, "package");
-  if (lua_istable(L, -1)) {
-    lua_getfield(L, -1, "path");
-    if ((v = lua_tolstring(L, -1, &n))) *path = abs_package_path(v, n);
-    lua_getfield(L, -2, "cpath");
-    if ((v = lua_tolstring(L, -1, &n))) *cpath = abs_package_path(v, n);
-    lua_pop(L, 2);
-  }
-  lua_pop(L, 1);
-}
-
 /* What the helper will load: the writer and the program's package paths
 ** (copies: the helper reads them on its own thread). */
 static int spec_copy(lua_State *L, const char *module, const char *func,

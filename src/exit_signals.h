@@ -60,7 +60,7 @@ int ljp_exit_write_now(void);
 /* L's package.path and package.cpath with their relative templates made
 ** absolute from the working directory now (malloc'ed; NULL when absent
 ** or out of memory): for a helper's state (ljp_own_newstate), which must
-** find ljprof's modules wherever the program went since. */
+** find ljprof's modules wherever the program went since (pkgpaths.c). */
 void ljp_package_paths(lua_State *L, char **path, char **cpath);
 
 void ljp_exit_close(ljp_exitst *x);

@@ -79,6 +79,13 @@
 **     LJP_OS_UNKNOWN (cannot be read). One read system call.
 **   const char *ljp_os_prog_name(void)                    normal context
 **     The program's short name ("luajit"; Windows: the exe's, no ".exe").
+**   int ljp_os_cwd(char *buf, size_t n)                    normal context
+**     The working directory into buf[n], NUL-ended: 0, or -1 (too long,
+**     unreadable). LJP_OS_DIRSEP: the separator a path is joined with.
+**   int ljp_os_path_is_abs(const char *t, size_t k)        normal context
+**     Whether the package-path template t[0..k) needs no working
+**     directory: absolute ("/x"; Windows: "C:", "\\", "/", LuaJIT's "!"
+**     for the exe's directory) or "?" alone.
 **   void *ljp_os_lua_symbol(const char *name)             normal context
 **     A function the process's LuaJIT exports (Linux: the global scope;
 **     Windows: lua51.dll, else the exe), NULL when there is none.

@@ -29,6 +29,8 @@ int ljp_os_thread_state(int fd, char *buf, size_t n, uintptr_t *pc);
 /* The program's short name ("luajit"); a Lua API function the loaded
 ** LuaJIT exports, by name (NULL: none). Normal context. */
 const char *ljp_os_prog_name(void);
+int ljp_os_cwd(char *buf, size_t n);
+int ljp_os_path_is_abs(const char *t, size_t k);
 void *ljp_os_lua_symbol(const char *name);
 
 #endif

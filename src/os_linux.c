@@ -134,6 +134,16 @@ const char *ljp_os_prog_name(void)
   return program_invocation_short_name;
 }
 
+int ljp_os_cwd(char *buf, size_t n)
+{
+  return getcwd(buf, n) ? 0 : -1;
+}
+
+int ljp_os_path_is_abs(const char *t, size_t k)
+{
+  return k > 0 && (t[0] == '/' || (k == 1 && t[0] == '?'));
+}
+
 /* The process's global scope: the library does not link LuaJIT. */
 void *ljp_os_lua_symbol(const char *name)
 {

@@ -41,6 +41,9 @@ static inline int ljp_os_tgsigqueue(pid_t pid, pid_t tid, int sig,
   return (int)syscall(SYS_rt_tgsigqueueinfo, pid, tid, sig, si);
 }
 
+/* The separator a path is joined with (os.h: ljp_os_cwd). */
+#define LJP_OS_DIRSEP '/'
+
 typedef pthread_mutex_t ljp_os_lock;
 #define LJP_OS_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
 static inline void ljp_os_lock_take(ljp_os_lock *l) { pthread_mutex_lock(l); }

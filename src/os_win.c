@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <direct.h>     /* _getcwd */
 
 #include "cfi.h"       /* struct ljp_regs: DWARF numbering */
 #include "os_decl.h"
@@ -52,6 +53,19 @@ void ljp_self_pid_cache(void) {}  /* no fork: nothing to cache */
 /* -- The loader: no lock-free lookup (os_win.h) ---------------------------- */
 
 void ljp_os_find_object_init(void) {}
+
+int ljp_os_cwd(char *buf, size_t n)
+{
+  return _getcwd(buf, (int)n) ? 0 : -1;
+}
+
+/* "C:...", "\\..." or "/..." (a drive's root, a UNC path), LuaJIT's "!"
+** (the exe's directory), or "?" alone. */
+int ljp_os_path_is_abs(const char *t, size_t k)
+{
+  return k > 0 && ((k >= 2 && t[1] == ':') || t[0] == '\\' ||
+                   t[0] == '/' || t[0] == '!' || (k == 1 && t[0] == '?'));
+}
 
 void *ljp_os_lua_symbol(const char *name)
 {

@@ -131,6 +131,9 @@ static inline uint64_t ljp_now_ns(void)
   return t / hz * 1000000000u + t % hz * 1000000000u / hz;
 }
 
+/* The separator a path is joined with (os.h: ljp_os_cwd). */
+#define LJP_OS_DIRSEP '\\'
+
 /* SRWLOCK (exclusive): statically initialised, no handle to close. */
 typedef SRWLOCK ljp_os_lock;
 #define LJP_OS_LOCK_INIT SRWLOCK_INIT

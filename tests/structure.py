@@ -571,7 +571,7 @@ SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "store", "table", "buf", "zones", "labels", "auto",
                  "exit_signals", "exec", "preload", "spawn", "sigowner",
                  "os_linux", "os_win", "ownstate", "outfile", "writer",
-                 "codemap", "complete", "dumpstack", "calls",
+                 "codemap", "complete", "dumpstack", "calls", "pkgpaths",
                  "unwind", "cfi", "symbols", "objects", "elfsyms", "epoch",
                  # the Windows side (issue 31): one file per OS
                  "timer_win", "signal_win", "sigowner_win", "exit_win",

@@ -4,8 +4,38 @@
 -- grammar (the numbers that vary per run taken out), the comparison of
 -- -jprof=opt with -jp=opt on the same workload, the bad options and the
 -- one line each is refused with, and a bad and a good value of every
--- option key.
+-- option key; and the annotation workload.
 local M = {}
+
+-- The annotation workload: hot lines far from the top of the file (-jp's
+-- excerpts, view a), interpreted; reps: its outer loop's count.
+function M.annotated(reps)
+  return ([[
+-- annotation workload
+jit.off()
+
+local function outer(n)
+  local s = 0
+  for i = 1, n do
+    s = s + i %% 7
+  end
+  return s
+end
+
+
+
+
+local function inner(n)
+  local s = 0
+  for i = 1, n do s = s + i %% 5 end
+  return s
+end
+
+local r = 0
+for k = 1, %d do r = r + outer(600000) + inner(200000) end
+print(r)
+]]):format(reps)
+end
 
 -- The report's lines, up to ljprof's own "Hot but interpreted" section
 -- (after a blank line), which -jp does not have.

@@ -43,32 +43,12 @@ io.write("result ", r, "\n")
 ]])
 local workload = "wl.lua"
 
+-- What -jprof's tests check, shared with the Windows test
+-- (tests/lua/jprof_cases.lua).
+local cases = require("jprof_cases")
+
 -- Hot lines far from the top of the file (excerpts work in -jp too).
-write(path("wl_ann.lua"), [[
--- annotation workload
-jit.off()
-
-local function outer(n)
-  local s = 0
-  for i = 1, n do
-    s = s + i % 7
-  end
-  return s
-end
-
-
-
-
-local function inner(n)
-  local s = 0
-  for i = 1, n do s = s + i % 5 end
-  return s
-end
-
-local r = 0
-for k = 1, 100 do r = r + outer(600000) + inner(200000) end
-print(r)
-]])
+write(path("wl_ann.lua"), cases.annotated(100))
 
 -- A loadstring chunk ("[string]") sorts before "wl_str.lua": -jp stops
 -- annotating at it.
@@ -97,9 +77,8 @@ while true do spin(100000) end
 ]])
 
 -- The report's lines and their grammar, and -jprof=opt against -jp=opt
--- (tests/lua/jprof_cases.lua, shared with the Windows test).
-local cases = require("jprof_cases")
-local lines, shape, shapes, same = cases.lines, cases.shape, cases.shapes, cases.same
+-- (cases, above).
+local lines, shapes = cases.lines, cases.shapes
 local function compare(opt, script, keep)
   return cases.compare(t, run, opt, script or workload, keep)
 end

@@ -85,31 +85,7 @@ local function count_lines(s) return select(2, s:gsub("\n", "")) end
 
 if PART == "views" then
   -- Hot lines far from the top of the file (excerpts, a).
-  local ann = file("ann.lua", [[
--- annotation workload
-jit.off()
-
-local function outer(n)
-  local s = 0
-  for i = 1, n do
-    s = s + i % 7
-  end
-  return s
-end
-
-
-
-
-local function inner(n)
-  local s = 0
-  for i = 1, n do s = s + i % 5 end
-  return s
-end
-
-local r = 0
-for k = 1, 50 do r = r + outer(600000) + inner(200000) end
-print(r)
-]])
+  local ann = file("ann.lua", cases.annotated(50))
 
   t.case("-jp views: f F l p s, depth n and -n, as -jp's", function()
     local l = compare("fi2")

@@ -7,8 +7,8 @@ labelled with the functions), the speedscope file by a JSON parser
 (its $schema, one sampled profile whose frames name a, b and c), the
 pprof file by protoc --decode against the pprof schema
 (tests/profile.proto: the functions in its string table, samples with
-values), the folded file line by line (every line "frames count", c the
-most sampled leaf). Without protoc it fails, saying how to install it.
+values) and by go tool pprof -top (c the most sampled), the folded file line by line (every line "frames count", c the
+most sampled leaf). Without protoc or go it fails, saying how to install them.
 
 Usage: outputs.py WINE LUAJIT_EXE SRC_DIR BUILD_DIR (tests/windows/meson.build)
 """
@@ -99,6 +99,17 @@ def main():
             check(all('"%s"' % f in strings for f in ("a", "b", "c")),
                   "pprof: the string table names a, b, c")
             check(out.count("sample {") > 0 and "value:" in out, "pprof: samples with values")
+        go = shutil.which("go")
+        if check(go is not None, "go is installed (apt-get install -y golang-go): "
+                 "go tool pprof reads the pprof file"):
+            genv = dict(os.environ, HOME=d, PPROF_TMPDIR=d, GOTOOLCHAIN="local", GOFLAGS="")
+            q = subprocess.run([go, "tool", "pprof", "-symbolize=none", "-top", paths["o.pb.gz"]],
+                               cwd=d, env=genv, capture_output=True, text=True, timeout=120)
+            rows = [ln.split() for ln in q.stdout.splitlines()]
+            # -top's rows: flat flat% sum% cum cum% name (file:line), most flat first
+            top = [r[5] for r in rows if len(r) >= 6 and r[1].endswith("%")]
+            check(q.returncode == 0 and top[:1] == ["c"],
+                  "pprof: go tool pprof -top puts c first: %s %s" % (top[:4], q.stderr[:300]))
         # folded
         leaf = {}
         ok = True

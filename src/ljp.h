@@ -115,6 +115,7 @@ struct ljp_ctx {
   _Atomic uint64_t n_native_unwinds, n_native_frames, n_native_truncated,
       n_native_skipped;
   int native_on;            /* this run captures native stacks */
+  const char *native_why;   /* why native_on is 0, said after the start */
   volatile sig_atomic_t native_inside; /* the handler is walking */
   uintptr_t native_stk_lo, native_stk_hi; /* the profiled thread's stack
                             ** (unwind.c, learnt at start): walks read

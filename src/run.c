@@ -187,33 +187,32 @@ static int vm_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 }
 
 /* Callbacks keep jit.profile's stacks: no native frames for them. Why
-** native frames are off is said once per process, after the run has
-** started (native_notice): a start that fails later (a clock that does
-** not exist here) prints its one error line only. */
-static const char *native_why;
-
+** native frames are off (ctx->native_why: runs on other threads start at
+** the same time) is said once per process, after the run has started
+** (native_notice): a start that fails later (a clock that does not exist
+** here) prints its one error line only. */
 static int native_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)err; (void)n;
   ctx->native_on = 0;
-  native_why = NULL;
+  ctx->native_why = NULL;
   if (ctx->opt.native && !ctx->opt.cb) {
     const char *why = "";
     if (ljp_native_setup(ctx, L, &why) == 0)
       ctx->native_on = 1;
     else
-      native_why = why;
+      ctx->native_why = why;
   }
   return 0;
 }
 
-static void native_notice(void)
+static void native_notice(ljp_ctx *ctx)
 {
-  static int noticed;
-  if (native_why && !noticed++)
+  static atomic_int noticed;
+  if (ctx->native_why && atomic_fetch_add(&noticed, 1) == 0)
     fprintf(stderr, "ljprof: notice: native C frames are off: %s\n",
-            native_why);
-  native_why = NULL;
+            ctx->native_why);
+  ctx->native_why = NULL;
 }
 
 static int traces_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
@@ -501,7 +500,7 @@ int ljp_run_start(ljp_ctx *ctx, lua_State *L, const ljprof_options *opt,
   }
   ctx->started = 1;
   ljp_gate_leave(&ctx->exit);
-  native_notice();
+  native_notice(ctx);
   return 0;
 }
 

@@ -268,8 +268,8 @@ static int link_target(const char *path, char *out)
   return -1;
 }
 
-static int output(const char *path, const ljp_outpart *v, size_t nv,
-                  int check, char *err, size_t n)
+int ljp_outfile_output(const char *path, const ljp_outpart *v, size_t nv,
+                       int check, char *err, size_t n)
 {
   struct stat lst, st;
   char target[PATH_MAX];
@@ -324,26 +324,6 @@ static int output(const char *path, const ljp_outpart *v, size_t nv,
   if (S_ISDIR(lst.st_mode)) return fail(err, n, path, "a directory");
   if (S_ISSOCK(lst.st_mode)) return fail(err, n, path, "a socket");
   return write_in_place(path, path, v, nv, check, err, n);
-}
-
-int ljp_outfile_write(const char *path, const char *data, size_t len,
-                      char *err, size_t errlen)
-{
-  ljp_outpart one;
-  one.data = data;
-  one.len = len;
-  return output(path, &one, 1, 0, err, errlen);
-}
-
-int ljp_outfile_write_parts(const char *path, const ljp_outpart *v,
-                            size_t nv, char *err, size_t errlen)
-{
-  return output(path, v, nv, 0, err, errlen);
-}
-
-int ljp_outfile_check(const char *path, char *err, size_t errlen)
-{
-  return output(path, NULL, 0, 1, err, errlen);
 }
 
 int ljp_outfile_remove(const char *path)

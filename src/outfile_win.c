@@ -44,8 +44,8 @@ static int write_parts(FILE *f, const ljp_outpart *v, size_t nv)
   return fflush(f) == 0 ? 0 : -1;
 }
 
-static int output(const char *path, const ljp_outpart *v, size_t nv,
-                  int check, char *err, size_t n)
+int ljp_outfile_output(const char *path, const ljp_outpart *v, size_t nv,
+                       int check, char *err, size_t n)
 {
   struct _stat64 st;
   char tmp[1024];
@@ -94,26 +94,6 @@ static int output(const char *path, const ljp_outpart *v, size_t nv,
 
 void ljp_outfile_private(int on) { atomic_store(&out_private, on != 0); }
 int ljp_outfile_is_private(void) { return atomic_load(&out_private); }
-
-int ljp_outfile_write(const char *path, const char *data, size_t len,
-                      char *err, size_t errlen)
-{
-  ljp_outpart one;
-  one.data = data;
-  one.len = len;
-  return output(path, &one, 1, 0, err, errlen);
-}
-
-int ljp_outfile_write_parts(const char *path, const ljp_outpart *v,
-                            size_t nv, char *err, size_t errlen)
-{
-  return output(path, v, nv, 0, err, errlen);
-}
-
-int ljp_outfile_check(const char *path, char *err, size_t errlen)
-{
-  return output(path, NULL, 0, 1, err, errlen);
-}
 
 int ljp_outfile_remove(const char *path) { return remove(path); }
 

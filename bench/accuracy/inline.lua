@@ -38,6 +38,14 @@ local LUAJIT = arg[-1] or "luajit"
 -- Each workload: source text (a chunk taking (SIN, reps) and returning
 -- the loop function), the names whose shares are compared, and how each
 -- name's truth is computed from the calls per iteration.
+-- A workload shared with the tests (bench/lib), as text.
+local function read_lib(name)
+  local f = assert(io.open((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/../lib/" .. name))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
 local W = {}
 
 W.helpers = {
@@ -59,24 +67,7 @@ return function(reps) local s = 0 for r = 1, reps do s = s + update(n) end retur
 W.methods = {
   names = {"step", "add", "scale", "norm"},
   calls = {step = 2, add = 6, scale = 3, norm = 1},
-  src = [[
-local sin, n = ...
-local V = {} V.__index = V
-function V:add(o) self.x = self.x + sin(o.x) + sin(o.x + 1) + sin(o.x + 2); self.y = self.y + sin(o.y) + sin(o.y + 1) + sin(o.y + 2); return self end
-function V:scale(k) self.x = self.x * 0.5 + sin(k); self.y = self.y * 0.5 + sin(k + 1) + sin(k + 2); return self end
-function V:norm() local x, y = self.x, self.y; self.n = sin(x * y); return self end
-local ps, vs = {}, {}
-for i = 1, 64 do ps[i] = setmetatable({x = i, y = i, n = 0}, V) vs[i] = setmetatable({x = i / 3, y = i / 7}, V) end
-local function step(n)
-  local s = 0
-  for i = 1, n do
-    local k = i % 64 + 1
-    local p = ps[k]
-    p:add(vs[k]); p:scale(i); p:norm()
-    s = s + sin(i + 0.25) + sin(i + 0.5)
-  end
-  return s
-end
+  src = "local sin, n = ...\n" .. read_lib("methods.lua") .. [[
 return function(reps) local s = 0 for r = 1, reps do s = s + step(n) end return s end
 ]]}
 

@@ -3,10 +3,13 @@
 ** call chain three C functions deep below a Lua call, the innermost one
 ** burning most of the time, plus loader traffic (dlopen, dlsym, dladdr)
 ** for the unwind-safety test. Built with symbols; the chain's functions
-** are static, so only the full symbol table names them.
+** are static, so only the full symbol table names them. On Windows (the
+** exact-stacks test under Wine, tests/windows/test_exact.lua): run only.
 */
 #define _GNU_SOURCE
+#ifndef _WIN32
 #include <dlfcn.h>
+#endif
 #include <lauxlib.h>
 #include <lua.h>
 
@@ -41,6 +44,7 @@ static int ljpt_run(lua_State *L)
   return 1;
 }
 
+#ifndef _WIN32
 /* dlopen/dlsym/dladdr/dlclose n times (of the library at path, default
 ** libm): the loader's lock is taken again and again while signals
 ** arrive, and a library not loaded otherwise is mapped and unmapped. */
@@ -59,13 +63,19 @@ static int ljpt_loader(lua_State *L)
   lua_pushnumber(L, (lua_Number)found);
   return 1;
 }
+#endif
 
+#ifdef _WIN32
+__declspec(dllexport)
+#endif
 int luaopen_ljp_ctest(lua_State *L)
 {
   lua_newtable(L);
   lua_pushcfunction(L, ljpt_run);
   lua_setfield(L, -2, "run");
+#ifndef _WIN32
   lua_pushcfunction(L, ljpt_loader);
   lua_setfield(L, -2, "loader");
+#endif
   return 1;
 }

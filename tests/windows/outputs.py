@@ -10,7 +10,17 @@ pprof file by protoc --decode against the pprof schema
 values) and by go tool pprof -top (c the most sampled), the folded file line by line (every line "frames count", c the
 most sampled leaf). Without protoc or go it fails, saying how to install them.
 
-Usage: outputs.py WINE LUAJIT_EXE SRC_DIR BUILD_DIR (tests/windows/meson.build)
+With --speedscope (test win-speedscope): the speedscope file of another
+run (with its folded file) imported by speedscope's own importer, as
+tests/lua/test_speedscope.lua does on Linux (tests/speedscope_import.js,
+the npm package speedscope@1.25.0 installed once into BUILD_DIR/npm):
+detected as speedscope JSON, one profile, its frames with the self and
+total weights, the total weight and the callers that the folded file of
+the same run gives (its counts times the 1 ms interval, in ns). Without
+node or npm it exits 77 (meson: skipped), saying so.
+
+Usage: outputs.py [--speedscope] WINE LUAJIT_EXE SRC_DIR BUILD_DIR
+(tests/windows/meson.build)
 """
 import gzip
 import json
@@ -40,24 +50,111 @@ def check(cond, what):
     return cond
 
 
+SPEEDSCOPE = "speedscope@1.25.0"  # as tests/lua/test_speedscope.lua
+
+
+def run_work(wine, exe, src, build, d, names):
+    """The workload under -jprof=i1 with outputs names in d: their paths."""
+    script = os.path.join(d, "work.lua")
+    with open(script, "w") as f:
+        f.write(WORK)
+    outs = ",".join("Z:" + os.path.join(d, n) for n in names)
+    env = dict(os.environ)
+    env["LUA_PATH"] = "Z:" + src + "/?.lua;;"
+    env["LUA_CPATH"] = "Z:" + build + "/?.dll"
+    p = subprocess.run([wine, exe, "-jprof=i1," + outs, "Z:" + script],
+                       env=env, capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, "the workload ran: %d %s" % (p.returncode, p.stderr))
+    paths = {n: os.path.join(d, n) for n in names}
+    for n, pth in paths.items():
+        check(os.path.exists(pth) and os.path.getsize(pth) > 0, n + " written")
+    return paths
+
+
+def hexs(s):
+    return None if s is None else s.encode("utf-8").hex()
+
+
+def speedscope_import(wine, exe, src, build):
+    """The speedscope file imported by speedscope itself (node)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        print("skipped: node and npm are needed to run speedscope's importer "
+              "(apt-get install nodejs npm; ./run test installs them)")
+        return 77
+    prefix = os.path.join(build, "npm")
+    schema = os.path.join(prefix, "node_modules", "speedscope", "dist", "release",
+                          "file-format-schema.json")
+    if not os.path.exists(schema):
+        os.makedirs(prefix, exist_ok=True)
+        q = subprocess.run([npm, "install", "--prefix", prefix, "--no-audit", "--no-fund",
+                            "--loglevel=error", SPEEDSCOPE], capture_output=True, text=True,
+                           timeout=600)
+        if not check(q.returncode == 0 and os.path.exists(schema),
+                     "npm install --prefix %s %s: %s" % (prefix, SPEEDSCOPE,
+                                                         (q.stdout + q.stderr)[-500:])):
+            return 1
+    d = tempfile.mkdtemp(prefix="ljp_winss_")
+    try:
+        paths = run_work(wine, exe, src, build, d, ["o.speedscope.json", "o.folded"])
+        if failed:
+            return 1
+        with open(paths["o.speedscope.json"]) as f:
+            s = json.load(f)
+        files = {fr["name"]: (fr.get("file"), fr.get("line")) for fr in s["shared"]["frames"]}
+        # the expectation, from the folded file: 1 ms = 1e6 ns a sample
+        frames, edges, total = {}, set(), 0
+        with open(paths["o.folded"]) as f:
+            for ln in f:
+                stack, _, n = ln.rstrip("\n").rpartition(" ")
+                w = int(n) * 1000000
+                total += w
+                fr = stack.split(";")
+                for i, name in enumerate(fr):
+                    e = frames.setdefault(name, {"self": 0, "total": 0})
+                    if name not in fr[:i]:
+                        e["total"] += w
+                    if i == len(fr) - 1:
+                        e["self"] += w
+                    if i > 0:
+                        edges.add((fr[i - 1], name))
+        check({"a", "b", "c"} <= set(frames), "folded: a, b and c sampled: %s" % sorted(frames))
+        check(set(frames) == set(files), "speedscope's frames are the folded file's: %s %s"
+              % (sorted(files), sorted(frames)))
+        exp = {"profileName": hexs(s["profiles"][0]["name"]), "totalWeight": total,
+               "frames": [{"name": hexs(k), "file": hexs(files.get(k, (None, None))[0]),
+                           "line": files.get(k, (None, None))[1],
+                           "self": v["self"], "total": v["total"]} for k, v in frames.items()],
+               # a callee with one caller: a, b, c by the main chunk
+               "edges": [[hexs(a), hexs(b)] for a, b in sorted(edges)
+                         if sum(1 for x in edges if x[1] == b) == 1]}
+        exp_path = os.path.join(d, "expect.json")
+        with open(exp_path, "w") as f:
+            json.dump(exp, f)
+        # imported under a name that does not say the format (detected by
+        # its $schema, as on Linux)
+        prof = os.path.join(d, "o.profile")
+        shutil.copy(paths["o.speedscope.json"], prof)
+        q = subprocess.run([node, os.path.join(src, "tests", "speedscope_import.js"), prefix,
+                            prof, exp_path], capture_output=True, text=True, timeout=120)
+        out = q.stdout + q.stderr
+        print("node: " + out.strip())
+        check(q.returncode == 0 and "all checks passed" in out,
+              "speedscope's importer read the file as the folded file says: %s" % out[-800:])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    print("%s" % ("all passed" if not failed else "%d failed" % failed))
+    return 1 if failed else 0
+
+
 def main():
+    if sys.argv[1] == "--speedscope":
+        return speedscope_import(*sys.argv[2:6])
     wine, exe, src, build = sys.argv[1:5]
     d = tempfile.mkdtemp(prefix="ljp_winout_")
     try:
-        script = os.path.join(d, "work.lua")
-        with open(script, "w") as f:
-            f.write(WORK)
-        names = ["o.svg", "o.speedscope.json", "o.pb.gz", "o.folded"]
-        outs = ",".join("Z:" + os.path.join(d, n) for n in names)
-        env = dict(os.environ)
-        env["LUA_PATH"] = "Z:" + src + "/?.lua;;"
-        env["LUA_CPATH"] = "Z:" + build + "/?.dll"
-        p = subprocess.run([wine, exe, "-jprof=i1," + outs, "Z:" + script],
-                           env=env, capture_output=True, text=True, timeout=120)
-        check(p.returncode == 0, "the workload ran: %d %s" % (p.returncode, p.stderr))
-        paths = {n: os.path.join(d, n) for n in names}
-        for n, pth in paths.items():
-            check(os.path.exists(pth) and os.path.getsize(pth) > 0, n + " written")
+        paths = run_work(wine, exe, src, build, d,
+                         ["o.svg", "o.speedscope.json", "o.pb.gz", "o.folded"])
         # SVG
         try:
             root = ET.parse(paths["o.svg"]).getroot()

@@ -1,7 +1,7 @@
 -- The Windows build under Wine (tests/windows/meson.build): -jprof's
 -- profile of a compiled-loop workload written as folded text, the profile
 -- written on normal exit, os.exit and an error exit, the text report, and
--- zones on a frame loop. Each case
+-- zones on a frame loop (strictly within 3 points of truth). Each case
 -- runs a child luajit.exe (through cmd.exe: t.run_win) with LUA_PATH and
 -- LUA_CPATH from the environment (the source tree's jit/prof.lua, the
 -- build's ljprof.dll).
@@ -141,63 +141,77 @@ t.case("-jprof text report", function()
     tostring(txt))
 end)
 
--- Zones on a frame loop (jit.zone under -jprof is ljprof's): each zone's
--- share of the samples against its share of the frame time, timed in an
--- unprofiled run (3 s). Within 3 points, or 5 standard errors of the
--- samples when that is larger (at ~1900 samples ~4.5 points for the
--- largest zone). Measured here under Wine, load 4-7, 5 runs: 11 of the 15
--- zone shares within 3 points, the others 3.6-5.6 points off (up to 4
--- standard errors): on a loaded machine a wall-clock sampler takes
--- several ticks at the same point while the thread waits for a CPU, so
--- the draws are fewer than the samples, and the timed truth moves too
--- (RENDER 17.6-19.9% between runs).
+-- Zones on a frame loop (jit.zone under -jprof is ljprof's), wall clock
+-- at 2 ms for 20 s: each zone's share of the samples in the three zones
+-- against its share of their time, timed in the same run with os.clock
+-- (the C runtime's clock(): wall time on Windows, the clock sampled).
+-- Strictly within 3 points (the issue's tolerance), >= 4000 samples in
+-- zones (binomial standard error <= 0.8 points: 3 points is >= 3.8 of
+-- them). Measured here under Wine, load 6.5-7.8, 5 runs: 5229-6716
+-- samples in zones, worst error 1.1 points.
+-- Why so: a truth timed in an unprofiled run moved with the machine's
+-- load between the two runs (PHYS 5.0 points off in one run); in the
+-- profiled run a sample's own time (the thread suspended, ~1-1.8 ms
+-- under Wine with this load) lands in the zone it samples, in proportion
+-- to the zone's share. The frame ends in present(), not compiled, as a
+-- game's frame ends in the engine's C code: a safe point each frame. A
+-- frame loop that stays compiled for the whole run reaches no safe
+-- point, the ring fills (5,100 of 6,200 ticks merged) and a tick like no
+-- pending record is dropped: one such run had RENDER 5.0 points under.
+-- A frame is ~25-50 ms (AI, PHYS, RENDER ~35, 47, 18% of it).
 local GAME = [[
 local zone = require("jit.zone")
 local function ai(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
 local function phys(n) local s = 0 for i = 1, n do s = s + i % 5 end return s end
 local function render(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
-local T = {AI = 0, PHYS = 0, RENDER = 0}
-local t0 = os.clock()
-while os.clock() - t0 < DUR do
-  local x = os.clock()
-  zone("AI") ai(4e5) zone()
-  local y = os.clock()
-  zone("PHYS") phys(5e5) zone()
-  local z = os.clock()
-  zone("RENDER") render(2e5) zone()
-  local w = os.clock()
-  T.AI, T.PHYS, T.RENDER = T.AI + y - x, T.PHYS + z - y, T.RENDER + w - z
+-- the end of a frame in the engine (C code in a real game: present, the
+-- event pump), where the frame loop leaves compiled code: a safe point
+local function present() end
+jit.off(present)
+local T, clock, frames = {AI = 0, PHYS = 0, RENDER = 0}, os.clock, 0
+local t0 = clock()
+while clock() - t0 < 20 do
+  zone("AI") local a0 = clock() ai(16e5) local a1 = clock() zone()
+  zone("PHYS") local p0 = clock() phys(20e5) local p1 = clock() zone()
+  zone("RENDER") local r0 = clock() render(8e5) local r1 = clock() zone()
+  T.AI, T.PHYS, T.RENDER = T.AI + a1 - a0, T.PHYS + p1 - p0, T.RENDER + r1 - r0
+  frames = frames + 1
+  present()
 end
-io.write(string.format("T AI %.6f\nT PHYS %.6f\nT RENDER %.6f\n", T.AI, T.PHYS, T.RENDER))
+io.write(string.format("T AI %.6f\nT PHYS %.6f\nT RENDER %.6f\nframes %d\n",
+  T.AI, T.PHYS, T.RENDER, frames))
+-- the run's counters (printed by the test)
+local st, kv = require("ljprof").stats(), {}
+for _, k in ipairs({"signals", "samples", "missed", "dropped", "merged", "handler_ns"}) do
+  kv[#kv + 1] = k .. "=" .. tostring(st[k])
+end
+io.write("stats ", table.concat(kv, " "), "\n")
 ]]
 
-t.case("zones on a frame loop: shares near truth", function()
-  -- the unprofiled run needs jit.zone: ljprof's, as -jprof installs it
-  local pre = "package.preload['jit.zone'] = function() return require('jit.prof.zone') end\n"
-  local to, tcode = profile(pre .. GAME:gsub("DUR", "3"), nil, tmp(".folded"))
-  t.eq(tcode, 0, "exit status of the timed run: " .. to)
-  local truth, sum_t = {}, 0
-  for k, v in to:gmatch("T (%u+) ([%d.]+)") do truth[k] = tonumber(v); sum_t = sum_t + truth[k] end
-  local o, code, folded = profile(GAME:gsub("DUR", "4"), "i1/zones=root", tmp(".folded"))
+t.case("zones on a frame loop: shares within 3 points of truth", function()
+  local o, code, folded = profile(GAME, "i2/zones=root/clock=wall", tmp(".folded"))
   t.eq(code, 0, "exit status: " .. o)
   if not folded then t.ok(false, "no folded output") return end
-  local n, all = {AI = 0, PHYS = 0, RENDER = 0}, 0
+  local truth, sum_t = {}, 0
+  for k, v in o:gmatch("T (%u+) ([%d.]+)") do truth[k] = tonumber(v); sum_t = sum_t + truth[k] end
+  local n, all, other = {AI = 0, PHYS = 0, RENDER = 0}, 0, 0
   for _, e in ipairs(parse(folded)) do
     local z = e.stack:match("^%[zone (%u+)%]")
-    if z and n[z] then n[z] = n[z] + e.count; all = all + e.count end
+    if z and n[z] then n[z] = n[z] + e.count; all = all + e.count else other = other + e.count end
   end
-  print(string.format("  %d samples in zones", all))
-  t.ok(all >= 300, "enough samples in zones: " .. all)
+  local worst = 0
   for _, z in ipairs({"AI", "PHYS", "RENDER"}) do
     local meas = all > 0 and 100 * n[z] / all or 0
     local tru = sum_t > 0 and 100 * (truth[z] or 0) / sum_t or 0
-    local p = tru / 100
-    local tol = math.max(3, all > 0 and 500 * math.sqrt(p * (1 - p) / all) or 0)
-    print(string.format("  %-6s %5.1f%% of the samples, %5.1f%% of the time (tolerance %.1f)",
-      z, meas, tru, tol))
-    t.ok(math.abs(meas - tru) <= tol, string.format("zone %s: %.1f%% measured, %.1f%% timed",
+    worst = math.max(worst, math.abs(meas - tru))
+    print(string.format("  %-6s %5.1f%% of the samples, %5.1f%% of the time", z, meas, tru))
+    t.ok(math.abs(meas - tru) <= 3, string.format("zone %s: %.1f%% measured, %.1f%% timed",
       z, meas, tru))
   end
+  print(string.format("  %d samples in zones (%d outside), %s frames, worst error %.1f points",
+    all, other, o:match("frames (%d+)") or "?", worst))
+  print("  " .. (o:match("stats [^\n]*") or "no stats"))
+  t.ok(all >= 4000, "enough samples in zones: " .. all)
 end)
 
 t.done()

@@ -17,7 +17,10 @@
 ** udata/sdata 2/4/8, uleb/sleb, pc-relative; an indirect personality is
 ** only skipped), the CIE's initial instructions and the FDE's
 ** instructions are run up to the address, and the resulting row's rules
-** give the caller's CFA, return address and registers.
+** give the caller's CFA, return address and registers. A row found is
+** remembered (with a generation of the loaded objects) by its address
+** and by the range of addresses it holds for, so that the next samples
+** at or near that code skip the search and the programs (below).
 */
 #define _GNU_SOURCE  /* REG_* of <ucontext.h> */
 #include <stddef.h>

@@ -202,7 +202,7 @@ static inline void sample(agg *a, uint32_t k, uint64_t seq, int what)
 {
   ljp_push_result res;
   ljp_like like = {0, 0, 0, (uint8_t)keys[k].vmstate};
-  ljp_record *r = ljp_ring_reserve(&a->ring, 1, &like, &res);
+  ljp_record *r = ljp_ring_reserve(&a->ring, 1, &like, NULL, &res);
   uint64_t from, to, pos;
   if (r) {  /* the handler's part (ljp_sample), minus the VM reads */
     r->seq = seq;

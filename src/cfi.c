@@ -17,7 +17,10 @@
 ** udata/sdata 2/4/8, uleb/sleb, pc-relative; an indirect personality is
 ** only skipped), the CIE's initial instructions and the FDE's
 ** instructions are run up to the address, and the resulting row's rules
-** give the caller's CFA, return address and registers.
+** give the caller's CFA, return address and registers. A row found is
+** remembered (with a generation of the loaded objects) by its address
+** and by the range of addresses it holds for, so that the next samples
+** at or near that code skip the search and the programs (below).
 */
 #define _GNU_SOURCE  /* REG_* of <ucontext.h> */
 #include <stddef.h>
@@ -305,8 +308,11 @@ static int parse_fde(const ljp_ehtab *t, uintptr_t a, fde *fd, cie *ci)
   return c.bad ? -1 : 0;
 }
 
-/* The FDE covering pc, by the search table; 0, else -1. */
-static int find_fde(const ljp_ehtab *t, uintptr_t pc, fde *fd, cie *ci)
+/* The FDE covering pc, by the search table; 0, else -1. *next (or
+NULL): where the table's next entry starts (UINTPTR_MAX: none), so that
+every address in [fd->lo, *next) finds this entry too. */
+static int find_fde(const ljp_ehtab *t, uintptr_t pc, fde *fd, cie *ci,
+                    uintptr_t *next)
 {
   uint32_t lo = 0, hi, mid;
   int32_t w[2];
@@ -318,6 +324,13 @@ static int find_fde(const ljp_ehtab *t, uintptr_t pc, fde *fd, cie *ci)
     __builtin_memcpy(w, (const void *)(t->table + (uintptr_t)mid * 8), 8);
     if (t->hdr + (intptr_t)w[0] <= pc) lo = mid;
     else hi = mid;
+  }
+  if (next) {
+    *next = UINTPTR_MAX;
+    if (lo + 1 < t->count) {
+      __builtin_memcpy(w, (const void *)(t->table + (uintptr_t)(lo + 1) * 8), 8);
+      *next = t->hdr + (intptr_t)w[0];
+    }
   }
   __builtin_memcpy(w, (const void *)(t->table + (uintptr_t)lo * 8), 8);
   if (t->hdr + (intptr_t)w[0] > pc) return -1;
@@ -331,7 +344,7 @@ int ljp_cfi_proc(const ljp_ehtab *t, uintptr_t pc, uintptr_t *lo,
 {
   fde fd;
   cie ci;
-  if (find_fde(t, pc, &fd, &ci) != 0) return 0;
+  if (find_fde(t, pc, &fd, &ci, NULL) != 0) return 0;
   *lo = fd.lo;
   *hi = fd.hi;
   return 1;
@@ -351,6 +364,10 @@ typedef struct row {
   uint8_t cfa_reg, cfa_expr;
   int32_t cfa_off;
   rule r[LJP_CFI_NREG];
+  /* set when the row is found (row_masks), for the step: the registers
+  ** with rule R_SAME, and those with R_OFFSET, R_VALOFF or R_REG (the
+  ** others, undefined or an expression, are unknown in the caller) */
+  uint32_t same, set;
 } row;
 
 /* Offsets beyond +-2 GB are nonsense here: refused. */
@@ -392,14 +409,28 @@ static uint8_t plt_expr(uintptr_t p, uintptr_t n, int32_t *a)
 
 /* Run the instructions [ins, end) from location loc, stopping before the
 ** first row that starts after pc. init: the CIE's row (for restore); NULL
-** while running the CIE's own instructions. 0, or -1. */
+** while running the CIE's own instructions. 0, or -1. [*rlo, *rhi): the
+** addresses the resulting row holds for, narrowed from what the caller
+** put there (the entry's range): from the last location at or before pc
+** to the first after it; *rhi 0 when the locations went backwards
+** (set_loc), so no range is known. */
 static int run_cfi(const ljp_ehtab *t, const cie *ci, uintptr_t ins,
                    uintptr_t end, uintptr_t loc, uintptr_t pc, row *cur,
-                   const row *init, int *ops)
+                   const row *init, int *ops, uintptr_t *rlo, uintptr_t *rhi)
 {
   row stack[CFI_STATES];
   int depth = 0;
   rd c;
+#define AT_LOC(nl)                                             \
+  do {                                                         \
+    if ((nl) < loc) *rhi = 0;        /* not monotonic */       \
+    loc = (nl);                                                \
+    if (loc > pc) {                                            \
+      if (*rhi && loc < *rhi) *rhi = loc;                      \
+      return 0;                                                \
+    }                                                          \
+    if (loc > *rlo) *rlo = loc;                                \
+  } while (0)
   if (ins == end) return 0;
   if (!rd_at(&c, t, ins) || end < ins || end > c.end) return -1;
   c.end = end;
@@ -411,8 +442,7 @@ static int run_cfi(const ljp_ehtab *t, const cie *ci, uintptr_t ins,
     if (c.bad || ++*ops > CFI_MAX_OPS) return -1;
     switch (op & 0xc0) {
     case 0x40:  /* DW_CFA_advance_loc */
-      loc += (uintptr_t)((op & 0x3f) * ci->caf);
-      if (loc > pc) return 0;
+      AT_LOC(loc + (uintptr_t)((op & 0x3f) * ci->caf));
       continue;
     case 0x80:  /* DW_CFA_offset */
       reg = op & 0x3f;
@@ -431,16 +461,16 @@ static int run_cfi(const ljp_ehtab *t, const cie *ci, uintptr_t ins,
     }
     switch (op) {
     case 0x00: break;  /* nop */
-    case 0x01:         /* set_loc */
-      loc = rd_addr(&c, ci->fde_enc);
+    case 0x01: {       /* set_loc */
+      uintptr_t nl = rd_addr(&c, ci->fde_enc);
       if (c.bad) return -1;
-      if (loc > pc) return 0;
+      AT_LOC(nl);
       break;
+    }
     case 0x02: case 0x03: case 0x04:  /* advance_loc1, 2, 4 */
       u = op == 0x02 ? rd_u8(&c) : op == 0x03 ? rd_u16(&c) : rd_u32(&c);
-      loc += (uintptr_t)(u * ci->caf);
       if (c.bad) return -1;
-      if (loc > pc) return 0;
+      AT_LOC(loc + (uintptr_t)(u * ci->caf));
       break;
     case 0x05: case 0x11: case 0x14: case 0x15: case 0x2f:
       /* offset_extended, offset_extended_sf, val_offset, val_offset_sf,
@@ -531,6 +561,7 @@ static int run_cfi(const ljp_ehtab *t, const cie *ci, uintptr_t ins,
     if (c.bad) return -1;
   }
   return 0;
+#undef AT_LOC
 }
 
 static int stack_read(const ljp_stack *st, uintptr_t a, uintptr_t *out)
@@ -629,6 +660,92 @@ static void memo_put(uint64_t gen, uintptr_t hdr, uintptr_t pc,
   __atomic_store_n(&m->seq, s + 2, __ATOMIC_RELEASE);
 }
 
+/* Rows by the addresses they hold for. A row holds from one location of
+** its entry's program to the next (run_cfi's range): every address in
+** that range has the same row, found the same way (the same entry of the
+** search table). The first sample at a new address in a long function
+** (the interpreter's one entry covers all of its body; a hot loop's PCs)
+** would miss the memo above and run the search and the programs again
+** (some 2,000 instructions); the range it found, remembered under the
+** granule of RANGE_SHIFT bits that holds the address, serves the others
+** near it. Same keys (generation, table) and the same sequence lock. */
+#define RANGE_SIZE 128  /* entries, a power of two */
+#define RANGE_SHIFT 8
+
+typedef struct rmemo {
+  uint32_t seq;
+  uint64_t gen, hdr, rlo, rhi, sig, lo;
+  uint64_t row[ROW_WORDS];
+} rmemo;
+
+static rmemo cfi_range[RANGE_SIZE];
+
+static rmemo *range_slot(uintptr_t hdr, uintptr_t pc)
+{
+  uint64_t h = ((uint64_t)(pc >> RANGE_SHIFT) ^ ((uint64_t)hdr << 7)) *
+               0x9e3779b97f4a7c15ull;
+  return &cfi_range[h >> 56 & (RANGE_SIZE - 1)];
+}
+
+static int range_get(uint64_t gen, uintptr_t hdr, uintptr_t pc, row *out,
+                     int *sig, uintptr_t *lo)
+{
+  rmemo *m = range_slot(hdr, pc);
+  uint64_t w[ROW_WORDS], sg, fl, rl, rh;
+  uint32_t s0 = __atomic_load_n(&m->seq, __ATOMIC_ACQUIRE), s1;
+  size_t i;
+  if ((s0 & 1) || LD(m->gen) != gen || LD(m->hdr) != hdr) return 0;
+  rl = LD(m->rlo);
+  rh = LD(m->rhi);
+  if (pc < rl || pc >= rh) return 0;
+  sg = LD(m->sig);
+  fl = LD(m->lo);
+  for (i = 0; i < ROW_WORDS; i++) w[i] = LD(m->row[i]);
+  s1 = __atomic_fetch_add(&m->seq, 0, __ATOMIC_RELEASE);
+  if (s0 != s1) return 0;
+  __builtin_memcpy(out, w, sizeof(row));
+  *sig = (int)sg;
+  *lo = (uintptr_t)fl;
+  return 1;
+}
+
+static void range_put(uint64_t gen, uintptr_t hdr, uintptr_t pc,
+                      uintptr_t rlo, uintptr_t rhi, const row *r, int sig,
+                      uintptr_t lo)
+{
+  rmemo *m = range_slot(hdr, pc);
+  uint64_t w[ROW_WORDS];
+  uint32_t s = __atomic_load_n(&m->seq, __ATOMIC_RELAXED);
+  size_t i;
+  if ((s & 1) || !__atomic_compare_exchange_n(&m->seq, &s, s + 1, 0,
+                                              __ATOMIC_ACQUIRE,
+                                              __ATOMIC_RELAXED))
+    return;
+  w[ROW_WORDS - 1] = 0;
+  __builtin_memcpy(w, r, sizeof(row));
+  ST(m->gen, gen);
+  ST(m->hdr, (uint64_t)hdr);
+  ST(m->rlo, (uint64_t)rlo);
+  ST(m->rhi, (uint64_t)rhi);
+  ST(m->sig, (uint64_t)sig);
+  ST(m->lo, (uint64_t)lo);
+  for (i = 0; i < ROW_WORDS; i++) ST(m->row[i], w[i]);
+  __atomic_store_n(&m->seq, s + 2, __ATOMIC_RELEASE);
+}
+
+/* The step's masks of a row found (row.same, row.set). */
+static void row_masks(row *r)
+{
+  int i;
+  r->same = r->set = 0;
+  for (i = 0; i < LJP_CFI_NREG; i++) {
+    uint8_t how = r->r[i].how;
+    if (how == R_SAME) r->same |= 1u << i;
+    else if (how == R_OFFSET || how == R_VALOFF || how == R_REG)
+      r->set |= 1u << i;
+  }
+}
+
 /* The row in effect at lookup and the start of its entry: 0, or -1. */
 static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
                     row *cur, int *sig, uintptr_t *lo)
@@ -637,18 +754,32 @@ static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
   cie ci;
   row init;
   int ops = 0;
+  uintptr_t next, clo, chi, rlo, rhi;
   if (gen && t && memo_get(gen, t->hdr, lookup, cur, sig, lo)) return 0;
-  if (find_fde(t, lookup, &fd, &ci) != 0) return -1;
+  if (gen && t && range_get(gen, t->hdr, lookup, cur, sig, lo)) return 0;
+  if (find_fde(t, lookup, &fd, &ci, &next) != 0) return -1;
   *lo = fd.lo;
   __builtin_memset(&init, 0, sizeof(init));
   init.cfa_reg = LJP_CFI_RSP;
-  if (run_cfi(t, &ci, ci.ins, ci.end, fd.lo, lookup, &init, NULL, &ops) != 0)
+  clo = fd.lo;
+  chi = fd.hi;
+  if (run_cfi(t, &ci, ci.ins, ci.end, fd.lo, lookup, &init, NULL, &ops,
+              &clo, &chi) != 0)
     return -1;
   *cur = init;
-  if (run_cfi(t, &ci, fd.ins, fd.end, fd.lo, lookup, cur, &init, &ops) != 0)
+  rlo = fd.lo;
+  rhi = fd.hi < next ? fd.hi : next;
+  if (run_cfi(t, &ci, fd.ins, fd.end, fd.lo, lookup, cur, &init, &ops,
+              &rlo, &rhi) != 0)
     return -1;
+  row_masks(cur);
   *sig = ci.sig;
-  if (gen) memo_put(gen, t->hdr, lookup, cur, ci.sig, fd.lo);
+  if (gen) {
+    memo_put(gen, t->hdr, lookup, cur, ci.sig, fd.lo);
+    /* (a CIE program that moves the location: no range) */
+    if (clo == fd.lo && chi == fd.hi && rhi && rlo <= lookup && lookup < rhi)
+      range_put(gen, t->hdr, lookup, rlo, rhi, cur, ci.sig, fd.lo);
+  }
   return 0;
 }
 
@@ -661,6 +792,7 @@ int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
   row cur;
   ljp_regs nr;
   uintptr_t cfa, lo = 0;
+  uint32_t same, set;
   int i, sig = 0;
   *sigframe = 0;
   if (find_row(t, lookup, gen, &cur, &sig, &lo) != 0) return LJP_CFI_FAIL;
@@ -673,21 +805,28 @@ int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
     if (!(r->valid & (1u << LJP_CFI_RA))) return LJP_CFI_FAIL;
     if ((r->r[LJP_CFI_RA] & 15) >= (uintptr_t)(cur.cfa_expr - 2)) cfa += 8;
   }
-  nr.valid = 0;
-  for (i = 0; i < LJP_CFI_NREG; i++) {
-    const rule *ru = &cur.r[i];
-    uint32_t bit = 1u << i;
-    nr.r[i] = 0;
+  /* Registers with no rule (R_SAME): the stack pointer is the CFA, a
+  ** callee-saved one keeps its value; the others are unknown. Then only
+  ** the registers with a rule that gives a value (row.set). */
+  __builtin_memset(&nr, 0, sizeof(nr));
+  same = cur.same & CALLEE_SAVED & r->valid;
+  while (same) {
+    i = __builtin_ctz(same);
+    same &= same - 1;
+    nr.r[i] = r->r[i];
+  }
+  nr.valid = cur.same & CALLEE_SAVED & r->valid;
+  if (cur.same & (1u << LJP_CFI_RSP)) {
+    nr.r[LJP_CFI_RSP] = cfa;
+    nr.valid |= 1u << LJP_CFI_RSP;
+  }
+  for (set = cur.set; set; set &= set - 1) {
+    const rule *ru;
+    uint32_t bit;
+    i = __builtin_ctz(set);
+    ru = &cur.r[i];
+    bit = 1u << i;
     switch (ru->how) {
-    case R_SAME:
-      if (i == LJP_CFI_RSP) {  /* the caller's stack pointer is the CFA */
-        nr.r[i] = cfa;
-        nr.valid |= bit;
-      } else if ((CALLEE_SAVED & bit) && (r->valid & bit)) {
-        nr.r[i] = r->r[i];
-        nr.valid |= bit;
-      }
-      break;
     case R_OFFSET:
       if (!stack_read(st, cfa + (uintptr_t)(intptr_t)ru->off, &nr.r[i])) {
         if (i == LJP_CFI_RA || i == 6 || (CALLEE_SAVED & bit))

@@ -66,6 +66,7 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
     if (!first_vm) first_vm = r->vmstate;
     ticks += w;
   }
+  if (!ctx->opt.cb) ljp_frames_end(ctx, &pass);
   if (ctx->opt.cb && ticks) {
     if (!ctx->cb_ticks) ctx->cb_vmstate = first_vm;
     ctx->cb_ticks += ticks;

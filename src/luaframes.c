@@ -13,7 +13,10 @@
 ** safe point (luastack.c, O(depth)) and its levels are named through
 ** caches keyed by bytecode addresses, so completing a record costs
 ** O(depth) hash lookups; lua_getstack (O(level) per level) is used only
-** on a cache miss and where the walk's layout is not proven.
+** on a cache miss and where the walk's layout is not proven. The levels a
+** safe point's live stack shares with the previous one's from the bottom
+** up (same functions, slots and PCs) take their ids from it, with no
+** lookup (reuse_prev); a leaf's function text is cached by frame id.
 */
 #include <stddef.h>
 #include <stdlib.h>
@@ -163,6 +166,22 @@ typedef struct profent {
   uint16_t ofs[PROF_MAX];
 } profent;
 
+/* A level of the previous safe point's live stack (prev_*): what its
+** frame id depends on (live_frame), and the id when a record asked. */
+typedef struct prevent {
+  uintptr_t fn, pc, cf;
+  uint64_t sig;                    /* a Lua frame's prototype's */
+  uint32_t slot, fid;
+  uint8_t kind;
+} prevent;
+
+/* The function ("chunk:firstline", or a C function's name) of a frame
+** id, by the id: a leaf's, named once, not written out per record. */
+#define FUNC_CACHE 256
+typedef struct funcent {
+  uint32_t fid, func;
+} funcent;
+
 struct ljp_namecache {
   protoent proto[PROTO_CACHE];
   nameent name[NAME_CACHE];
@@ -170,6 +189,12 @@ struct ljp_namecache {
   unsigned prof_next;
   levelent level[LEVEL_CACHE];
   retent ret[RET_CACHE];
+  funcent func[FUNC_CACHE];
+  int prev_m;                      /* levels in prev (0: none) */
+  int prev_same;                   /* of the last walk's levels, the
+                                      outermost that were prev's */
+  uintptr_t prev_stack;
+  prevent prev[LIVE_MAX];          /* innermost first, as ls->f */
 };
 
 static struct ljp_namecache *caches(ljp_ctx *ctx)
@@ -440,6 +465,73 @@ static void learn_live(ljp_ctx *ctx, lua_State *L, const ljp_lframe *live,
   }
 }
 
+/* Is live frame f the previous safe point's p, named the same way? The
+** same function (for a Lua frame, at the same PC, of a prototype with the
+** same signature: level_entry's key) at the same slot. */
+static int same_as_prev(const ljp_lframe *f, const prevent *p)
+{
+  if (f->kind != p->kind || f->fn != p->fn || f->slot != p->slot) return 0;
+  if (f->kind != 0) return f->cf == p->cf;
+  return f->pc && f->pc == p->pc && ljp_proto_sig(ljp_fn_bc(f->fn)) == p->sig;
+}
+
+/* The levels of the live stack that are the previous safe point's, from
+** the bottom up while both stacks agree (both walked to their bottom, on
+** the same Lua stack), get the frame ids they had: a level's id depends
+** on its frame and its caller's only (live_frame), and those are the
+** same. A program's outer levels rarely change between two samples: the
+** ids are not looked up again, level by level, in the caches. */
+static void reuse_prev(ljp_ctx *ctx, livestack *ls)
+{
+  struct ljp_namecache *c = ctx->namecache;
+  int k, n;
+  if (!c) return;
+  c->prev_same = 0;
+  if (!c->prev_m || !ls->bottom || ls->stack != c->prev_stack ||
+      !ljp_lsl.lines_ok)
+    return;
+  n = ls->m < c->prev_m ? ls->m : c->prev_m;
+  for (k = 1; k <= n; k++) {
+    const ljp_lframe *f = &ls->f[ls->m - k];
+    const prevent *p = &c->prev[c->prev_m - k];
+    if (!same_as_prev(f, p)) break;
+    ls->fid[ls->m - k] = p->fid;
+  }
+  c->prev_same = k - 1;
+}
+
+/* At the end of a safe point: its live stack and the ids its records
+** gave its levels, for the next one (reuse_prev). */
+void ljp_frames_end(ljp_ctx *ctx, ljp_frames_pass *pass)
+{
+  struct ljp_namecache *c = ctx->namecache;
+  const livestack *ls = &pass->ls;
+  int i, top;
+  if (!c || !ls->walked) return;   /* (not walked: the one before stays) */
+  if (ls->m <= 0 || !ls->bottom || !ljp_lsl.lines_ok) {
+    c->prev_m = 0;
+    return;
+  }
+  /* The outermost levels that were prev's are there already, at the
+  ** same places when the depth is the same: only their ids may be new. */
+  top = c->prev_m == ls->m ? ls->m - c->prev_same : ls->m;
+  for (i = top; i < ls->m; i++)
+    if (ls->fid[i]) c->prev[i].fid = ls->fid[i];
+  for (i = 0; i < top; i++) {
+    const ljp_lframe *f = &ls->f[i];
+    prevent *p = &c->prev[i];
+    p->fn = f->fn;
+    p->pc = f->pc;
+    p->cf = f->kind != 0 ? f->cf : 0;
+    p->sig = f->kind == 0 && f->fn ? ljp_proto_sig(ljp_fn_bc(f->fn)) : 0;
+    p->slot = f->slot;
+    p->kind = f->kind;
+    p->fid = ls->fid[i];
+  }
+  c->prev_m = ls->m;
+  c->prev_stack = ls->stack;
+}
+
 static void live_walk(ljp_ctx *ctx, lua_State *L, livestack *ls)
 {
   if (ls->walked) return;
@@ -448,6 +540,7 @@ static void live_walk(ljp_ctx *ctx, lua_State *L, livestack *ls)
   ls->m = ljp_luastack_live(L, ls->f, LIVE_MAX, &ls->bottom, &ls->stack);
   if (ls->m > 0) {
     memset(ls->fid, 0, (size_t)ls->m * sizeof(ls->fid[0]));
+    reuse_prev(ctx, ls);
     learn_live(ctx, L, ls->f, ls->m);
   }
 }
@@ -729,8 +822,13 @@ static uint32_t stack_of(ljp_ctx *ctx, lua_State *L, livestack *ls,
   else if (lf->truncated && i == lf->nsyn && n < limit)
     n++;
   for (level = lf->skip; ls && i == lf->nsyn && n < limit; level++) {
-    uint32_t id = live_frame(ctx, L, ls, level,
-                             level == lf->skip ? lf->line : 0);
+    /* (live_frame's first answer, without the call: the level's frame
+    ** named before at this safe point, or taken from the last one) */
+    uint32_t id = ls->walked && level < ls->m && ls->fid[level] &&
+                  ljp_lsl.lines_ok && (level != lf->skip || lf->line <= 0)
+                      ? ls->fid[level]
+                      : live_frame(ctx, L, ls, level,
+                                   level == lf->skip ? lf->line : 0);
     if (!id) break;
     ids[n++] = id;
     if (!*leaf) *leaf = id;
@@ -743,11 +841,10 @@ static uint32_t stack_of(ljp_ctx *ctx, lua_State *L, livestack *ls,
 }
 
 /* The function of frame id: "chunk:firstline" for Lua, the name for C. */
-static uint32_t func_of(ljp_ctx *ctx, uint32_t id)
+static uint32_t func_text(ljp_ctx *ctx, uint32_t id)
 {
   ljp_buf *b = &ctx->scratch;
   ljp_frame f;
-  if (!id) return 0;
   ljp_store_frame_get(&ctx->store, id, &f);
   b->n = 0;
   if (f.kind == LJP_FR_LUA) {
@@ -759,6 +856,22 @@ static uint32_t func_of(ljp_ctx *ctx, uint32_t id)
     ljp_put_cfunc(b, (lua_CFunction)(uintptr_t)f.ptr);
   }
   return ljp_store_intern(&ctx->store, b->b, b->n);
+}
+
+/* func_text, cached by the frame id (the store's ids never change). */
+static uint32_t func_of(ljp_ctx *ctx, uint32_t id)
+{
+  struct ljp_namecache *c = caches(ctx);
+  funcent *e = c ? &c->func[id & (FUNC_CACHE - 1)] : NULL;
+  uint32_t fn;
+  if (!id) return 0;
+  if (e && e->fid == id) return e->func;
+  fn = func_text(ctx, id);
+  if (e && fn) {
+    e->fid = id;
+    e->func = fn;
+  }
+  return fn;
 }
 
 static uint32_t trace_loc(ljp_ctx *ctx, lua_State *L, int32_t trace)

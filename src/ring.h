@@ -65,15 +65,6 @@ typedef struct ljp_record {
   uint8_t vmstate;       /* 'N' 'I' 'C' 'G' 'J', or 'U' = resolve later */
   uint8_t nnative;       /* valid entries in native[] */
   uint8_t nflags;        /* LJP_NATIVE_* */
-  uintptr_t icode[2];    /* a tick merged on a full ring only (sample.c
-                            fills them for it): its trace's machine code
-                            [icode[0], icode[1]), and the code whose
-                            samples get the inlined frames its own would
-                            (the snapshot holding its PC, or the return
-                            address of the C function it is in): */
-  uintptr_t ispan[2];    /* [ispan[0], ispan[1]); {0, 1}: none of the
-                            trace's code (no inlined frames); ispan[1] 0:
-                            no rule (no inlined frames decoded) */
   uintptr_t native[LJP_NATIVE_MAX]; /* native return addresses, leaf first */
   uintptr_t tret;        /* where the native walk reached generated code
                             (a trace's return address), or 0 */
@@ -92,6 +83,18 @@ typedef struct ljp_record {
                             frames that did not reach the bottom) */
   ljp_spine spine[LJP_SPINE_MAX];
 } ljp_record;
+
+/* A tick merged on a full ring only (sample.c fills it, beside the tick
+** it fills in on its stack; a record carries none): its trace's machine
+** code [code[0], code[1]), and the code whose samples get the inlined
+** frames its own would (the snapshot holding its PC, or the return
+** address of the C function it is in), [span[0], span[1]); {0, 1}: none
+** of the trace's code (no inlined frames); span[1] 0 (or no ljp_tickspan):
+** no rule (no inlined frames decoded). */
+typedef struct ljp_tickspan {
+  uintptr_t code[2];
+  uintptr_t span[2];
+} ljp_tickspan;
 
 typedef struct ljp_ring {
   ljp_record *rec;
@@ -133,9 +136,10 @@ static inline uintptr_t ljp_record_inl_pc(const ljp_record *c,
 ** of their functions) and Lua frames captured at the signal. A record
 ** whose trace or VM state is resolved later by its PC ('U', or 'N' with
 ** no trace number) needs the same PC; a tick with a rule for its inlined
-** frames (t->ispan[1]), a record whose trace code lies in t's span. */
+** frames (sp->span[1]), a record whose trace code lies in its span. */
 static inline int ljp_record_like_lua(const ljp_record *c,
-                                      const ljp_record *t)
+                                      const ljp_record *t,
+                                      const ljp_tickspan *sp)
 {
   int i;
   if (c->vmstate != t->vmstate || c->trace != t->trace ||
@@ -146,9 +150,9 @@ static inline int ljp_record_like_lua(const ljp_record *c,
   if ((t->vmstate == 'U' || (t->vmstate == 'N' && !t->trace)) &&
       c->pc != t->pc)
     return 0;
-  if (t->ispan[1] &&
-      ljp_record_inl_pc(c, t->icode) - t->ispan[0] >=
-          t->ispan[1] - t->ispan[0])
+  if (sp && sp->span[1] &&
+      ljp_record_inl_pc(c, sp->code) - sp->span[0] >=
+          sp->span[1] - sp->span[0])
     return 0;
   for (i = 0; i < t->nlua; i++) {
     const ljp_lframe *a = &c->lua[i], *b = &t->lua[i];
@@ -168,9 +172,10 @@ static inline int ljp_record_same_native(const ljp_record *c,
          (!t->nnative || c->nfuncs == t->nfuncs);
 }
 
-static inline int ljp_record_like(const ljp_record *c, const ljp_record *t)
+static inline int ljp_record_like(const ljp_record *c, const ljp_record *t,
+                                  const ljp_tickspan *sp)
 {
-  return ljp_record_same_native(c, t) && ljp_record_like_lua(c, t);
+  return ljp_record_same_native(c, t) && ljp_record_like_lua(c, t, sp);
 }
 
 /* The native part of ljp_record_like_native (below). */
@@ -192,9 +197,10 @@ static inline int ljp_record_near_native(const ljp_record *c,
 ** compiled code called) and its Lua callers are the tick's own, the native
 ** frames above it another tick's of the same function. */
 static inline int ljp_record_like_native(const ljp_record *c,
-                                         const ljp_record *t, int leaf)
+                                         const ljp_record *t,
+                                         const ljp_tickspan *sp, int leaf)
 {
-  return ljp_record_near_native(c, t, leaf) && ljp_record_like_lua(c, t);
+  return ljp_record_near_native(c, t, leaf) && ljp_record_like_lua(c, t, sp);
 }
 
 /* Signal context: the slot to fill, or NULL when the ring is full. The
@@ -208,10 +214,11 @@ static inline ljp_record *ljp_ring_slot(ljp_ring *r)
 
 /* Signal context, the ring full: add weight to the newest pending record
 ** (among the last LJP_MERGE_SCAN) like tick (ljp_record_like; NULL: any,
-** for the ring's own unit tests). LJP_MERGED, or LJP_DROPPED when none is
-** (the caller counts it). */
+** for the ring's own unit tests), whose inlined frames' rule is sp (NULL:
+** none). LJP_MERGED, or LJP_DROPPED when none is (the caller counts it). */
 static inline ljp_push_result ljp_ring_merge(ljp_ring *r, uint32_t weight,
-                                             const ljp_record *tick)
+                                             const ljp_record *tick,
+                                             const ljp_tickspan *sp)
 {
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
   uint64_t d = atomic_load_explicit(&r->done, memory_order_acquire), p;
@@ -219,7 +226,7 @@ static inline ljp_push_result ljp_ring_merge(ljp_ring *r, uint32_t weight,
   for (p = h; p > d && h - p < LJP_MERGE_SCAN; p--) {
     ljp_record *c = &r->rec[(p - 1) & r->mask];
     /* (ljp_record_like and ljp_record_like_native, the Lua part once) */
-    if (tick && !ljp_record_like_lua(c, tick)) continue;
+    if (tick && !ljp_record_like_lua(c, tick, sp)) continue;
     if (!tick || ljp_record_same_native(c, tick)) {
       atomic_fetch_add_explicit(&c->weight, weight, memory_order_relaxed);
       return LJP_MERGED;
@@ -236,15 +243,16 @@ static inline ljp_push_result ljp_ring_merge(ljp_ring *r, uint32_t weight,
 }
 
 /* Signal context: the slot to fill, or NULL when the ring is full (then
-** *res says whether the weight was merged into a record like tick, or
-** dropped). */
+** *res says whether the weight was merged into a record like tick, whose
+** inlined frames' rule is sp (NULL: none), or dropped). */
 static inline ljp_record *ljp_ring_reserve(ljp_ring *r, uint32_t weight,
                                            const ljp_record *tick,
+                                           const ljp_tickspan *sp,
                                            ljp_push_result *res)
 {
   ljp_record *slot = ljp_ring_slot(r);
   if (slot) { *res = LJP_PUSHED; return slot; }
-  *res = ljp_ring_merge(r, weight, tick);
+  *res = ljp_ring_merge(r, weight, tick, sp);
   return NULL;
 }
 

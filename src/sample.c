@@ -65,25 +65,27 @@ static inline int host_tick(uintptr_t g, int vm, uintptr_t pc, int peek)
 ** code whose samples get the same frames as its own (vm.h:
 ** ljp_vm_trace_span: its snapshot's; its PC alone in inline=exact, where
 ** the checks inside a snapshot's code also count), so that it joins only
-** a record whose PC lies there (ring.h). Sampling context, the full
-** ring's path only. */
-static inline void inline_span(ljp_ctx *ctx, ljp_record *rec)
+** a record whose PC lies there (ring.h); sp->span[1] 0: no rule.
+** Sampling context, the full ring's path only. */
+static inline void inline_span(ljp_ctx *ctx, const ljp_record *rec,
+                               ljp_tickspan *sp)
 {
   uintptr_t k;
+  sp->span[1] = 0;
   if (rec->vmstate != 'N' || !rec->tobj || !rec->nlua ||
       ctx->opt.inline_frames == LJPROF_INLINE_OFF)
     return;
-  if (ljp_vm_trace_span(rec->tobj, rec->pc, rec->icode, rec->ispan) < 0 &&
-      (!rec->tret || ljp_vm_trace_span(rec->tobj, rec->tret - 1, rec->icode,
-                                       rec->ispan) < 0)) {
-    rec->ispan[0] = 0;           /* in none of the trace's code: only a */
-    rec->ispan[1] = 1;           /* record in none joins */
+  if (ljp_vm_trace_span(rec->tobj, rec->pc, sp->code, sp->span) < 0 &&
+      (!rec->tret || ljp_vm_trace_span(rec->tobj, rec->tret - 1, sp->code,
+                                       sp->span) < 0)) {
+    sp->span[0] = 0;             /* in none of the trace's code: only a */
+    sp->span[1] = 1;             /* record in none joins */
     return;
   }
   if (ctx->jitmode_on) {
-    k = ljp_record_inl_pc(rec, rec->icode);
-    rec->ispan[0] = k;
-    rec->ispan[1] = k + 1;
+    k = ljp_record_inl_pc(rec, sp->code);
+    sp->span[0] = k;
+    sp->span[1] = k + 1;
   }
 }
 
@@ -96,6 +98,7 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
                 uint32_t w, int lite)
 {
   ljp_record *rec, scratch;
+  ljp_tickspan span;
   ljp_push_result res;
   uintptr_t tobj = 0, cfunc;
   uint64_t t0 = ljp_now_ns();  /* CLOCK_MONOTONIC, vDSO: signal-safe */
@@ -201,15 +204,15 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
       !(rec->nflags & LJP_NATIVE_FROM_INTERP))
     rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
   rec->stack = 0;
-  rec->ispan[1] = 0;
-  if (rec == &scratch) inline_span(ctx, rec);
   if (rec != &scratch) {
     atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
     ljp_ring_publish(&ctx->ring);
-  } else if ((res = ljp_ring_merge(&ctx->ring, w, rec)) != LJP_DROPPED) {
-    atomic_fetch_add_explicit(&ctx->n_merged, 1, memory_order_relaxed);
   } else {
-    atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
+    inline_span(ctx, rec, &span);
+    if ((res = ljp_ring_merge(&ctx->ring, w, rec, &span)) != LJP_DROPPED)
+      atomic_fetch_add_explicit(&ctx->n_merged, 1, memory_order_relaxed);
+    else
+      atomic_fetch_add_explicit(&ctx->n_dropped, w, memory_order_relaxed);
   }
 arm:
   /* Never arm while the trace compiler may be busy: changing the hook
@@ -292,7 +295,7 @@ int ljp_blocked_push(ljp_ctx *ctx, const ljp_record *proto, uint32_t w)
   atomic_fetch_add_explicit(&ctx->n_idle, w, memory_order_relaxed);
   if (proto->lflags & LJP_LUA_HOST)
     atomic_fetch_add_explicit(&ctx->n_host, w, memory_order_relaxed);
-  rec = ljp_ring_reserve(&ctx->ring, w, proto, &res);
+  rec = ljp_ring_reserve(&ctx->ring, w, proto, NULL, &res);
   if (rec) {
     size_t lua_at = offsetof(ljp_record, nlua);
     memcpy(rec, proto, offsetof(ljp_record, native));

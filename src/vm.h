@@ -172,6 +172,9 @@ void ljp_frames_begin(ljp_ctx *ctx, lua_State *L, ljp_frames_pass *p);
 ** frames a trace had inlined are added to its Lua frames. */
 void ljp_frames_record(ljp_ctx *ctx, lua_State *L, struct ljp_record *r,
                        ljp_frames_pass *p);
+/* [safe] After the safe point's last record: what the next safe point
+** may take from this one (its live stack's named levels). */
+void ljp_frames_end(ljp_ctx *ctx, ljp_frames_pass *p);
 /* [any] The same without a Lua stack (after an exit signal, or the export
 ** helper's copy of a pending record): what is known without one; E names
 ** C functions (NULL: not looked up). 0 when nothing is known. */

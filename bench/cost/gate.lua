@@ -4,7 +4,7 @@
 -- from measured figures + 10%).
 --
 --   luajit bench/cost/gate.lua [--check] [--build DIR] [--jobs J]
---                              [--workloads deep,many2000,many20000]
+--                              [--workloads deep,deepi,many2000,many20000]
 --                              [--budgets FILE] [--model]
 --
 -- A workload not listed below is bench/workloads/NAME.lua (idle and 1 ms
@@ -26,6 +26,9 @@
 --              took (1 ms cpu clock, native frames on / off)
 --   safepoint  (the Lua hook's - the one-time loads) / safe points: all
 --              a safe point does, completing its signals' records included
+--   per_sample handler + safepoint: a sample's own instructions where a
+--              safe point serves one signal (deepi: the interpreted leaf),
+--              the dearest case elsewhere
 --   sample     (own with samples - own without - the one-time loads) /
 --              samples (timer expiries): printed, not gated, since the
 --              expiries per signal move with valgrind's timing
@@ -48,7 +51,7 @@ local opt = require("lib.args").parse(arg, {
 }, "gate")
 opt.build = opt.build or os.getenv("LJPROF_BUILD") or "build"
 opt.jobs = opt.jobs or 2
-opt.workloads = opt.workloads or {"deep", "many2000", "many20000"}
+opt.workloads = opt.workloads or {"deep", "deepi", "many2000", "many20000"}
 opt.budgets = opt.budgets or "bench/cost/budgets.lua"
 for _, tool in ipairs({"valgrind", "setarch", "cc"}) do
   if proc.sh("command -v " .. tool) == "" then
@@ -60,6 +63,9 @@ end
 -- name -> script and its arguments
 local WORK = {
   deep = "bench/cost/deep.lua 20",
+  -- the interpreted leaf only: a safe point serves about one signal, so
+  -- handler + safe point is what one sample costs (issue 29's figure)
+  deepi = "bench/cost/deep.lua 20 60 interp",
   deep300 = "bench/cost/deep.lua 300 4",   -- (not gated: the walk's depth)
   many2000 = "bench/cost/many.lua 2000 300 2",
   many20000 = "bench/cost/many.lua 20000 300 2",
@@ -68,7 +74,8 @@ local WORK = {
 local CONF = {
   idle = {60000, "on"}, on = {1, "on"}, off = {1, "off"},
 }
-local PLAN = {deep = {"idle", "on", "off"}, deep300 = {"idle", "off"}, many2000 = {"idle", "on"},
+local PLAN = {deep = {"idle", "on", "off"}, deepi = {"idle", "on", "off"},
+              deep300 = {"idle", "off"}, many2000 = {"idle", "on"},
               many20000 = {"idle", "on"}}
 -- one-time work (once per process, at the first sample that needs it),
 -- charged neither per sample nor per safe point: the native names' ELF
@@ -196,6 +203,13 @@ for _, w in ipairs(opt.workloads) do
           string.format("%s: (%.2fM - one-time %.2fM) / %d safe points, %.1f signals each", HOOK,
                         x.hook / 1e6, x.once / 1e6, x.safepoints,
                         x.safepoints > 0 and x.signals / x.safepoints or 0))
+      -- a signal's handler and a whole safe point: one sample's cost
+      -- where a safe point serves one signal (deepi), the dearest case
+      -- elsewhere; gated where budgets.lua names it (the issue's targets)
+      fig(w .. ".per_sample_native_" .. c,
+          (x.signals > 0 and x.handler / x.signals or 0) +
+          (x.safepoints > 0 and (x.hook - x.once) / x.safepoints or 0),
+          "handler per signal + safe point")
       -- for the record, not gated: all of it over the timer's expiries,
       -- which move with valgrind's timing (about 10 per signal here)
       fig(w .. ".sample_native_" .. c,
@@ -270,7 +284,8 @@ if opt.model then
     "(its count under callgrind / its native CPU time without ljprof, median of 3). The " ..
     "kernel's delivery of a signal (about 20 µs on this VM, bench/sigcost.c) is the same for " ..
     "any signal-based profiler and is beside the model, not in it. `deep`: depth 20, a Lua " ..
-    "leaf; `manyN`: N distinct functions under integer keys, 300 of them hot, traces flushed " ..
+    "leaf, compiled and interpreted; `deepi`: its interpreted half only, where a safe point " ..
+    "serves about one signal (handler + safe point: one sample); `manyN`: N distinct functions under integer keys, 300 of them hot, traces flushed " ..
     "twice (bench/cost/).")
   out()
   out("| workload | own at start (M instr.) | handler per signal | safe point (signals served) | " ..
@@ -297,6 +312,7 @@ if opt.model then
   for _, w in ipairs(opt.workloads) do
     row(w, "on", w)
     if w == "deep" then row(w, "off", "deep, native off") end
+    if w == "deepi" then row(w, "off", "deepi, native off") end
   end
   print()
   print(table.concat(L, "\n"))

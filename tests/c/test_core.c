@@ -126,7 +126,7 @@ static void tick(ljp_ring *r, const ljp_zones *z, const ljp_labels *l,
                  uint32_t stack, uint32_t w)
 {
   ljp_push_result res;
-  ljp_record *rec = ljp_ring_reserve(r, w, NULL, &res);
+  ljp_record *rec = ljp_ring_reserve(r, w, NULL, NULL, &res);
   CHECK(rec != NULL);
   if (!rec) return;
   rec->vmstate = 'I';

@@ -23,7 +23,7 @@ static uint64_t seqno;
 
 static int push(ljp_ring *r, uint32_t w, ljp_push_result *res)
 {
-  ljp_record *rec = ljp_ring_reserve(r, w, NULL, res);
+  ljp_record *rec = ljp_ring_reserve(r, w, NULL, NULL, res);
   if (!rec) return 0;
   rec->seq = seqno++;
   rec->vmstate = 'I';
@@ -113,7 +113,7 @@ static void produce(void)
 {
   ljp_push_result res;
   ljp_record *rec;
-  rec = ljp_ring_reserve(&sr, 1, NULL, &res);
+  rec = ljp_ring_reserve(&sr, 1, NULL, NULL, &res);
   if (rec) {
     rec->seq = (uint64_t)produced;
     atomic_store(&rec->weight, 1);
@@ -238,7 +238,7 @@ static void fill(ljp_ring *r, const ljp_record *t, int n)
   ljp_push_result res;
   int i;
   for (i = 0; i < 16; i++) {
-    ljp_record *rec = ljp_ring_reserve(r, 1, NULL, &res);
+    ljp_record *rec = ljp_ring_reserve(r, 1, NULL, NULL, &res);
     CHECK(rec != NULL);
     memcpy(rec, &t[i % n], sizeof(*rec));
     atomic_store(&rec->weight, 1);
@@ -271,20 +271,20 @@ static void test_merge_like(void)
   fill(&r, t, 16);
   a = t[0];
   /* trace 1 is 15 records back: found within the scan window */
-  CHECK(ljp_ring_reserve(&r, 5, &a, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 5, &a, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
   CHECK_EQ(weight_at(&r, 0), 6);
   CHECK_EQ(weight_at(&r, 15), 1);
   /* nothing like trace 3: dropped, no record charged */
   c = t[0];
   c.trace = 3;
-  CHECK(ljp_ring_reserve(&r, 2, &c, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 2, &c, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_DROPPED);
   for (i = 0; i < 16; i++) CHECK_EQ(weight_at(&r, i), i ? 1 : 6);
   /* a C tick where all is compiled: dropped */
   d.vmstate = 'C';
   d.cfunc = 0x1234;
-  CHECK(ljp_ring_reserve(&r, 3, &d, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 3, &d, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_DROPPED);
   CHECK_EQ(weight_at(&r, 15), 1);
   ljp_ring_free(&r);
@@ -328,13 +328,13 @@ static void test_merge_cfunc(void)
   k = t[0];
   k.native[0] = 0xa844;
   k.pc = 0xa844;
-  CHECK(ljp_ring_reserve(&r, 2, &k, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 2, &k, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
   CHECK_EQ(weight_at(&r, 14), 3);
   CHECK_EQ(weight_at(&r, 15), 1);
   /* B's tick: B's record */
   k = t[1];
-  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
   CHECK_EQ(weight_at(&r, 15), 2);
   /* A's leaf function reached another way (other frames in between): a
@@ -342,14 +342,14 @@ static void test_merge_cfunc(void)
   k = t[0];
   k.nnative = 4;
   k.nfuncs = 0xa1a1;
-  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED_LEAF);
   CHECK_EQ(weight_at(&r, 14), 4);
   /* A in another leaf function: a record of A's C function */
   k = t[0];
   k.nfuncs = 0xa2a2;
   k.nleaf[0] = 0xa900;
-  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED_FUNC);
   CHECK_EQ(weight_at(&r, 14), 5);
   /* B's leaf function under A's C function: still A's (the function
@@ -357,7 +357,7 @@ static void test_merge_cfunc(void)
   k = t[0];
   k.nfuncs = 0xa3a3;
   k.nleaf[0] = t[1].nleaf[0];
-  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED_FUNC);
   CHECK_EQ(weight_at(&r, 14), 6);
   CHECK_EQ(weight_at(&r, 15), 2);
@@ -368,18 +368,18 @@ static void test_merge_cfunc(void)
   k.lua[0].cf = 0xc000;
   k.nleaf[1] = 0xc000;
   k.nfuncs = 0xc0c0;
-  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_DROPPED);
   /* A called from another Lua line: dropped */
   k = t[0];
   k.lua[1].pc = 0x9150;
-  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_DROPPED);
   /* A named, but its outermost native frame in another function */
   k = t[0];
   k.nleaf[1] = 0xd000;
   k.nfuncs = 0xd0d0;
-  CHECK(ljp_ring_reserve(&r, 1, &k, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_DROPPED);
   for (i = 0; i < 14; i++) CHECK_EQ(weight_at(&r, i), 1);
   CHECK_EQ(weight_at(&r, 14), 6);
@@ -406,15 +406,15 @@ static void test_merge_labels(void)
   none = t[1];
   other = t[0];
   other.trace = 9;
-  CHECK(ljp_ring_reserve(&r, 4, &api, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 4, &api, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
   CHECK_EQ(weight_at(&r, 0), 5);   /* its own set */
   CHECK_EQ(weight_at(&r, 15), 1);
   /* another trace under the same labels: like no record, dropped */
-  CHECK(ljp_ring_reserve(&r, 2, &other, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 2, &other, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_DROPPED);
   CHECK_EQ(weight_at(&r, 0), 5);
-  CHECK(ljp_ring_reserve(&r, 1, &none, &res) == NULL);
+  CHECK(ljp_ring_reserve(&r, 1, &none, NULL, &res) == NULL);
   CHECK_EQ(weight_at(&r, 15), 2);
   ljp_ring_free(&r);
 }
@@ -424,12 +424,14 @@ static void test_merge_labels(void)
 ** frames are decoded at the safe point from each record's PC (the
 ** snapshot whose code holds it). A tick joins only a record whose PC (or,
 ** in a C function the trace called, return address) lies in the span
-** the tick's own PC names (ispan, sample.c: its snapshot's code); with no
-** rule (ispan[1] 0: inline frames off) any PC of the trace. Before, every
-** tick of the trace joined the newest record, whatever its snapshot. */
+** the tick's own PC names (its ljp_tickspan, beside the tick: sample.c,
+** its snapshot's code); with no rule (span[1] 0 or none: inline frames
+** off) any PC of the trace. Before, every tick of the trace joined the
+** newest record, whatever its snapshot. */
 static void test_merge_snapshot(void)
 {
   static ljp_record t[16], in2, in3, tail, cret, none, off;
+  ljp_tickspan s2, s3, stail, scret, snone, soff;
   ljp_ring r;
   ljp_push_result res;
   /* trace code [0x10000, 0x11000): snapshot spans at 0x100 steps */
@@ -449,11 +451,11 @@ static void test_merge_snapshot(void)
   fill(&r, t, 16);
   in2 = t[0];                        /* a tick in span 2, elsewhere in it */
   in2.pc = mc + 0x2f0;
-  in2.icode[0] = mc;
-  in2.icode[1] = end;
-  in2.ispan[0] = mc + 0x200;
-  in2.ispan[1] = mc + 0x300;
-  CHECK(ljp_ring_reserve(&r, 3, &in2, &res) == NULL);
+  s2.code[0] = mc;
+  s2.code[1] = end;
+  s2.span[0] = mc + 0x200;
+  s2.span[1] = mc + 0x300;
+  CHECK(ljp_ring_reserve(&r, 3, &in2, &s2, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
   CHECK_EQ(weight_at(&r, 10), 4);    /* the newest record in span 2 */
   CHECK_EQ(weight_at(&r, 14), 1);    /* not the newest of the trace */
@@ -461,45 +463,52 @@ static void test_merge_snapshot(void)
   /* span 3's end is not in it: its record is span 3's (0x310) */
   in3 = in2;
   in3.pc = mc + 0x3ff;
-  in3.ispan[0] = mc + 0x300;
-  in3.ispan[1] = mc + 0x400;
-  CHECK(ljp_ring_reserve(&r, 1, &in3, &res) == NULL);
+  s3 = s2;
+  s3.span[0] = mc + 0x300;
+  s3.span[1] = mc + 0x400;
+  CHECK(ljp_ring_reserve(&r, 1, &in3, &s3, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
   CHECK_EQ(weight_at(&r, 11), 2);
   /* a span no record lies in (the trace's tail): dropped, none charged */
   tail = in2;
   tail.pc = end - 4;
-  tail.ispan[0] = end - 24;
-  tail.ispan[1] = end;
-  CHECK(ljp_ring_reserve(&r, 2, &tail, &res) == NULL);
+  stail = s2;
+  stail.span[0] = end - 24;
+  stail.span[1] = end;
+  CHECK(ljp_ring_reserve(&r, 2, &tail, &stail, &res) == NULL);
   CHECK_EQ(res, LJP_DROPPED);
   /* in a C function the trace called: by its return address (span 9) */
   cret = t[15];
   cret.pc = 0x7100;
   cret.tret = mc + 0x980;
-  cret.icode[0] = mc;
-  cret.icode[1] = end;
-  cret.ispan[0] = mc + 0x900;
-  cret.ispan[1] = mc + 0xa00;
-  CHECK(ljp_ring_reserve(&r, 2, &cret, &res) == NULL);
+  scret.code[0] = mc;
+  scret.code[1] = end;
+  scret.span[0] = mc + 0x900;
+  scret.span[1] = mc + 0xa00;
+  CHECK(ljp_ring_reserve(&r, 2, &cret, &scret, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
   CHECK_EQ(weight_at(&r, 15), 3);
   /* in none of the trace's code ({0, 1}): only a record in none, and
   ** there is none */
   none = t[15];
   none.tret = 0;
-  none.icode[0] = mc;
-  none.icode[1] = end;
-  none.ispan[0] = 0;
-  none.ispan[1] = 1;
-  CHECK(ljp_ring_reserve(&r, 2, &none, &res) == NULL);
+  snone.code[0] = mc;
+  snone.code[1] = end;
+  snone.span[0] = 0;
+  snone.span[1] = 1;
+  CHECK(ljp_ring_reserve(&r, 2, &none, &snone, &res) == NULL);
   CHECK_EQ(res, LJP_DROPPED);
-  /* no rule (inline frames off): the newest record of the trace */
+  /* no rule (inline frames off): the newest record of the trace, with a
+  ** span whose span[1] is 0 or with none */
   off = in2;
-  off.ispan[1] = 0;
-  CHECK(ljp_ring_reserve(&r, 5, &off, &res) == NULL);
+  soff = s2;
+  soff.span[1] = 0;
+  CHECK(ljp_ring_reserve(&r, 5, &off, &soff, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
   CHECK_EQ(weight_at(&r, 15), 8);
+  CHECK(ljp_ring_reserve(&r, 1, &off, NULL, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED);
+  CHECK_EQ(weight_at(&r, 15), 9);
   for (i = 0; i < 16; i++)
     if (i != 10 && i != 11 && i != 15) CHECK_EQ(weight_at(&r, i), 1);
   ljp_ring_free(&r);

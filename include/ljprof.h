@@ -116,12 +116,17 @@ typedef struct ljprof_options {
                              (as jit.p's), a snapshot at every function
                              change, exact per function, compiled code
                              changed; LJPROF_INLINE_OFF: the frame the
-                             trace runs in */
+                             trace runs in; LJPROF_INLINE_RECORDED: the
+                             frames each IR instruction was recorded in
+                             (a jit.attach "record" handler for a bounded
+                             number of recorded bytecodes), compiled code
+                             unchanged, the snapshots' rule where unknown */
 } ljprof_options;
 
 #define LJPROF_INLINE_SNAPSHOTS 0
 #define LJPROF_INLINE_EXACT 1
 #define LJPROF_INLINE_OFF 2
+#define LJPROF_INLINE_RECORDED 3
 
 /* Default signal: SIGURG. Not SIGPROF, so that LuaJIT's own jit.profile
 ** can run in the same process; and a signal whose default action is to

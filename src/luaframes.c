@@ -24,6 +24,7 @@
 #include "objects.h"
 #include "tracemem.h"
 #include "tracesnap.h"
+#include "irmap.h"
 #include "ffid.h"
 #include "names.h"
 #include "traces.h"
@@ -933,7 +934,15 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
     mpc = r->tret - 1;
   }
   pe = ctx->jitmode_on ? prof_sites(ctx, r->tobj) : NULL;
-  n = ljp_ts_sample_frames(r->tobj, mpc,
+  /* inline=recorded: the frames the code at mpc was recorded in, where
+  ** the record map knows them (irmap.h); else the snapshots' rule. */
+  n = ctx->irmap && ctx->opt.inline_frames == LJPROF_INLINE_RECORDED
+          ? ljp_irmap_frames(ctx, r->trace, r->tobj, mpc, f, LJP_TS_MAX,
+                             &basepc, &est)
+          : -1;
+  if (n >= 0 && basepc && !ljp_ts_pc_in(r->lua[0].bc, basepc)) n = -1;
+  if (n >= 0) ctx->inline_recorded++;
+  else n = ljp_ts_sample_frames(r->tobj, mpc,
                      ctx->jitmode_on ? LJP_TS_EXACT
                      : ljp_env_is(&certain, "LJPROF_INLINE", "certain")
                          ? LJP_TS_CERTAIN

@@ -44,6 +44,7 @@
 #include "symbols.h"
 #include "unwind.h"
 #include "exit_signals.h"
+#include "irmap.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -116,7 +117,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   atomic_store(&ctx->n_host, 0);
   ctx->stack_checks = ctx->stack_mismatches = 0;
   ctx->inline_samples = ctx->inline_undecoded = 0;
-  ctx->inline_estimated = 0;
+  ctx->inline_estimated = ctx->inline_recorded = 0;
   ctx->snap_checks = ctx->snap_mismatches = 0;
   ctx->pid = getpid();
   ctx->tid = ljp_gettid();
@@ -242,6 +243,20 @@ static void jitmode_down(ljp_ctx *ctx, lua_State *L)
   ctx->jitmode_on = 0;
 }
 
+/* inline=recorded: the "record" handler, from the start (traces recorded
+** before the first sample are mapped too). */
+static int irmap_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  (void)err; (void)n;
+  ljp_irmap_start(ctx, L);
+  return 0;
+}
+
+static void irmap_down(ljp_ctx *ctx, lua_State *L)
+{
+  if (L) ljp_irmap_stop(ctx, L);
+}
+
 static void traces_down(ljp_ctx *ctx, lua_State *L)
 {
   ljp_traces_exitcheck(ctx, L, 0);
@@ -341,6 +356,7 @@ static const ljp_step steps[] = {
   {native_up, NULL},
   {traces_up, traces_down},
   {jitmode_up, jitmode_down},
+  {irmap_up, irmap_down},
   {calls_up, calls_down},
   {token_up, token_down},
   {hook_up, hook_down},

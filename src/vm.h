@@ -51,6 +51,9 @@ void ljp_vm_learn_layouts(void);
 /* [safe] The layouts of the trace snapshots (inlined frames), learnt when
 ** the first sample in compiled code asks for them (costly: once). */
 void ljp_vm_learn_snapshots(void);
+/* [safe] The record map's jit_State layout (inline=recorded, irmap.c),
+** with the snapshot layouts it needs: at start, once per process. */
+void ljp_vm_learn_irmap(void);
 /* [safe] Learn PROF's IR opcode (LuaJIT's profiling mode's function-change
 ** check, inline=exact) from jit.vmdef in L, once per process; unknown:
 ** exact mode's merged checks are not looked for. */

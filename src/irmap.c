@@ -374,11 +374,13 @@ static int64_t budget(void)
 void ljp_irmap_start(ljp_ctx *ctx, lua_State *L)
 {
   ljp_irmap *m;
+  int top = lua_gettop(L);
   if (ctx->opt.inline_frames != LJPROF_INLINE_RECORDED || !ctx->tr.mem ||
       !ctx->vm_g)
     return;
   ljp_vm_learn_irmap();
   if (!ljp_irl.ok) return;
+  int first = !ctx->irmap;
   if (!(m = ctx->irmap)) {
     if (!(m = ctx->irmap = calloc(1, sizeof(*m)))) return;
     m->handler_ref = m->attach_ref = LUA_NOREF;
@@ -397,6 +399,18 @@ void ljp_irmap_start(ljp_ctx *ctx, lua_State *L)
   m->attach_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   m->on = install(ctx, m, L);
   if (!m->on && !m->why) m->why = "jit.attach(\"record\") unavailable";
+  /* The state's first mapped run: the traces compiled before it have no
+  ** map; they are flushed once (as LuaJIT's profiler start does) and
+  ** recorded again with the handler in place. Later runs keep theirs. */
+  if (m->on && first) {
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "jit");
+    if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+      lua_getfield(L, -1, "flush");
+      if (lua_isfunction(L, -1)) lua_pcall(L, 0, 0, 0);
+    }
+    lua_settop(L, top);
+  }
 }
 
 void ljp_irmap_stop(ljp_ctx *ctx, lua_State *L)
@@ -499,46 +513,119 @@ static int same_frames(const ljp_tsframe *a, int na, const ljp_tsframe *b,
   return 1;
 }
 
-/* The loop's copied body: own[] of each copy from its source's. */
-static void align_copies(ljp_irmap *m, irtrace *t, uintptr_t ir)
+/* A snapshot's decoded frames, PCs included (a copied snapshot keeps its
+** source's PC and frame links: lj_opt_loop.c, loop_subst_snap). */
+typedef struct snapfr {
+  uint32_t ref;
+  int n;
+  uintptr_t basepc;
+  ljp_tsframe f[LJP_TS_MAX];
+} snapfr;
+
+static int same_snap(const snapfr *a, const snapfr *b)
+{
+  int i;
+  if (a->n < 0 || a->n != b->n || a->basepc != b->basepc) return 0;
+  for (i = 0; i < a->n; i++)
+    if (a->f[i].fn != b->f[i].fn || a->f[i].slot != b->f[i].slot ||
+        a->f[i].pc != b->f[i].pc)
+      return 0;
+  return 1;
+}
+
+/* A source operand o and its copy's x: a constant or literal as is; a
+** source instruction copied: its copy; one not copied: any (it was CSE'd
+** or folded into another). */
+static int operand_ok(const uint16_t *subst, uint32_t loop, uint32_t o,
+                      uint32_t x)
+{
+  if (o >= REF_FIRST && o < loop)
+    return !subst[o - REF_FIRST] || subst[o - REF_FIRST] == x;
+  return o == x;
+}
+
+/* The loop's copied body: each copy aligned to its source, own[] from its
+** source's; then checked against the snapshots. Copied snapshots are
+** their sources' in order (a source snapshot with no guard since the last
+** one is merged into the next): each is matched to the next source
+** snapshot with the same frames and PCs, and a copy in copied snapshot
+** q's code must come from source code between q's source and the next
+** copied snapshot's source; one that does not (or lies where no match
+** was found) has no frames. */
+static void align_copies(ljp_irmap *m, irtrace *t, uintptr_t T, uintptr_t ir)
 {
   uint32_t loop = t->loopref, c, s = REF_FIRST, nsrc = loop - REF_FIRST;
   uint16_t *subst = calloc(nsrc ? nsrc : 1, sizeof(uint16_t));  /* 0: none */
-  if (!subst) {
-    for (c = loop + 1; c < t->nins; c++) t->own[c - REF_FIRST] = -1;
-    return;
-  }
+  uint16_t *srcof = calloc(t->nins - loop, sizeof(uint16_t));
+  uintptr_t snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
+  int nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap), k, nso = 0, nco = 0, q, j;
+  snapfr *so = calloc((size_t)nsnap + 1, sizeof(snapfr));
+  snapfr *co = calloc((size_t)nsnap + 1, sizeof(snapfr));
+  int32_t *match = calloc((size_t)nsnap + 1, sizeof(int32_t));
   t->own[loop - REF_FIRST] = -1;
+  if (!subst || !srcof || !so || !co || !match) {
+    for (c = loop + 1; c < t->nins; c++) t->own[c - REF_FIRST] = -1;
+    goto out;
+  }
   for (c = loop + 1; c < t->nins; c++) {
     int op = ir_op(ir, c), ty = ir_t(ir, c);
-    uint32_t a = ir_op1(ir, c), b = ir_op2(ir, c), k, found = 0;
-    for (k = s; k < loop && k < s + 64; k++) {
-      uint32_t o1 = ir_op1(ir, k), o2 = ir_op2(ir, k);
-      if (ir_op(ir, k) != op || ir_t(ir, k) != ty) continue;
-      /* an operand: a constant or literal as is; a source instruction
-      ** copied: its copy; one not copied: any (it was CSE'd or folded) */
-      if (o1 >= REF_FIRST && o1 < loop ? subst[o1 - REF_FIRST] &&
-                                             subst[o1 - REF_FIRST] != a
-                                       : o1 != a)
-        continue;
-      if (o2 >= REF_FIRST && o2 < loop ? subst[o2 - REF_FIRST] &&
-                                             subst[o2 - REF_FIRST] != b
-                                       : o2 != b)
-        continue;
-      found = k;
-      break;
+    uint32_t a = ir_op1(ir, c), b = ir_op2(ir, c), kk, found = 0;
+    for (kk = s; kk < loop && kk < s + 64; kk++) {
+      uint32_t o1 = ir_op1(ir, kk), o2 = ir_op2(ir, kk);
+      if (ir_op(ir, kk) != op || ir_t(ir, kk) != ty) continue;
+      /* operands as substituted (FOLD may swap a commutative pair) */
+      if ((operand_ok(subst, loop, o1, a) && operand_ok(subst, loop, o2, b)) ||
+          (operand_ok(subst, loop, o1, b) && operand_ok(subst, loop, o2, a))) {
+        found = kk;
+        break;
+      }
     }
+    t->own[c - REF_FIRST] = -1;
     if (found) {
       subst[found - REF_FIRST] = (uint16_t)c;
-      t->own[c - REF_FIRST] = t->own[found - REF_FIRST];
+      srcof[c - loop] = (uint16_t)found;
       s = found + 1;
+    }
+  }
+  /* The snapshots: the source ones (from #1: #0 is copied to none) and the
+  ** copies, decoded. */
+  for (k = 0; k < nsnap; k++) {
+    uint32_t ref = ld16(snap + (uintptr_t)k * SNAPSZ + 4);
+    snapfr *f = ref <= loop ? (k ? &so[nso++] : NULL) : &co[nco++];
+    if (!f) continue;
+    f->ref = ref;
+    f->n = ljp_ts_frames(T, k, f->f, LJP_TS_MAX, &f->basepc);
+  }
+  for (q = 0, j = 0; q < nco; q++) {
+    int jj;
+    match[q] = -1;
+    for (jj = j; jj < nso; jj++)
+      if (same_snap(&co[q], &so[jj])) break;
+    if (jj < nso) {
+      match[q] = jj;
+      j = jj + 1;
+    }
+  }
+  for (c = loop + 1, q = -1; c < t->nins; c++) {
+    uint32_t sr = srcof[c - loop], lo, hi;
+    while (q + 1 < nco && co[q + 1].ref <= c) q++;
+    /* the source range of copied snapshot q's code */
+    if (q < 0) lo = REF_FIRST;
+    else lo = match[q] >= 0 ? so[match[q]].ref : 0xffffffffu;
+    hi = q + 1 < nco && match[q + 1] >= 0 ? so[match[q + 1]].ref : loop;
+    if (sr && sr >= lo && sr < hi) {
+      t->own[c - REF_FIRST] = t->own[sr - REF_FIRST];
       m->copies++;
     } else {
-      t->own[c - REF_FIRST] = -1;
       m->copies_unknown++;
     }
   }
+out:
   free(subst);
+  free(srcof);
+  free(so);
+  free(co);
+  free(match);
 }
 
 static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
@@ -596,14 +683,13 @@ static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
     t->nside = n > 0 ? n : 0;
     if (n < 0) t->sidepc = 0;
   }
-  if (t->loopref) align_copies(m, t, ir);
-  /* The proof: each snapshot's frames. */
+  /* The proof: each source snapshot's frames. */
   for (k = 0; k < nsnap; k++) {
     ljp_tsframe a[LJP_TS_MAX], b[LJP_TS_MAX];
     uintptr_t apc, bpc;
     uint32_t ref = ld16(snap + (uintptr_t)k * SNAPSZ + 4);
     int na = ljp_ts_frames(T, k, a, LJP_TS_MAX, &apc), nb, ok = 0;
-    if (na < 0 || ref < REF_FIRST || ref >= nins) continue;
+    if (na < 0 || ref < REF_FIRST || ref >= lim) continue;
     nb = frames_at(t, ref, b, LJP_TS_MAX, &bpc);
     if (nb < 0) continue;
     ok = same_frames(a, na, b, nb);
@@ -618,9 +704,25 @@ static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
       t->own[ref - REF_FIRST] = save;
       ok = nb >= 0 && same_frames(a, na, b, nb);
     }
-    if (!ok) return -1;
+    if (!ok) {
+      if (getenv("IRMAP_DEBUG")) {
+        int q;
+        fprintf(stderr, "refused: snap %d ref %u na %d nb %d\n", k, ref - REF_BIAS, na, nb);
+        for (q = 0; q < na; q++) fprintf(stderr, "  a fn %lx slot %d\n", (unsigned long)a[q].fn, a[q].slot);
+        nb = frames_at(t, ref, b, LJP_TS_MAX, &bpc);
+        for (q = 0; q < nb; q++) fprintf(stderr, "  b fn %lx slot %d\n", (unsigned long)b[q].fn, b[q].slot);
+        for (i = 0; i < t->n; i++) fprintf(stderr, " ev %u ref %u depth %u slot %u fn %lx pc %lx\n", i, t->ev[i].ref, t->ev[i].depth, t->ev[i].slot, (unsigned long)t->ev[i].fn, (unsigned long)t->ev[i].pc);
+      }
+      return -1;
+    }
   }
+  if (t->loopref) align_copies(m, t, T, ir);
   t->state = 1;
+  if (getenv("IRMAP_DEBUG")) {
+    fprintf(stderr, "trace nins=%u loop=%u nev=%u copies %lu unknown %lu\n", nins - REF_BIAS, t->loopref ? t->loopref - REF_BIAS : 0, t->n, (unsigned long)m->copies, (unsigned long)m->copies_unknown);
+    for (r = REF_FIRST; r < nins; r++) fprintf(stderr, " ref %04u op %d %04u %04u own %d\n", r - REF_BIAS, ir_op(ir, r), ir_op1(ir, r) - (ir_op1(ir,r) >= REF_BIAS ? REF_BIAS : 0), ir_op2(ir, r)- (ir_op2(ir,r) >= REF_BIAS ? REF_BIAS : 0), t->own[r - REF_FIRST]);
+    for (k = 0; k < nsnap; k++) fprintf(stderr, " snap %d ref %u\n", k, ld16(snap + (uintptr_t)k * SNAPSZ + 4) - REF_BIAS);
+  }
   return 0;
 }
 

@@ -919,7 +919,7 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
   ljp_tsframe f[LJP_TS_MAX];
   uintptr_t basepc = 0, mpc = r->pc;
   const profent *pe;
-  int n, i, keep, est;
+  int n, i, keep, est, recorded;
   /* LJPROF_INLINE=certain|split: other rules, for measurements */
   static _Atomic int certain = -1, split = -1;
   if (!r->tobj || !r->nlua || r->lua[0].kind != 0 || r->lua[0].inl ||
@@ -941,8 +941,8 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
                              &basepc, &est)
           : -1;
   if (n >= 0 && basepc && !ljp_ts_pc_in(r->lua[0].bc, basepc)) n = -1;
-  if (n >= 0) ctx->inline_recorded++;
-  else n = ljp_ts_sample_frames(r->tobj, mpc,
+  recorded = n >= 0;
+  if (!recorded) n = ljp_ts_sample_frames(r->tobj, mpc,
                      ctx->jitmode_on ? LJP_TS_EXACT
                      : ljp_env_is(&certain, "LJPROF_INLINE", "certain")
                          ? LJP_TS_CERTAIN
@@ -978,6 +978,7 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
   }
   r->nlua = (uint8_t)(n + keep);
   ctx->inline_samples++;
+  if (recorded) ctx->inline_recorded++;
   if (est) ctx->inline_estimated++;
 }
 

@@ -19,7 +19,6 @@
 #include <lauxlib.h>
 
 #include "ljp.h"
-#include "irmap.h"
 #include "vm.h"
 #include "clocks.h"
 #include "objects.h"
@@ -141,6 +140,7 @@ void ljprof_options_init(ljprof_options *opt)
   opt->stack_fmt = "fZ;";
   opt->stack_depth = -100;
   opt->native = 1;
+  opt->inline_frames = LJPROF_INLINE_RECORDED;
 }
 
 int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
@@ -813,7 +813,7 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
       ctx->opt.inline_frames == LJPROF_INLINE_OFF || !ctx->tr.mem ? "off"
       : caps.snap_off ? caps.snap_off
       : ctx->jitmode_run ? "exact"
-      : ctx->opt.inline_frames == LJPROF_INLINE_RECORDED && ljp_irl.ok
+      : ctx->opt.inline_frames == LJPROF_INLINE_RECORDED && ljp_irmap_ok()
           ? "recorded" : "snapshots";
   ri->inline_samples = ctx->inline_samples;
   ri->inline_undecoded = ctx->inline_undecoded;

@@ -378,8 +378,7 @@ void ljp_irmap_start(ljp_ctx *ctx, lua_State *L)
   if (ctx->opt.inline_frames != LJPROF_INLINE_RECORDED || !ctx->tr.mem ||
       !ctx->vm_g)
     return;
-  ljp_vm_learn_irmap();
-  if (!ljp_irl.ok) return;
+  if (!ljp_irl.ok) return;           /* (run.c learnt it first) */
   int first = !ctx->irmap;
   if (!(m = ctx->irmap)) {
     if (!(m = ctx->irmap = calloc(1, sizeof(*m)))) return;
@@ -450,6 +449,8 @@ void ljp_irmap_free(ljp_ctx *ctx)
   free(m);
   ctx->irmap = NULL;
 }
+
+int ljp_irmap_ok(void) { return ljp_irl.ok; }
 
 void ljp_irmap_stats(ljp_ctx *ctx, uint64_t *events, uint64_t *proven,
                      uint64_t *refused, int *spent, const char **why)

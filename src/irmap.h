@@ -59,25 +59,7 @@ extern ljp_irlayout ljp_irl;
 ** proven (tracesnap.h): learn and prove, once per process. */
 int ljp_irmap_probe(lua_State *S);
 
-typedef struct ljp_ctx ljp_ctx;
-
-/* Run control (run.c): attach at start (chained with the handler in the
-** "record" slot; none is attached without the layouts), detach at stop
-** (that handler put back). Check at a safe point: the budget spent, or
-** the map turned off: detach; replaced by somebody: attach on top. */
-void ljp_irmap_start(ljp_ctx *ctx, lua_State *L);
-void ljp_irmap_stop(ljp_ctx *ctx, lua_State *L);
-void ljp_irmap_check(ljp_ctx *ctx, lua_State *L);
-void ljp_irmap_free(ljp_ctx *ctx);
-/* For stats(): events mapped, traces proven and refused, the budget
-** spent, why the map is off (NULL: it is not). */
-void ljp_irmap_stats(ljp_ctx *ctx, uint64_t *events, uint64_t *proven,
-                     uint64_t *refused, int *spent, const char **why);
-/* The handler's work (safepoint.c's entry): the event's arguments are at
-** 1..4; returns their count, for ljp_irmap_chain, which calls the handler
-** ours replaced with them. */
-int ljp_irmap_event(ljp_ctx *ctx, lua_State *L);
-int ljp_irmap_chain(lua_State *L, int nargs);
+/* Run control, the handler, stats: vm.h (ljp_irmap_*). */
 
 /* Budget: recorded bytecodes mapped per run (LJPROF_IRMAP_BUDGET
 ** overrides, for tests and measurements). */

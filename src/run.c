@@ -44,7 +44,6 @@
 #include "symbols.h"
 #include "unwind.h"
 #include "exit_signals.h"
-#include "irmap.h"
 
 static char *dup_or_null(const char *s)
 {
@@ -248,6 +247,8 @@ static void jitmode_down(ljp_ctx *ctx, lua_State *L)
 static int irmap_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)err; (void)n;
+  if (ctx->opt.inline_frames == LJPROF_INLINE_RECORDED && ctx->tr.mem)
+    ljp_vm_learn_irmap();
   ljp_irmap_start(ctx, L);
   return 0;
 }

@@ -29,7 +29,6 @@
 #include "ljp.h"
 #include "calls.h"
 #include "exit_signals.h"
-#include "irmap.h"
 
 static int clamp_ticks(uint64_t n)
 {

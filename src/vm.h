@@ -186,6 +186,29 @@ void ljp_frames_reset(ljp_ctx *ctx);
 int ljp_snapcheck_note(ljp_ctx *ctx, int32_t tr, int32_t ex);
 void ljp_snapcheck_run(ljp_ctx *ctx, lua_State *L);
 
+/* -- The record map (irmap.c), inline=recorded ------------------------------ */
+
+/* [safe] The "record" handler, chained with the one in its slot: attached
+** at start (none without the layouts: ljp_vm_learn_irmap first), detached
+** at stop; at a safe point, detached once its budget is spent or its reads
+** disagree, attached again on top of a handler that replaced it. */
+void ljp_irmap_start(ljp_ctx *ctx, lua_State *L);
+void ljp_irmap_stop(ljp_ctx *ctx, lua_State *L);
+void ljp_irmap_check(ljp_ctx *ctx, lua_State *L);
+/* [any] The maps freed (the context is). */
+void ljp_irmap_free(ljp_ctx *ctx);
+/* [safe] A "record" event (safepoint.c's handler): returns the event's
+** argument count, for ljp_irmap_chain, which calls the handler ours
+** replaced. */
+int ljp_irmap_event(ljp_ctx *ctx, lua_State *L);
+int ljp_irmap_chain(lua_State *L, int nargs);
+/* [any] For stats(): events mapped, traces proven and refused, the budget
+** spent, why the map is off (NULL: it is not). */
+void ljp_irmap_stats(ljp_ctx *ctx, uint64_t *events, uint64_t *proven,
+                     uint64_t *refused, int *spent, const char **why);
+/* [any] The layouts are proven (the report's mode: "recorded"). */
+int ljp_irmap_ok(void);
+
 /* -- Trace tracking (traces.c) --------------------------------------------- */
 
 /* [safe] Follow traces: from memory where the layouts are proven, else

@@ -80,6 +80,9 @@ typedef struct irtrace {
   uint32_t loopref;        /* 0: no loop */
   int32_t *own;            /* per reference from REF_FIRST: event, -1 */
   int32_t *parent;         /* per event */
+  uint8_t *uni;            /* per snapshot: 0 not known yet, 1 its code's
+                              references have one set of frames, 2 not */
+  int nsnap;
   int nside;               /* a side trace: snapshot 0's frames */
   uintptr_t sidepc;
   ljp_tsframe side[LJP_TS_MAX];
@@ -113,6 +116,7 @@ static void tr_free(irtrace *t)
   free(t->ev);
   free(t->own);
   free(t->parent);
+  free(t->uni);
   free(t);
 }
 
@@ -423,7 +427,7 @@ void ljp_irmap_stop(ljp_ctx *ctx, lua_State *L)
   m->cn = 0;
 }
 
-void ljp_irmap_check(ljp_ctx *ctx, lua_State *L)
+void ljp_irmap_check(ljp_ctx *ctx, lua_State *L, int full)
 {
   ljp_irmap *m = ctx->irmap;
   if (!m || !m->key) return;
@@ -431,7 +435,7 @@ void ljp_irmap_check(ljp_ctx *ctx, lua_State *L)
     uninstall(m, L);
     return;
   }
-  if (!installed(m, L)) {   /* replaced: on top of the newcomer */
+  if (full && !installed(m, L)) {   /* replaced: on top of the newcomer */
     m->cur = 0;             /* events were missed */
     m->cn = 0;
     install(ctx, m, L);
@@ -649,8 +653,10 @@ static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
   for (r = REF_FIRST; r < nins; r++)
     if (ir_op(ir, r) == ljp_irl.op_loop) { t->loopref = r; break; }
   lim = t->loopref ? t->loopref : nins;
+  t->nsnap = nsnap;
   if (!(t->own = malloc((nins - REF_FIRST) * sizeof(int32_t))) ||
-      !(t->parent = malloc(t->n * sizeof(int32_t))))
+      !(t->parent = malloc(t->n * sizeof(int32_t))) ||
+      !(t->uni = calloc((size_t)nsnap + 1, 1)))
     return -1;
   /* Parents; a root trace that returned below its base frame: unknown
   ** from the return on (the base moved). */
@@ -732,7 +738,7 @@ static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
 static irtrace *map_of(ljp_irmap *m, int32_t tr, uintptr_t T)
 {
   irtrace *t;
-  if (!m || m->off || tr <= 0) return NULL;
+  if (!m || m->off || tr <= 0 || !ljp_tsl.ok) return NULL;
   /* The recording in the buffer has the number of a trace alive: it is
   ** that trace's (a new recording takes a number not in use). */
   if (tr == m->cur) finish(m);
@@ -751,7 +757,9 @@ static irtrace *map_of(ljp_irmap *m, int32_t tr, uintptr_t T)
     m->refused++;
     free(t->own);
     free(t->parent);
+    free(t->uni);
     t->own = t->parent = NULL;
+    t->uni = NULL;
     return NULL;
   }
   m->proven++;
@@ -786,11 +794,14 @@ int ljp_mc_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo, uint32_t *ref_hi,
   return 1;
 }
 
-/* The span of references of the snapshot whose code holds ofs. */
-static int snap_refs(uintptr_t T, uint32_t ofs, uint32_t *rlo, uint32_t *rhi)
+/* The span of references of the snapshot whose code holds ofs (its number
+** in *snapno). */
+static int snap_refs(uintptr_t T, uint32_t ofs, uint32_t *rlo, uint32_t *rhi,
+                     int *snapno)
 {
   uintptr_t snap;
   int nsnap, sn = ljp_ts_snapno(T, ld64(T + (uintptr_t)ljp_tml.t_mcode) + ofs);
+  *snapno = sn;
   if (sn < 0) return 0;
   nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
   snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
@@ -825,7 +836,7 @@ int ljp_irmap_frames(ljp_ctx *ctx, int32_t tr, uintptr_t T, uintptr_t mpc,
 {
   irtrace *t = map_of(ctx->irmap, tr, T);
   uint32_t lo, hi, ofs, slo, shi, mid;
-  int exact, n;
+  int exact, n, sn;
   *estimated = 0;
   if (!t) return -1;
   ofs = (uint32_t)(mpc - t->mcode);
@@ -838,9 +849,14 @@ int ljp_irmap_frames(ljp_ctx *ctx, int32_t tr, uintptr_t T, uintptr_t mpc,
   if (exact) {
     *estimated = !same_over(t, lo, hi + 1, out, n);
   } else {
-    /* estimated: certain only when the snapshot's whole span has them */
-    *estimated = !snap_refs(T, ofs, &slo, &shi) ||
-                 !same_over(t, slo, shi, out, n);
+    /* estimated: certain only when the snapshot's whole span has them
+    ** (once per snapshot) */
+    if (!snap_refs(T, ofs, &slo, &shi, &sn) || sn >= t->nsnap) {
+      *estimated = 1;
+    } else {
+      if (!t->uni[sn]) t->uni[sn] = same_over(t, slo, shi, out, n) ? 1 : 2;
+      *estimated = t->uni[sn] != 1;
+    }
   }
   return n;
 }
@@ -952,7 +968,7 @@ int ljp_irmap_probe(lua_State *S)
   int nfound = 0;
   if (ljp_irl.tried) return ljp_irl.ok;
   ljp_irl.tried = 1;
-  if (!ljp_tsl.ok) return fail("snapshot layout unknown");
+  if (!ljp_tml.ok) return fail("trace layout unknown");
   if (!(g = ljp_vm_global(S))) return fail("global state unknown");
   if (ljp_tml.g_trace <= 0 || ljp_tml.g_trace > PWIN)
     return fail("trace array not after the global state");

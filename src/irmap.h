@@ -55,15 +55,17 @@ typedef struct ljp_irlayout {
 
 extern ljp_irlayout ljp_irl;
 
-/* Normal context, in a state of ljprof's own with the snapshot layouts
-** proven (tracesnap.h): learn and prove, once per process. */
+/* Normal context, in a state of ljprof's own with the trace layouts
+** proven (tracemem.h): learn and prove, once per process. (Deriving and
+** using a map needs the snapshot layouts too: tracesnap.h, learnt at the
+** first sample in compiled code.) */
 int ljp_irmap_probe(lua_State *S);
 
 /* Run control, the handler, stats: vm.h (ljp_irmap_*). */
 
 /* Budget: recorded bytecodes mapped per run (LJPROF_IRMAP_BUDGET
 ** overrides, for tests and measurements). */
-#define LJP_IRMAP_BUDGET 1000000
+#define LJP_IRMAP_BUDGET 500000
 
 /* A machine code offset of trace T (alive) -> the IR references its code
 ** came from, [*ref_lo, *ref_hi] (biased); *exact 0 when estimated. 0 when

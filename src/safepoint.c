@@ -129,8 +129,10 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   if (ljp_ring_completed(&ctx->ring) >= ctx->ring.cap / 2) {
     ljp_aggregate(ctx);
     ljp_traces_check(ctx, L);
+    if (ctx->irmap) ljp_irmap_check(ctx, L, 1);  /* replaced? */
+  } else if (ctx->irmap) {
+    ljp_irmap_check(ctx, L, 0);                  /* budget spent? */
   }
-  if (ctx->irmap) ljp_irmap_check(ctx, L);  /* budget spent, replaced */
   /* 4. The jit.profile callback: not inside a recording (its Lua code
   ** would run in the recorder's place); its ticks wait for the next
   ** safe point. */

@@ -191,10 +191,11 @@ void ljp_snapcheck_run(ljp_ctx *ctx, lua_State *L);
 /* [safe] The "record" handler, chained with the one in its slot: attached
 ** at start (none without the layouts: ljp_vm_learn_irmap first), detached
 ** at stop; at a safe point, detached once its budget is spent or its reads
-** disagree, attached again on top of a handler that replaced it. */
+** disagree (a flag read), and with full, attached again on top of a
+** handler that replaced it (a registry lookup: when aggregating). */
 void ljp_irmap_start(ljp_ctx *ctx, lua_State *L);
 void ljp_irmap_stop(ljp_ctx *ctx, lua_State *L);
-void ljp_irmap_check(ljp_ctx *ctx, lua_State *L);
+void ljp_irmap_check(ljp_ctx *ctx, lua_State *L, int full);
 /* [any] The maps freed (the context is). */
 void ljp_irmap_free(ljp_ctx *ctx);
 /* [safe] A "record" event (safepoint.c's handler): returns the event's

@@ -68,14 +68,14 @@ void ljp_vm_learn_snapshots(void)
 }
 
 /* The record map's layout (irmap.c), at the start of an inline=recorded
-** run (its handler must see the first traces): the snapshot layouts first,
-** in the same state of ljprof's own. */
+** run (its handler must see the first traces). The snapshot layouts it
+** uses to derive and check a map wait, as before, for the first sample in
+** compiled code. */
 void ljp_vm_learn_irmap(void)
 {
   lua_State *S;
   pthread_mutex_lock(&learn_mu);
   if (!ljp_irl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
-    if (!ljp_tsl.tried) ljp_tracesnap_probe(S);
     ljp_irmap_probe(S);
     lua_close(S);
   }

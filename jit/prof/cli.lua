@@ -89,7 +89,7 @@ options:
                    every trace event)
       --inline MODE  frames LuaJIT inlined into traces: recorded
                    (default: the frames each instruction was recorded in,
-                   from a handler on the recorder's first 1,000,000
+                   from a handler on the recorder's first 500,000
                    bytecodes; compiled code unchanged), snapshots (the
                    traces' snapshots only, no handler), exact (LuaJIT's
                    profiling mode, as -jp's: exact per function, compiled

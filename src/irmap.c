@@ -375,6 +375,16 @@ static int64_t budget(void)
   return v > 0 ? v : LJP_IRMAP_BUDGET;
 }
 
+/* Is there a compiled trace? (The first run's flush is skipped without
+** one: a flush is an event the program's own handlers see.) */
+static int any_trace(uintptr_t g)
+{
+  uint32_t n = *(const uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace), tr;
+  for (tr = 1; tr < n; tr++)
+    if (ljp_vm_trace(g, (int32_t)tr)) return 1;
+  return 0;
+}
+
 void ljp_irmap_start(ljp_ctx *ctx, lua_State *L)
 {
   ljp_irmap *m;
@@ -405,7 +415,7 @@ void ljp_irmap_start(ljp_ctx *ctx, lua_State *L)
   /* The state's first mapped run: the traces compiled before it have no
   ** map; they are flushed once (as LuaJIT's profiler start does) and
   ** recorded again with the handler in place. Later runs keep theirs. */
-  if (m->on && first) {
+  if (m->on && first && any_trace(m->g)) {
     lua_getglobal(L, "require");
     lua_pushstring(L, "jit");
     if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {

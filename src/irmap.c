@@ -76,6 +76,7 @@ typedef struct irtrace {
   irev *ev;
   int state;               /* 0 not derived, 1 proven, -1 refused */
   uintptr_t T, mcode;      /* the object it was derived for */
+  uintptr_t startpc;
   uint32_t size, nins;
   uint32_t loopref;        /* 0: no loop */
   int32_t *own;            /* per reference from REF_FIRST: event, -1 */
@@ -652,6 +653,7 @@ static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
   int nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap), k, d;
   uint32_t i;
   t->T = T;
+  t->startpc = ld64(T + (uintptr_t)ljp_tml.t_startpc);
   t->mcode = ld64(T + (uintptr_t)ljp_tml.t_mcode);
   t->size = ld32(T + (uintptr_t)ljp_tml.t_szmcode);
   t->nins = nins;
@@ -756,7 +758,8 @@ static irtrace *map_of(ljp_irmap *m, int32_t tr, uintptr_t T)
   if (t->state) {
     if (t->T != T || t->mcode != ld64(T + (uintptr_t)ljp_tml.t_mcode) ||
         t->size != ld32(T + (uintptr_t)ljp_tml.t_szmcode) ||
-        t->nins != ld32(T + (uintptr_t)ljp_irl.t_nins)) {
+        t->nins != ld32(T + (uintptr_t)ljp_irl.t_nins) ||
+        t->startpc != ld64(T + (uintptr_t)ljp_tml.t_startpc)) {
       drop(m, tr);            /* another trace took the number */
       return NULL;
     }

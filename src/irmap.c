@@ -723,25 +723,10 @@ static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
       t->own[ref - REF_FIRST] = save;
       ok = nb >= 0 && same_frames(a, na, b, nb);
     }
-    if (!ok) {
-      if (getenv("IRMAP_DEBUG")) {
-        int q;
-        fprintf(stderr, "refused: snap %d ref %u na %d nb %d\n", k, ref - REF_BIAS, na, nb);
-        for (q = 0; q < na; q++) fprintf(stderr, "  a fn %lx slot %d\n", (unsigned long)a[q].fn, a[q].slot);
-        nb = frames_at(t, ref, b, LJP_TS_MAX, &bpc);
-        for (q = 0; q < nb; q++) fprintf(stderr, "  b fn %lx slot %d\n", (unsigned long)b[q].fn, b[q].slot);
-        for (i = 0; i < t->n; i++) fprintf(stderr, " ev %u ref %u depth %u slot %u fn %lx pc %lx\n", i, t->ev[i].ref, t->ev[i].depth, t->ev[i].slot, (unsigned long)t->ev[i].fn, (unsigned long)t->ev[i].pc);
-      }
-      return -1;
-    }
+    if (!ok) return -1;
   }
   if (t->loopref) align_copies(m, t, T, ir);
   t->state = 1;
-  if (getenv("IRMAP_DEBUG")) {
-    fprintf(stderr, "trace nins=%u loop=%u nev=%u copies %lu unknown %lu\n", nins - REF_BIAS, t->loopref ? t->loopref - REF_BIAS : 0, t->n, (unsigned long)m->copies, (unsigned long)m->copies_unknown);
-    for (r = REF_FIRST; r < nins; r++) fprintf(stderr, " ref %04u op %d %04u %04u own %d\n", r - REF_BIAS, ir_op(ir, r), ir_op1(ir, r) - (ir_op1(ir,r) >= REF_BIAS ? REF_BIAS : 0), ir_op2(ir, r)- (ir_op2(ir,r) >= REF_BIAS ? REF_BIAS : 0), t->own[r - REF_FIRST]);
-    for (k = 0; k < nsnap; k++) fprintf(stderr, " snap %d ref %u\n", k, ld16(snap + (uintptr_t)k * SNAPSZ + 4) - REF_BIAS);
-  }
   return 0;
 }
 

@@ -110,8 +110,14 @@ typedef struct ljprof_options {
                              handler called on every trace event; 0
                              (default): nothing is paid per trace event */
   int inline_frames;      /* frames LuaJIT inlined into a trace:
-                             LJPROF_INLINE_SNAPSHOTS (0, default) from the
-                             trace's snapshots, compiled code unchanged;
+                             LJPROF_INLINE_RECORDED (ljprof_options_init's
+                             default): the frames each IR instruction was
+                             recorded in (a jit.attach "record" handler for
+                             a bounded number of recorded bytecodes),
+                             compiled code unchanged, the snapshots' rule
+                             where unknown; LJPROF_INLINE_SNAPSHOTS (0)
+                             from the trace's snapshots only, no handler,
+                             compiled code unchanged;
                              LJPROF_INLINE_EXACT: LuaJIT's profiling mode
                              (as jit.p's), a snapshot at every function
                              change, exact per function, compiled code
@@ -122,6 +128,7 @@ typedef struct ljprof_options {
 #define LJPROF_INLINE_SNAPSHOTS 0
 #define LJPROF_INLINE_EXACT 1
 #define LJPROF_INLINE_OFF 2
+#define LJPROF_INLINE_RECORDED 3
 
 /* Default signal: SIGURG. Not SIGPROF, so that LuaJIT's own jit.profile
 ** can run in the same process; and a signal whose default action is to

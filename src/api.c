@@ -44,6 +44,7 @@ static void ctx_free(ljp_ctx *ctx)
   ljp_ring_free(&ctx->ring);
   ljp_codemap_free(&ctx->map);
   ljp_traces_free(ctx);
+  ljp_irmap_free(ctx);
   ljp_store_free(&ctx->store);
   ljp_fnames_free(&ctx->fnames, NULL);
   ljp_native_names_reset(ctx);
@@ -139,6 +140,7 @@ void ljprof_options_init(ljprof_options *opt)
   opt->stack_fmt = "fZ;";
   opt->stack_depth = -100;
   opt->native = 1;
+  opt->inline_frames = LJPROF_INLINE_RECORDED;
 }
 
 int ljprof_start_ex(lua_State *L, const ljprof_options *o, char *err,
@@ -810,10 +812,15 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->inline_frames =
       ctx->opt.inline_frames == LJPROF_INLINE_OFF || !ctx->tr.mem ? "off"
       : caps.snap_off ? caps.snap_off
-      : ctx->jitmode_run ? "exact" : "snapshots";
+      : ctx->jitmode_run ? "exact"
+      : ctx->opt.inline_frames == LJPROF_INLINE_RECORDED && ljp_irmap_ok()
+          ? "recorded" : "snapshots";
   ri->inline_samples = ctx->inline_samples;
   ri->inline_undecoded = ctx->inline_undecoded;
   ri->inline_estimated = ctx->inline_estimated;
+  ri->inline_recorded = ctx->inline_recorded;
+  ljp_irmap_stats(ctx, &ri->record_events, &ri->record_traces,
+                  &ri->record_refused, &ri->record_spent, &ri->record_off);
   ri->snap_checks = ctx->snap_checks;
   ri->snap_mismatches = ctx->snap_mismatches;
   ri->error = ctx->error;

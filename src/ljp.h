@@ -69,6 +69,7 @@ typedef struct ljp_entries {
   lua_CFunction trace_event;     /* jit.attach "trace" handler */
   lua_CFunction sethook_wrap, gethook_wrap; /* debug.* while counting */
   lua_CFunction exit_event;      /* jit.attach "texit" (LJPROF_STACKS=check) */
+  lua_CFunction record_event;    /* jit.attach "record" (inline=recorded) */
 } ljp_entries;
 
 /* -- The per-state context ----------------------------------------------- */
@@ -158,9 +159,11 @@ struct ljp_ctx {
   int jitmode_on;            /* LuaJIT's profiling mode set (jitmode.c) */
   int jitmode_run;           /* ... for this run (kept after stop) */
   int snap_learn;            /* a sample wants the snapshot layouts */
+  struct ljp_irmap *irmap;   /* inline=recorded: the record map (irmap.c) */
   uint64_t inline_samples;   /* records given frames a trace inlined */
   uint64_t inline_undecoded; /* records whose snapshot was not decoded */
   uint64_t inline_estimated; /* records between two snapshots that differ */
+  uint64_t inline_recorded;  /* records given frames by the record map */
   uint64_t snap_checks, snap_mismatches; /* trace exits checked */
   /* LJPROF_STACKS=check: the trace exit whose restored frames the next
   ** safe point compares with the snapshot's decoded ones (luaframes.c). */

@@ -220,13 +220,14 @@ static void parse_opts(lua_State *L, int idx, ljprof_options *opt)
     } else if (!strcmp(k, "aborts")) {
       opt->aborts = opt_bool(L, k);
     } else if (!strcmp(k, "inline")) {
-      const char *v = opt_str(L, k, "snapshots, exact or off");
+      const char *v = opt_str(L, k, "recorded, snapshots, exact or off");
       if (!strcmp(v, "snapshots")) opt->inline_frames = LJPROF_INLINE_SNAPSHOTS;
+      else if (!strcmp(v, "recorded")) opt->inline_frames = LJPROF_INLINE_RECORDED;
       else if (!strcmp(v, "exact")) opt->inline_frames = LJPROF_INLINE_EXACT;
       else if (!strcmp(v, "off")) opt->inline_frames = LJPROF_INLINE_OFF;
       else
-        luaL_error(L, "ljprof: bad inline '%s' (accepted: snapshots, exact, "
-                   "off)", v);
+        luaL_error(L, "ljprof: bad inline '%s' (accepted: recorded, "
+                   "snapshots, exact, off)", v);
     } else {
       luaL_error(L, "ljprof: unknown option '%s' (accepted: clock, interval, "
                  "rate, duration, signal, ring, fmt, depth, output, mode, "
@@ -629,6 +630,12 @@ static const stat_field run_fields[] = {
   NUM(ljp_q_run, "inline_samples", inline_samples),
   NUM(ljp_q_run, "inline_undecoded", inline_undecoded),
   NUM(ljp_q_run, "inline_estimated", inline_estimated),
+  NUM(ljp_q_run, "inline_recorded", inline_recorded),
+  NUM(ljp_q_run, "record_events", record_events),
+  NUM(ljp_q_run, "record_traces", record_traces),
+  NUM(ljp_q_run, "record_refused", record_refused),
+  BOOL(ljp_q_run, "record_budget_spent", record_spent),
+  STR(ljp_q_run, "record_off", record_off),
   NUM(ljp_q_run, "snap_checks", snap_checks),
   NUM(ljp_q_run, "snap_mismatches", snap_mismatches),
   BOOL(ljp_q_run, "expired", expired),

@@ -27,6 +27,7 @@
 #include "objects.h"
 #include "tracemem.h"
 #include "tracesnap.h"
+#include "irmap.h"
 #include "ffid.h"
 #include "names.h"
 #include "traces.h"
@@ -1031,7 +1032,7 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
   ljp_tsframe f[LJP_TS_MAX];
   uintptr_t basepc = 0, mpc = r->pc;
   const profent *pe;
-  int n, i, keep, est;
+  int n, i, keep, est, recorded;
   /* LJPROF_INLINE=certain|split: other rules, for measurements */
   static _Atomic int certain = -1, split = -1;
   if (!r->tobj || !r->nlua || r->lua[0].kind != 0 || r->lua[0].inl ||
@@ -1046,7 +1047,15 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
     mpc = r->tret - 1;
   }
   pe = ctx->jitmode_on ? prof_sites(ctx, r->tobj) : NULL;
-  n = ljp_ts_sample_frames(r->tobj, mpc,
+  /* inline=recorded: the frames the code at mpc was recorded in, where
+  ** the record map knows them (irmap.h); else the snapshots' rule. */
+  n = ctx->irmap && ctx->opt.inline_frames == LJPROF_INLINE_RECORDED
+          ? ljp_irmap_frames(ctx, r->trace, r->tobj, mpc, f, LJP_TS_MAX,
+                             &basepc, &est)
+          : -1;
+  if (n >= 0 && basepc && !ljp_ts_pc_in(r->lua[0].bc, basepc)) n = -1;
+  recorded = n >= 0;
+  if (!recorded) n = ljp_ts_sample_frames(r->tobj, mpc,
                      ctx->jitmode_on ? LJP_TS_EXACT
                      : ljp_env_is(&certain, "LJPROF_INLINE", "certain")
                          ? LJP_TS_CERTAIN
@@ -1082,6 +1091,7 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
   }
   r->nlua = (uint8_t)(n + keep);
   ctx->inline_samples++;
+  if (recorded) ctx->inline_recorded++;
   if (est) ctx->inline_estimated++;
 }
 

@@ -47,6 +47,12 @@ typedef struct ljp_q_run {
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   const char *inline_frames;   /* "snapshots", or why not */
   uint64_t inline_samples, inline_undecoded, inline_estimated;
+  /* inline=recorded (irmap.h): records given the record map's frames;
+  ** "record" events mapped, traces whose map was proven and refused, the
+  ** budget spent (the handler detached), why the map is off (NULL: on) */
+  uint64_t inline_recorded, record_events, record_traces, record_refused;
+  int record_spent;
+  const char *record_off;
   uint64_t snap_checks, snap_mismatches;
   const char *error;         /* why the last run failed, or NULL */
   uint64_t exports, export_ns; /* auto-started: files written by the

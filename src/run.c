@@ -116,7 +116,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   atomic_store(&ctx->n_host, 0);
   ctx->stack_checks = ctx->stack_mismatches = 0;
   ctx->inline_samples = ctx->inline_undecoded = 0;
-  ctx->inline_estimated = 0;
+  ctx->inline_estimated = ctx->inline_recorded = 0;
   ctx->snap_checks = ctx->snap_mismatches = 0;
   ctx->pid = getpid();
   ctx->tid = ljp_gettid();
@@ -242,6 +242,22 @@ static void jitmode_down(ljp_ctx *ctx, lua_State *L)
   ctx->jitmode_on = 0;
 }
 
+/* inline=recorded: the "record" handler, from the start (traces recorded
+** before the first sample are mapped too). */
+static int irmap_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
+{
+  (void)err; (void)n;
+  if (ctx->opt.inline_frames == LJPROF_INLINE_RECORDED && ctx->tr.mem)
+    ljp_vm_learn_irmap();
+  ljp_irmap_start(ctx, L);
+  return 0;
+}
+
+static void irmap_down(ljp_ctx *ctx, lua_State *L)
+{
+  if (L) ljp_irmap_stop(ctx, L);
+}
+
 static void traces_down(ljp_ctx *ctx, lua_State *L)
 {
   ljp_traces_exitcheck(ctx, L, 0);
@@ -341,6 +357,7 @@ static const ljp_step steps[] = {
   {native_up, NULL},
   {traces_up, traces_down},
   {jitmode_up, jitmode_down},
+  {irmap_up, irmap_down},
   {calls_up, calls_down},
   {token_up, token_down},
   {hook_up, hook_down},

@@ -10,6 +10,8 @@
 **                       it and keeps what it learns)
 **   ljp_exit_event      the jit.attach "texit" handler, LJPROF_STACKS=check
 **                       only (traces.c installs it)
+**   ljp_record_event    the jit.attach "record" handler, inline=recorded
+**                       only (irmap.c installs it and keeps what it reads)
 **   ljp_sethook_wrap,   debug.sethook/gethook while calls are counted
 **   ljp_gethook_wrap    (calls.c installs them)
 **
@@ -127,6 +129,9 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   if (ljp_ring_completed(&ctx->ring) >= ctx->ring.cap / 2) {
     ljp_aggregate(ctx);
     ljp_traces_check(ctx, L);
+    if (ctx->irmap) ljp_irmap_check(ctx, L, 1);  /* replaced? */
+  } else if (ctx->irmap) {
+    ljp_irmap_check(ctx, L, 0);                  /* budget spent? */
   }
   /* 4. The jit.profile callback: not inside a recording (its Lua code
   ** would run in the recorder's place); its ticks wait for the next
@@ -251,7 +256,15 @@ static int ljp_exit_event(lua_State *L)
   return 0;
 }
 
+/* The jit.attach "record" handler (tr, func, pc, depth), inline=recorded:
+** a closure made by irmap.c, which chains the handler it replaced. */
+static int ljp_record_event(lua_State *L)
+{
+  ljp_ctx *ctx = ljp_slot_find(lua_topointer(L, LUA_REGISTRYINDEX));
+  return ljp_irmap_chain(L, ljp_irmap_event(ctx, L));
+}
+
 const ljp_entries ljp_safepoint_entries = {
   ljp_hook, ljp_trace_event, ljp_sethook_wrap, ljp_gethook_wrap,
-  ljp_exit_event,
+  ljp_exit_event, ljp_record_event,
 };

@@ -67,6 +67,7 @@ static inline int host_tick(uintptr_t g, int vm, uintptr_t pc, int peek)
 ** the checks inside a snapshot's code also count), so that it joins only
 ** a record whose PC lies there (ring.h); sp->span[1] 0: no rule.
 ** Sampling context, the full ring's path only. */
+#define INL_PARTS 8
 static inline void inline_span(ljp_ctx *ctx, const ljp_record *rec,
                                ljp_tickspan *sp)
 {
@@ -86,6 +87,16 @@ static inline void inline_span(ljp_ctx *ctx, const ljp_record *rec,
     k = ljp_record_inl_pc(rec, sp->code);
     sp->span[0] = k;
     sp->span[1] = k + 1;
+  } else if (ctx->opt.inline_frames == LJPROF_INLINE_RECORDED &&
+             sp->span[1] - sp->span[0] > INL_PARTS) {
+    /* inline=recorded: the frames change inside a snapshot's code (the
+    ** record map's place of a PC is its share of that code): the tick
+    ** joins only a record in the same eighth of it. */
+    uintptr_t s0 = sp->span[0], len = sp->span[1] - s0, i;
+    k = rec->pc - s0 < len ? rec->pc : rec->tret - 1;
+    i = (k - s0) * INL_PARTS / len;
+    sp->span[0] = s0 + i * len / INL_PARTS;
+    sp->span[1] = s0 + (i + 1) * len / INL_PARTS;
   }
 }
 

@@ -51,6 +51,9 @@ void ljp_vm_learn_layouts(void);
 /* [safe] The layouts of the trace snapshots (inlined frames), learnt when
 ** the first sample in compiled code asks for them (costly: once). */
 void ljp_vm_learn_snapshots(void);
+/* [safe] The record map's jit_State layout (inline=recorded, irmap.c),
+** with the snapshot layouts it needs: at start, once per process. */
+void ljp_vm_learn_irmap(void);
 /* [safe] Learn PROF's IR opcode (LuaJIT's profiling mode's function-change
 ** check, inline=exact) from jit.vmdef in L, once per process; unknown:
 ** exact mode's merged checks are not looked for. */
@@ -185,6 +188,30 @@ void ljp_frames_reset(ljp_ctx *ctx);
 ** compare at the next safe point (1: armed for it); the comparison. */
 int ljp_snapcheck_note(ljp_ctx *ctx, int32_t tr, int32_t ex);
 void ljp_snapcheck_run(ljp_ctx *ctx, lua_State *L);
+
+/* -- The record map (irmap.c), inline=recorded ------------------------------ */
+
+/* [safe] The "record" handler, chained with the one in its slot: attached
+** at start (none without the layouts: ljp_vm_learn_irmap first), detached
+** at stop; at a safe point, detached once its budget is spent or its reads
+** disagree (a flag read), and with full, attached again on top of a
+** handler that replaced it (a registry lookup: when aggregating). */
+void ljp_irmap_start(ljp_ctx *ctx, lua_State *L);
+void ljp_irmap_stop(ljp_ctx *ctx, lua_State *L);
+void ljp_irmap_check(ljp_ctx *ctx, lua_State *L, int full);
+/* [any] The maps freed (the context is). */
+void ljp_irmap_free(ljp_ctx *ctx);
+/* [safe] A "record" event (safepoint.c's handler): returns the event's
+** argument count, for ljp_irmap_chain, which calls the handler ours
+** replaced. */
+int ljp_irmap_event(ljp_ctx *ctx, lua_State *L);
+int ljp_irmap_chain(lua_State *L, int nargs);
+/* [any] For stats(): events mapped, traces proven and refused, the budget
+** spent, why the map is off (NULL: it is not). */
+void ljp_irmap_stats(ljp_ctx *ctx, uint64_t *events, uint64_t *proven,
+                     uint64_t *refused, int *spent, const char **why);
+/* [any] The layouts are proven (the report's mode: "recorded"). */
+int ljp_irmap_ok(void);
 
 /* -- Trace tracking (traces.c) --------------------------------------------- */
 

@@ -14,6 +14,7 @@
 
 #include "vm.h"
 #include "ffid.h"
+#include "irmap.h"
 #include "luastack.h"
 #include "ownstate.h"
 #include "tracemem.h"
@@ -61,6 +62,21 @@ void ljp_vm_learn_snapshots(void)
   pthread_mutex_lock(&learn_mu);
   if (!ljp_tsl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
     ljp_tracesnap_probe(S);
+    lua_close(S);
+  }
+  pthread_mutex_unlock(&learn_mu);
+}
+
+/* The record map's layout (irmap.c), at the start of an inline=recorded
+** run (its handler must see the first traces). The snapshot layouts it
+** uses to derive and check a map wait, as before, for the first sample in
+** compiled code. */
+void ljp_vm_learn_irmap(void)
+{
+  lua_State *S;
+  pthread_mutex_lock(&learn_mu);
+  if (!ljp_irl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
+    ljp_irmap_probe(S);
     lua_close(S);
   }
   pthread_mutex_unlock(&learn_mu);

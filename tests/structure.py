@@ -564,7 +564,7 @@ def main():
 # readers it includes) does not name. Every src/*.c is in
 # exactly one of the two tables.
 VM_FILES = {"vmprobe", "luastack", "tracemem", "tracesnap", "vmlearn",
-            "traces", "ffid", "names", "luaframes"}
+            "traces", "ffid", "names", "luaframes", "irmap"}
 SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "timer_itimer", "timer_exit", "clocks", "safepoint", "run",
                  "api", "lua_ljprof", "hook", "jitmode", "slots", "ring",

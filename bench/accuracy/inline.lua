@@ -1,6 +1,7 @@
 -- Accuracy of functions LuaJIT inlines into traces (issue "The function
 -- that ran, not the trace it ran in"): five workloads, each profiled by
--- ljprof (inline=snapshots, the default; inline=exact; inline=off) and by
+-- ljprof (inline=recorded, the default; inline=snapshots; inline=exact;
+-- inline=off) and by
 -- jit.profile in jit.p's mode ("f", dumpstack per callback), with TVD of
 -- the profile's shares against the truth.
 --
@@ -28,7 +29,7 @@
 -- Usage (from the repository, after ninja -C build):
 --   LUA_PATH="$PWD/?.lua;$PWD/jit/?.lua;;" LUA_CPATH="$PWD/build/lib?.so;;" \
 --     luajit bench/accuracy/inline.lua [runs] [seconds] [workload,...] [profiler,...]
--- (profilers: snapshots, exact, off, jitp; snapshots:RULE sets LJPROF_INLINE=RULE)
+-- (profilers: recorded, snapshots, exact, off, jitp; snapshots:RULE sets LJPROF_INLINE=RULE)
 -- Prints one markdown table (docs/accuracy.md, "Inlined functions").
 local RUNS = tonumber(arg[1]) or 3
 local SECS = tonumber(arg[2]) or 2
@@ -316,7 +317,7 @@ print(time(a), time(b), time(c))
   return t
 end
 
-local KINDS = {"snapshots", "exact", "off", "jitp"}
+local KINDS = {"recorded", "snapshots", "exact", "off", "jitp"}
 if arg[4] then  -- profilers compared, e.g. snapshots,snapshots:next,exact
   KINDS = {}
   for k in arg[4]:gmatch("[^,]+") do KINDS[#KINDS + 1] = k end

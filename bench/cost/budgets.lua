@@ -39,14 +39,29 @@
 return {
   -- at start: loading, record(), stop() (no sample taken; no output
   -- written since the output option is the Lua writer's, bench/cost/run.lua)
-  ["deep.start"] = 2947100,              -- 2,679,085-2,679,147 measured
-  ["many20000.start"] = 2949300,         -- 2,681,027-2,681,133 measured
+  -- inline=recorded, the default since 2026-11-29 (issue 26, src/irmap.c),
+  -- adds to every start the record layout's probe (run.c irmap_up: 1.75 M,
+  -- ljprof's own state 0.30 M and its probe 1.45 M, once per process) and
+  -- the "record" handler's own instructions per recorded bytecode (about
+  -- 270; LuaJIT's dispatch of the event, about 640 more, is not ljprof's):
+  -- deep 4,531,638 (2 runs), many20000 5,845,935, many2000 5,886,041
+  -- measured (before: 2,679,085, 2,681,027, 2,705,181). inline=snapshots
+  -- keeps the old figures. Budget: measured + 10%.
+  ["deep.start"] = 4985000,              -- 4,531,638 measured (recorded)
+  ["many20000.start"] = 6431000,         -- 5,845,935 measured (recorded)
   -- depth 20, a Lua leaf, 1 ms of CPU, native frames on / off
   ["deep.handler_native_on"] = 5800,      -- 4,768-4,996 measured (6,108-6,496
                                           -- before the CFI rows by range)
-  ["deep.safepoint_native_on"] = 20500,   -- 16,117-17,792 measured
+  -- inline=recorded: 30,791-32,176 measured in 4 runs (18,488 the same day
+  -- with inline=snapshots). The record map's own part is small (ljp_irmap_*
+  -- inclusive about 50 k over a run's 44 safe points: 1.2 k each); the
+  -- rest is not attributed yet: ljp_cname_refresh (a walk of
+  -- package.loaded for a C function without a name) takes 0.41 M more of
+  -- the hook than with inline=snapshots. Budget: the largest + 15%.
+  ["deep.safepoint_native_on"] = 37000,   -- 30,791-32,176 measured (recorded)
   ["deep.handler_native_off"] = 2750,     -- 2,033-2,358 measured
-  ["deep.safepoint_native_off"] = 18000,  -- 14,250-15,927 measured
+  ["deep.safepoint_native_off"] = 22200,  -- 18,102-19,285 measured (recorded;
+                                          -- 14,950 with inline=snapshots)
   -- depth 20, the interpreted leaf only (a safe point serves 1.1-1.4
   -- signals): per sample = handler + safe point, at most the issue's
   -- targets; 120 calls, so that the first safe points' misses (levels,
@@ -68,15 +83,19 @@ return {
   -- 58,239 on many20000 (fails), 57,001 on many2000 (on the edge: that
   -- budget is for a naming cost grown with the program, not small drift)
   -- and 42,374 / 39,406 on deep (fail)
-  ["many2000.start"] = 2977000,               -- 2,705,181-2,706,112 measured
+  ["many2000.start"] = 6475000,               -- 5,886,041 measured (recorded)
   ["many2000.handler_native_on"] = 9800,      -- 8,118-8,441 measured
                                               -- (10,472-11,577 before)
   ["many2000.safepoint_native_on"] = 57000,   -- 34,285-45,599 measured
   ["many20000.handler_native_on"] = 9800,     -- 8,259-8,508 measured
                                               -- (11,412-12,221 before)
   ["many20000.safepoint_native_on"] = 49400,  -- 35,190-39,470 measured
-  -- per trace event with no sample: nothing is followed per event; the
-  -- figure (0-2) is the noise of the start cost's other parts (stats),
-  -- so the budget is a floor of 50 rather than measured + 10%
-  ["trace_event"] = 50,
+  -- per trace event with no sample: with inline=snapshots nothing is
+  -- followed per event (0-2 measured: the noise of the start's other
+  -- parts; the budget was a floor of 50). inline=recorded's handler runs
+  -- for every recorded bytecode, several per trace event: 1,097-1,127
+  -- measured (many2000/many20000 against deep, 1,198-1,202 trace events
+  -- apart; the handler's ~270 own instructions per bytecode). Budget:
+  -- the largest + 10%.
+  ["trace_event"] = 1240,
 }

@@ -14,7 +14,7 @@
 --   clock=cpu|wall|itimer|thread      rate=HZ | interval=MS (default 99 Hz)
 --   native=on|off|show   calls=on|off   zones=root|off   view=LETTERS
 --   aborts=on|off                     why traces aborted (text reports)
---   inline=snapshots|exact|off        frames LuaJIT inlined into traces
+--   inline=recorded|snapshots|exact|off  frames LuaJIT inlined into traces
 --   private=on|off                    files 0600 instead of 0644
 --   format=FORMAT        output=TEMPLATE (repeatable; format from the name)
 --   every=SECONDS        periodic export of the profile since the last one

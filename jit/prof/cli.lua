@@ -87,8 +87,11 @@ options:
       --aborts     also record why traces were aborted, for the text
                    report's "Hot but interpreted" section (a handler on
                    every trace event)
-      --inline MODE  frames LuaJIT inlined into traces: snapshots
-                   (default, compiled code unchanged), exact (LuaJIT's
+      --inline MODE  frames LuaJIT inlined into traces: recorded
+                   (default: the frames each instruction was recorded in,
+                   from a handler on the recorder's first 500,000
+                   bytecodes; compiled code unchanged), snapshots (the
+                   traces' snapshots only, no handler), exact (LuaJIT's
                    profiling mode, as -jp's: exact per function, compiled
                    code changed) or off
       --private    output files 0600 (owner only) instead of 0644

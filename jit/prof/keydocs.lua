@@ -35,7 +35,7 @@ return {
   zones = {default = "off", cli = "-z, --zones", cli_sets = {"root"}},
   calls = {default = "off", cli = "--calls", cli_sets = {"on"}},
   aborts = {default = "off", cli = "--aborts", cli_sets = {"on"}},
-  inline = {default = "snapshots", cli = "--inline"},
+  inline = {default = "recorded", cli = "--inline"},
   private = {default = "off", cli = "--private", cli_sets = {"on"}},
   every = {default = "none", lacks = {jprof = "writes at exit", cli = "writes at exit"}},
   keep = {default = "all", lacks = {jprof = "no exports", cli = "no exports"}},

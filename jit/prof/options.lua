@@ -261,7 +261,7 @@ M.KEYS = {
   {key = "zones", values = {"root", "off"}, jprof = "/zones=", env = "zones="},
   {key = "calls", values = {"on", "off"}, jprof = "/calls=", env = "calls="},
   {key = "aborts", values = {"on", "off"}, jprof = "/aborts=", env = "aborts="},
-  {key = "inline", values = {"snapshots", "exact", "off"}, jprof = "/inline=", env = "inline="},
+  {key = "inline", values = {"recorded", "snapshots", "exact", "off"}, jprof = "/inline=", env = "inline="},
   {key = "private", values = {"on", "off"}, jprof = "/private=", env = "private="},
   {key = "every", lo = 0.1, hi = 86400, accepted = "0.1 to 86400 seconds between exports",
    env = "every="},

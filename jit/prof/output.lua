@@ -154,6 +154,11 @@ function M.inline_note(meta)
   if meta and meta.inline == "exact" then
     return string.format("\nInlined frames: exact, LuaJIT's profiling mode (/inline=exact: " ..
       "the compiled code had a check at each function change); %s.\n", samples(n))
+  elseif meta and meta.inline == "recorded" and n > 0 and n * 100 >= total then
+    return string.format("\nInlined frames: recorded, from the frames each trace " ..
+      "instruction was recorded in, for %s (%d of them from the record map), %d " ..
+      "estimated (their place in the trace's code estimated; /inline=exact is exact " ..
+      "per function).\n", samples(n), tonumber(meta.inline_recorded) or 0, est)
   elseif meta and meta.inline == "snapshots" and n > 0 and n * 100 >= total then
     return string.format("\nInlined frames: from trace snapshots for %s, %d of them " ..
       "estimated (between two snapshots whose frames differ; /inline=exact is exact " ..
@@ -356,7 +361,7 @@ function M.write_run(r, name_of)
     aborts = st.aborts_recorded == false and "off" or nil,
     -- where compiled samples' inlined frames came from
     inline = st.inline_frames, inline_samples = st.inline_samples,
-    inline_estimated = st.inline_estimated,
+    inline_estimated = st.inline_estimated, inline_recorded = st.inline_recorded,
   }
   local opts = {view = r.view, zones = r.kv.zones == "root"}
   local errs = {}

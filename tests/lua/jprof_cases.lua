@@ -114,7 +114,7 @@ M.BAD = {
   {"f/calls=yes", "jit.prof: bad calls 'yes' (accepted: on, off)\n"},
   {"f/aborts=yes", "jit.prof: bad aborts 'yes' (accepted: on, off)\n"},
   {"f/private=yes", "jit.prof: bad private 'yes' (accepted: on, off)\n"},
-  {"f/inline=all", "jit.prof: bad inline 'all' (accepted: snapshots, exact, off)\n"},
+  {"f/inline=all", "jit.prof: bad inline 'all' (accepted: recorded, snapshots, exact, off)\n"},
   {"f/rate=fast", "bad rate 'fast' (accepted: 0.017 to 100000 samples per second)"},
   {"fi70000", "bad interval 'i70000' (accepted: i1 to i60000 milliseconds; i and i0 mean 1 ms, as with -jp)"},
   {"f/colour=red", "unknown option '/colour=red' (accepted after the letters: /clock="},

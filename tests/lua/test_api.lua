@@ -86,11 +86,12 @@ local STATS_RUN = "aborts_lost=number aborts_recorded=boolean aggregate_ns=numbe
   "complete_ns=number completed=number dropped=number duration_ns=number entries=number " ..
   "exact_lines=boolean exact_stacks=boolean expired=boolean export_ns=number " ..
   "exports=number handler_ns=number hook_ns=number host_detect=boolean host_main=boolean host_ticks=number " ..
-  "inline_estimated=number inline_frames=string inline_samples=number " ..
+  "inline_estimated=number inline_frames=string inline_recorded=number inline_samples=number " ..
   "inline_undecoded=number interval_us=number jit_state=boolean lend_wait_ns=number " ..
   "lend_waits=number lua_captures=number merged=number missed=number name_scans=number " ..
   "name_searches=number native_frames=number " ..
   "native_skipped=number native_truncated=number native_unwinds=number pending=number " ..
+  "record_budget_spent=boolean record_events=number record_refused=number record_traces=number " ..
   "recorder_kept=number running=boolean safepoints=number samples=number signal=number " ..
   "signal_lost=boolean signals=number snap_checks=number snap_mismatches=number " ..
   "stack_checks=number stack_mismatches=number stacks=number stale_signals=number " ..

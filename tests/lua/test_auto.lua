@@ -197,7 +197,7 @@ local BAD = {
   {"calls=yes", "ljprof: LJPROF: bad calls 'yes' (accepted: on, off); not profiling"},
   {"aborts=yes", "ljprof: LJPROF: bad aborts 'yes' (accepted: on, off); not profiling"},
   {"private=yes", "ljprof: LJPROF: bad private 'yes' (accepted: on, off); not profiling"},
-  {"inline=all", "ljprof: LJPROF: bad inline 'all' (accepted: snapshots, exact, off); not profiling"},
+  {"inline=all", "ljprof: LJPROF: bad inline 'all' (accepted: recorded, snapshots, exact, off); not profiling"},
   {"view=vfq", "ljprof: LJPROF: bad view 'vfq' (letter 'q' unknown; accepted: " .. VIEW .. "); not profiling"},
   {"view=vi5", "ljprof: LJPROF: bad view 'vi5' (letter 'i': the interval is a key of its own here; accepted: " ..
                VIEW .. "); not profiling"},

@@ -248,7 +248,7 @@ t.case("bad options: one line naming the input and what is accepted", function()
     {"-d -1", "ljprof: bad duration '-1' (accepted: 0.000001 to 1e9 seconds)\n"},
     -- checked here, not by the child (it was two lines and status 1)
     {"-d 2e9", "ljprof: bad duration '2e9' (accepted: 0.000001 to 1e9 seconds)\n"},
-    {"--inline all", "ljprof: bad inline 'all' (accepted: snapshots, exact, off)\n"},
+    {"--inline all", "ljprof: bad inline 'all' (accepted: recorded, snapshots, exact, off)\n"},
   }
   for _, c in ipairs(cases) do
     local code, _, err = sh(LJPROF .. " " .. c[1] .. " " .. script)

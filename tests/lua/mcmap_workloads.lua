@@ -1,0 +1,55 @@
+-- Small programs of known trace structure, for the machine code tests
+-- (test_x64dec.lua: the decoder against objdump; test_mcmap.lua: machine
+-- code mapped back to IR). mcmap_workloads(src) -> { {name=, text=}, ... }:
+-- each text a whole program; n scales its loops.
+return function(src, n)
+  n = n or 1
+  local function rd(p)
+    local f = assert(io.open(p, "rb"))
+    local s = f:read("*a")
+    f:close()
+    return s
+  end
+  local w = {}
+  -- The issue's: inlined leaf functions calling sin (CALLN) in a loop.
+  w[#w + 1] = {name = "leaves", text = string.format([[
+local sin = math.sin
+local function leafA(x) return sin(x)+sin(x+1)+sin(x+2)+sin(x+3)+sin(x+4)+sin(x+5)+sin(x+6)+sin(x+7) end
+local function leafB(x) return sin(x)+sin(x+1) end
+local function mid(x) return leafA(x) + leafB(x) end
+local function update(n) local s=0 for i=1,n do s = s + mid(i) end return s end
+print(update(%d))
+]], 200000 * n)}
+  -- Pure float helpers: no calls, no guards in their code.
+  w[#w + 1] = {name = "floats", text = string.format([[
+local function poly(x) return ((x * 0.5 + 1.25) * x - 3.5) * x + 0.125 end
+local function ratio(x, y) return (x - y) / (x + y + 1.5) end
+local function mix(x) return poly(x) * 0.25 + ratio(x, 2.5) - x / 7.0 end
+local function update(n) local s = 0.0 for i = 1, n do local x = i * 0.001 s = s + mix(x) + poly(s * 1e-9) end return s end
+print(update(%d))
+]], 300000 * n)}
+  -- Integer helpers: ADDOV/SUBOV/MULOV guards.
+  w[#w + 1] = {name = "ints", text = string.format([[
+local band = bit.band
+local function h1(a, b) return a * 3 + b - 7 end
+local function h2(a) return band(a * 5 + 11, 1023) end
+local function update(n) local s = 0 for i = 1, n do s = band(s + h1(i, s) + h2(i), 0xffff) end return s end
+print(update(%d))
+]], 300000 * n)}
+  -- Compiled recursion.
+  w[#w + 1] = {name = "recursion", text = string.format([[
+local function visit(d) if d == 0 then return math.sin(d) + 1 end return visit(d - 1) + visit(d - 1) * 0.5 end
+local s = 0 for i = 1, %d do s = s + visit(8) end print(s)
+]], 800 * n)}
+  -- A C helper called from trace code: string.format("%%q") in a loop.
+  w[#w + 1] = {name = "format_q", text = string.format([[
+local fmt = string.format
+local function quote(s) return fmt("%%q", s) end
+local function update(n) local t = 0 for i = 1, n do t = t + #quote("a\"b" .. (i %% 10)) end return t end
+print(update(%d))
+]], 100000 * n)}
+  -- Methods reading and writing tables (bench/lib/methods.lua).
+  w[#w + 1] = {name = "methods", text = "local sin = math.sin\n" ..
+    rd(src .. "/bench/lib/methods.lua") .. string.format("\nprint(step(%d))\n", 100000 * n)}
+  return w
+end

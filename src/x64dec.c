@@ -240,6 +240,7 @@ static int decode1(const uint8_t *p, size_t n, uint64_t addr, ljp_x64ins *o)
   int has_modrm, imm, reg = 0, immlen = 0;
   memset(o, 0, sizeof(*o));
   o->modrm_reg = 0xff;
+  o->opreg = 0xff;
   /* Legacy prefixes (any order, any number up to the length limit). */
   for (;; i++) {
     if (i >= lim) return 0;
@@ -382,6 +383,8 @@ static int decode1(const uint8_t *p, size_t n, uint64_t addr, ljp_x64ins *o)
     o->target = addr + i + (size_t)immlen + (uint64_t)rel;
   }
   i += (size_t)immlen;
+  o->map = (uint8_t)map;
+  o->op = (uint8_t)op;
   o->len = (uint8_t)i;
   return (int)i;
 }

@@ -47,7 +47,11 @@ typedef struct ljp_x64ins {
   uint8_t has_target; /* target valid (relative call, jcc or jmp) */
   uint8_t modrm_reg;  /* ModRM reg field (with REX.R), 0xff if none */
   uint8_t imm64;      /* mov r64, imm64 (REX.W B8+r): imm holds it */
-  uint8_t opreg;      /* for imm64 and call r/m with mod=3: the register */
+  uint8_t opreg;      /* for imm64 and ModRM mod=3: the register; 0xff
+                         for a memory operand */
+  uint8_t map;        /* opcode map: 0 one-byte, 1 0F, 2 0F38, 3 0F3A
+                         (VEX/EVEX: their map) */
+  uint8_t op;         /* the opcode byte in that map */
   uint64_t target;    /* absolute target (addr + len + rel) */
   uint64_t imm;       /* the 64-bit immediate of mov r64, imm64 */
 } ljp_x64ins;

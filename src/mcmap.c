@@ -1,0 +1,618 @@
+/*
+** Trace machine code mapped back to IR instructions (mcmap.h).
+**
+** LuaJIT's assembler (lj_asm.c) emits a trace's code backwards, one IR
+** instruction at a time from the last to the first, so in the final code
+** each instruction's code follows the previous one's; the spills, reloads
+** and moves an instruction needs are emitted with it, fused loads and dead
+** instructions have no code, the loop's PHI moves and branch and the link
+** to the next trace come last (the tail), the stack and GC checks and a
+** side trace's entry first (the head). Snapshot k's code,
+** [mcofs[k], mcofs[k+1]), is exactly the code of its IR instructions
+** [snap[k].ref, snap[k+1].ref) (asm_snap_prev records mcofs when the
+** backwards walk crosses snap[k].ref): hard boundaries.
+**
+** Inside each snapshot's span, the decoded instructions (x64dec.c) are
+** aligned to the span's IR instructions by a dynamic program over the
+** anchors only (calls with the lea/mov of their target, jcc to outside
+** the trace = guards, scalar float ops, integer arithmetic and compares):
+** each anchor is given one IR instruction, in IR order, scored by how
+** well the IR opcode explains it (a call only by an opcode that can call,
+** a guard branch only by an instruction with the guard flag or the
+** head/tail; a float op of the same kind scores, one of another kind costs;
+** integer ops score a little where compatible). A call opcode takes at
+** most one call, and every call opcode of the span must get one: else the
+** span's anchors are not trusted and its bytes get the span's whole ref
+** range. Instructions between two matched anchors get the range of refs
+** between them (exact when both are of the same IR instruction).
+**
+** IR opcodes are learnt by name from jit.vmdef (never numbered here); the
+** guard flag is IRT_GUARD (0x80) of the IR type byte. A trace's map is
+** built once (normal context, the trace alive: plain reads of its code,
+** snapshots and IR, each bounded by counts read from the same trace),
+** cached by (T, mcode, szmcode, nsnap, nins), freed with the cache. Work
+** is bounded: at most 64 KB of code, 2^18 DP cells per span and 2^22 per
+** trace (spans beyond are not aligned: their range only).
+*/
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "mcmap.h"
+#include "tracemem.h"
+#include "tracesnap.h"
+#include "x64dec.h"
+
+#define REF_BIAS 0x8000u
+#define SNAPSZ 12
+#define IRT_GUARD 0x80
+#define SPAN_CELLS (1u << 17)
+#define TRACE_CELLS (1u << 22)
+#define NEG (-1000000000)
+
+/* Anchor kinds (bits), and what each IR opcode can emit. */
+enum {
+  AK_CALL = 1 << 0, AK_GUARD = 1 << 1, AK_FADD = 1 << 2, AK_FSUB = 1 << 3,
+  AK_FMUL = 1 << 4, AK_FDIV = 1 << 5, AK_FSQRT = 1 << 6, AK_FMINMAX = 1 << 7,
+  AK_FCVT = 1 << 8, AK_FCMP = 1 << 9, AK_FROUND = 1 << 10,
+  AK_IARITH = 1 << 11, AK_ICMP = 1 << 12
+};
+#define AK_FLOAT (AK_FADD | AK_FSUB | AK_FMUL | AK_FDIV | AK_FSQRT | \
+                  AK_FMINMAX | AK_FCVT | AK_FCMP | AK_FROUND)
+#define OPF_MUSTCALL 0x8000u   /* in op_mask: a call opcode (one call) */
+#define OPF_PSEUDO 0x4000u     /* head or tail */
+
+static const struct { const char *name; uint16_t mask; } opnames[] = {
+  {"LT", AK_FCMP | AK_ICMP}, {"GE", AK_FCMP | AK_ICMP},
+  {"LE", AK_FCMP | AK_ICMP}, {"GT", AK_FCMP | AK_ICMP},
+  {"ULT", AK_FCMP | AK_ICMP}, {"UGE", AK_FCMP | AK_ICMP},
+  {"ULE", AK_FCMP | AK_ICMP}, {"UGT", AK_FCMP | AK_ICMP},
+  {"EQ", AK_FCMP | AK_ICMP}, {"NE", AK_FCMP | AK_ICMP},
+  {"ABC", AK_ICMP}, {"RETF", AK_ICMP | AK_IARITH},
+  {"GCSTEP", AK_CALL | AK_ICMP}, {"HIOP", AK_IARITH | AK_ICMP},
+  {"PROF", AK_ICMP},
+  {"BNOT", AK_IARITH}, {"BSWAP", AK_IARITH}, {"BAND", AK_IARITH},
+  {"BOR", AK_IARITH}, {"BXOR", AK_IARITH}, {"BSHL", AK_IARITH},
+  {"BSHR", AK_IARITH}, {"BSAR", AK_IARITH}, {"BROL", AK_IARITH},
+  {"BROR", AK_IARITH},
+  {"ADD", AK_FADD | AK_IARITH}, {"SUB", AK_FSUB | AK_IARITH},
+  {"MUL", AK_FMUL | AK_IARITH}, {"DIV", AK_FDIV | AK_IARITH | AK_CALL},
+  {"MOD", AK_CALL | AK_IARITH | AK_FDIV | AK_FMUL | AK_FSUB | AK_FROUND},
+  {"POW", AK_CALL | AK_FMUL | AK_FDIV}, {"NEG", AK_IARITH},
+  {"ABS", 0}, {"ATAN2", AK_CALL}, {"LDEXP", AK_CALL | AK_FCVT},
+  {"MIN", AK_FMINMAX | AK_IARITH | AK_ICMP},
+  {"MAX", AK_FMINMAX | AK_IARITH | AK_ICMP},
+  {"FPMATH", AK_CALL | AK_FSQRT | AK_FROUND | AK_FADD | AK_FSUB | AK_FMUL |
+             AK_FCMP},
+  {"ADDOV", AK_IARITH}, {"SUBOV", AK_IARITH}, {"MULOV", AK_IARITH},
+  {"AREF", AK_IARITH}, {"HREFK", AK_ICMP | AK_IARITH},
+  {"HREF", AK_ICMP | AK_IARITH | AK_CALL}, {"NEWREF", AK_CALL},
+  {"UREFO", AK_ICMP | AK_IARITH}, {"UREFC", AK_ICMP | AK_IARITH},
+  {"FREF", AK_IARITH}, {"TMPREF", AK_CALL}, {"STRREF", AK_IARITH},
+  {"ALOAD", AK_ICMP | AK_IARITH | AK_FCMP}, {"HLOAD", AK_ICMP | AK_IARITH},
+  {"ULOAD", AK_ICMP | AK_IARITH}, {"FLOAD", AK_ICMP | AK_IARITH},
+  {"XLOAD", AK_ICMP | AK_IARITH | AK_FCVT},
+  {"SLOAD", AK_ICMP | AK_IARITH | AK_FCVT | AK_FCMP},
+  {"VLOAD", AK_ICMP | AK_IARITH}, {"ALEN", AK_CALL | AK_ICMP},
+  {"XSTORE", AK_FCVT}, {"TBAR", AK_ICMP | AK_IARITH},
+  {"OBAR", AK_CALL | AK_ICMP},
+  {"SNEW", AK_CALL}, {"XSNEW", AK_CALL}, {"TNEW", AK_CALL},
+  {"TDUP", AK_CALL}, {"CNEW", AK_CALL}, {"CNEWI", AK_CALL},
+  {"BUFHDR", AK_CALL | AK_IARITH}, {"BUFPUT", AK_CALL},
+  {"BUFSTR", AK_CALL},
+  {"TOBIT", AK_FADD}, {"TOSTR", AK_CALL},
+  {"STRTO", AK_CALL | AK_FCVT | AK_FCMP},
+  {"CONV", AK_FCVT | AK_FCMP | AK_IARITH | AK_CALL | AK_FADD | AK_FSUB},
+  {"CALLN", AK_CALL | OPF_MUSTCALL}, {"CALLA", AK_CALL | OPF_MUSTCALL},
+  {"CALLL", AK_CALL | OPF_MUSTCALL}, {"CALLS", AK_CALL | OPF_MUSTCALL},
+  {"CALLXS", AK_CALL | OPF_MUSTCALL},
+  {NULL, 0}
+};
+
+static uint16_t op_mask[256];
+static volatile int learnt;       /* 1 known, -1 failed */
+
+int ljp_mcmap_learn(lua_State *S)
+{
+  static const char chunk[] =
+    "local ok, v = pcall(require, 'jit.vmdef')\n"
+    "if not ok or type(v) ~= 'table' or type(v.irnames) ~= 'string' then return nil end\n"
+    "return v.irnames\n";
+  int top = lua_gettop(S), i, n = 0, calls = 0;
+  size_t len = 0;
+  const char *names;
+  uint16_t mask[256];
+  if (learnt) return learnt > 0;
+  memset(mask, 0, sizeof(mask));
+  if (luaL_loadstring(S, chunk) || lua_pcall(S, 0, 1, 0) ||
+      !(names = lua_tolstring(S, -1, &len)) || len % 6 || len / 6 > 256) {
+    lua_settop(S, top);
+    learnt = -1;
+    return 0;
+  }
+  for (i = 0; (size_t)i < len / 6; i++) {
+    char nm[7];
+    int k, j;
+    memcpy(nm, names + 6 * i, 6);
+    nm[6] = 0;
+    for (k = 5; k >= 0 && nm[k] == ' '; k--) nm[k] = 0;
+    for (j = 0; opnames[j].name; j++)
+      if (!strcmp(opnames[j].name, nm)) {
+        mask[i] = opnames[j].mask;
+        n++;
+        if (mask[i] & OPF_MUSTCALL) calls++;
+      }
+  }
+  lua_settop(S, top);
+  /* The core opcodes every LuaJIT 2.1 has must all be found. */
+  if (n < 60 || calls < 4) { learnt = -1; return 0; }
+  memcpy(op_mask, mask, sizeof(mask));
+  __atomic_store_n(&learnt, 1, __ATOMIC_RELEASE);
+  return 1;
+}
+
+/* -- The cache ------------------------------------------------------------ */
+
+typedef struct mcrun {
+  uint32_t ofs;       /* first byte of the run */
+  uint32_t lo, hi;    /* biased refs */
+  uint32_t exact;
+} mcrun;
+
+typedef struct mcmap {
+  uintptr_t T, mcode;
+  uint32_t sz, nins;
+  uint16_t nsnap;
+  int ok;
+  int nrun;
+  mcrun *run;
+  ljp_mcmap_stats st;
+} mcmap;
+
+#define NCACHE 128
+static mcmap cache[NCACHE];
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static inline uint32_t ld32(uintptr_t p) { uint32_t v; memcpy(&v, (const void *)p, 4); return v; }
+static inline uint64_t ld64(uintptr_t p) { uint64_t v; memcpy(&v, (const void *)p, 8); return v; }
+static inline uint16_t ld16(uintptr_t p) { uint16_t v; memcpy(&v, (const void *)p, 2); return v; }
+
+/* -- Building a trace's map ----------------------------------------------- */
+
+typedef struct dins {   /* a decoded instruction */
+  uint16_t ofs, end;
+  uint16_t ak;          /* anchor kind, 0: none */
+  uint8_t join;         /* a call through the register the instruction
+                           before loaded (lea/mov imm64): one anchor */
+  int32_t anchor;       /* index among the span's anchors, -1 */
+  uint64_t target;      /* a branch's target */
+} dins;
+
+typedef struct anchor {
+  uint16_t ak;
+  int first, last;      /* instructions */
+} anchor;
+
+typedef struct builder {
+  dins *ins;
+  int nins;
+  anchor *an;
+  int32_t *G, *PM;
+  int *pos_of;          /* anchor -> position */
+  uint32_t cells;       /* DP cells used (the trace's budget) */
+  mcrun *run;
+  int nrun;
+  uintptr_t ir;
+  uint32_t nins_ir;
+  ljp_mcmap_stats st;
+} builder;
+
+static uint16_t fop_kind(int fop)
+{
+  switch (fop) {
+  case LJP_XF_ADD: return AK_FADD;
+  case LJP_XF_SUB: return AK_FSUB;
+  case LJP_XF_MUL: return AK_FMUL;
+  case LJP_XF_DIV: return AK_FDIV;
+  case LJP_XF_SQRT: return AK_FSQRT;
+  case LJP_XF_MIN: case LJP_XF_MAX: return AK_FMINMAX;
+  case LJP_XF_CVT: return AK_FCVT;
+  case LJP_XF_CMP: return AK_FCMP;
+  case LJP_XF_ROUND: return AK_FROUND;
+  default: return 0;
+  }
+}
+
+/* What an instruction anchors (0: a move or other filler). */
+static uint16_t anchor_kind(const ljp_x64ins *x, uintptr_t mc, uint32_t sz,
+                            uint32_t ofs)
+{
+  switch (x->cls) {
+  case LJP_X64_CALL: return AK_CALL;
+  case LJP_X64_JCC:
+    /* To outside the trace: an exit stub or a side trace (a guard). A
+    ** branch inside (the loop's inverted guard, a helper loop): none. */
+    if (x->has_target && (x->target < mc || x->target >= mc + sz))
+      return AK_GUARD;
+    return 0;
+  case LJP_X64_FLT: return fop_kind(x->fop);
+  case LJP_X64_INT:
+    if (x->map == 0 && x->op == 0x8d) return 0;    /* lea: addresses */
+    return AK_IARITH;
+  case LJP_X64_CMP: return AK_ICMP;
+  default:
+    (void)ofs;
+    return 0;
+  }
+}
+
+/* The mask of position p of a span (a ref, or the head/tail pseudo). */
+static uint16_t pos_mask(const builder *b, uint32_t ref, int pseudo)
+{
+  uint8_t t, o;
+  if (pseudo) return OPF_PSEUDO | AK_CALL | AK_GUARD | AK_IARITH | AK_ICMP;
+  t = *(const uint8_t *)(b->ir + 8u * ref + 4);
+  o = *(const uint8_t *)(b->ir + 8u * ref + 5);
+  return (uint16_t)(op_mask[o] | ((t & IRT_GUARD) ? AK_GUARD : 0));
+}
+
+static int32_t weight(uint16_t ak, uint16_t m)
+{
+  int pseudo = (m & OPF_PSEUDO) != 0;
+  if (ak == AK_CALL)
+    return (m & AK_CALL) ? 100 + ((m & OPF_MUSTCALL) ? 60 : 0) - pseudo * 40
+                         : NEG;
+  if (ak == AK_GUARD) return (m & AK_GUARD) ? 100 - pseudo * 40 : NEG;
+  if (ak & AK_FLOAT) return (m & ak) && !pseudo ? 20 : -8;
+  return (m & ak) ? 4 : 0;
+}
+
+/* Is anchor a matched at a position of mask m (an exact instruction)? */
+static int matched(uint16_t ak, uint16_t m)
+{
+  return (m & ak) != 0 && !(m & OPF_PSEUDO && (ak & AK_FLOAT));
+}
+
+static void put_run(builder *b, uint32_t ofs, uint32_t lo, uint32_t hi,
+                    uint32_t len)
+{
+  uint32_t ex = lo == hi;
+  if (ex) b->st.exact_bytes += len;
+  if (b->nrun && b->run[b->nrun - 1].lo == lo && b->run[b->nrun - 1].hi == hi)
+    return;
+  b->run[b->nrun].ofs = ofs;
+  b->run[b->nrun].lo = lo;
+  b->run[b->nrun].hi = hi;
+  b->run[b->nrun].exact = ex;
+  b->nrun++;
+}
+
+/* Align the span of instructions [i0, i1) to refs [rlo, rhi] (rlo the
+** head pseudo when head, rhi the tail pseudo when tail) and emit its
+** runs. */
+static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
+                       int head, int tail)
+{
+  int na = 0, i, j, k = (int)(rhi - rlo + 1), trusted = 1;
+  /* Anchors: a call's target load (lea/mov imm64 into its register just
+  ** before it) joins it. */
+  for (i = i0; i < i1; i++) b->ins[i].anchor = -1;
+  for (i = i0; i < i1; i++) {
+    if (!b->ins[i].ak) continue;
+    /* Two guard branches in a row to the same exit are one guard's (a
+    ** float compare's jne and jp: asm_guardcc). */
+    if (b->ins[i].ak == AK_GUARD && na && b->an[na - 1].ak == AK_GUARD &&
+        b->an[na - 1].last == i - 1 && b->ins[i - 1].target == b->ins[i].target) {
+      b->an[na - 1].last = i;
+      b->ins[i].anchor = na - 1;
+      continue;
+    }
+    b->an[na].ak = b->ins[i].ak;
+    b->an[na].first = b->an[na].last = i;
+    if (b->ins[i].join && i > i0 && !b->ins[i - 1].ak) {
+      b->an[na].first = i - 1;
+      b->ins[i - 1].anchor = na;
+    }
+    b->ins[i].anchor = na;
+    na++;
+  }
+  b->st.anchors += (uint32_t)na;
+  if (na && ((uint64_t)na * (uint64_t)k > SPAN_CELLS ||
+             b->cells + (uint64_t)na * (uint64_t)k > TRACE_CELLS))
+    trusted = 0;
+  if (na && trusted) {
+    /* G[(i * k + j) * 4 + st]: the best score of anchors 0..i with anchor
+    ** i at position j, st the guard (1) and call (2) already given to j;
+    ** PM[i * k + j]: where the best of row i over positions 0..j is, as
+    ** j * 4 + st. */
+    int32_t *G = b->G, *PM = b->PM, best;
+    int bj, bs;
+    b->cells += (uint32_t)(na * k);
+    for (i = 0; i < na; i++) {
+      uint16_t ak = b->an[i].ak;
+      int addst = ak == AK_GUARD ? 1 : ak == AK_CALL ? 2 : 0;
+      int32_t run_best = NEG - 1;
+      int run_arg = 0;
+      for (j = 0; j < k; j++) {
+        uint16_t m = pos_mask(b, rlo + (uint32_t)j,
+                              (head && j == 0) || (tail && j == k - 1));
+        int32_t w = weight(ak, m), *g = &G[(i * k + j) * 4];
+        int st;
+        for (st = 0; st < 4; st++) g[st] = NEG;
+        if (w > NEG) {
+          if (i == 0) {
+            g[addst] = w;
+          } else {
+            /* from an earlier position */
+            if (j > 0) {
+              int pm = PM[(i - 1) * k + j - 1];
+              int32_t from = G[((i - 1) * k + (pm >> 2)) * 4 + (pm & 3)];
+              if (from > NEG) g[addst] = from + w;
+            }
+            /* at the same position */
+            for (st = 0; st < 4; st++) {
+              int32_t same = G[((i - 1) * k + j) * 4 + st], c = -2;
+              if (same <= NEG) continue;
+              if (ak == AK_CALL && (st & 2) && (m & OPF_MUSTCALL)) continue;
+              if (ak == AK_GUARD && (st & 1)) c = -40;
+              else if ((ak & AK_FLOAT) && b->an[i - 1].ak == ak) c = -10;
+              if (same + c + w > g[st | addst]) g[st | addst] = same + c + w;
+            }
+          }
+        }
+        for (st = 0; st < 4; st++)
+          if (g[st] > run_best) { run_best = g[st]; run_arg = j * 4 + st; }
+        PM[i * k + j] = run_arg;
+      }
+    }
+    bj = PM[(na - 1) * k + k - 1];
+    bs = bj & 3;
+    bj >>= 2;
+    best = G[((na - 1) * k + bj) * 4 + bs];
+    if (best <= NEG / 2) {
+      trusted = 0;
+    } else {
+      /* Back: each anchor's position into pos_of. */
+      for (i = na - 1; i >= 0; i--) {
+        uint16_t ak = b->an[i].ak, m;
+        int addst = ak == AK_GUARD ? 1 : ak == AK_CALL ? 2 : 0, st, found = 0;
+        int32_t w, cur = G[(i * k + bj) * 4 + bs];
+        b->pos_of[i] = bj;
+        if (!i) break;
+        m = pos_mask(b, rlo + (uint32_t)bj, (head && bj == 0) || (tail && bj == k - 1));
+        w = weight(ak, m);
+        for (st = 0; st < 4 && !found; st++) {
+          int32_t same = G[((i - 1) * k + bj) * 4 + st], c = -2;
+          if (same <= NEG || (st | addst) != bs) continue;
+          if (ak == AK_CALL && (st & 2) && (m & OPF_MUSTCALL)) continue;
+          if (ak == AK_GUARD && (st & 1)) c = -40;
+          else if ((ak & AK_FLOAT) && b->an[i - 1].ak == ak) c = -10;
+          if (same + c + w == cur) { bs = st; found = 1; }
+        }
+        if (!found) {
+          int pm;
+          if (bj == 0) { trusted = 0; break; }   /* (cannot happen) */
+          pm = PM[(i - 1) * k + bj - 1];
+          bj = pm >> 2;
+          bs = pm & 3;
+        }
+      }
+      /* Every call instruction of the span got exactly one call. */
+      for (j = 0; j < k && trusted; j++) {
+        uint32_t ref = rlo + (uint32_t)j;
+        int pseudo = (head && j == 0) || (tail && j == k - 1), nc = 0;
+        if (pseudo || !(pos_mask(b, ref, 0) & OPF_MUSTCALL)) continue;
+        for (i = 0; i < na; i++)
+          if (b->pos_of[i] == j && b->an[i].ak == AK_CALL) nc++;
+        if (nc != 1) trusted = 0;
+      }
+    }
+  }
+  if (!trusted) b->st.untrusted++;
+  /* Runs. */
+  {
+    int prev = -1;            /* last matched anchor */
+    int next = 0;             /* scan for the next matched anchor */
+    for (i = i0; i < i1; i++) {
+      uint32_t lo, hi;
+      int a = b->ins[i].anchor;
+      if (!trusted || !na) {
+        lo = rlo;
+        hi = rhi;
+      } else {
+        int pj = a >= 0 ? b->pos_of[a] : -1;
+        uint16_t m = pj >= 0 ? pos_mask(b, rlo + (uint32_t)pj,
+                                        (head && pj == 0) || (tail && pj == k - 1))
+                             : 0;
+        if (a >= 0 && matched(b->an[a].ak, m)) {
+          lo = hi = rlo + (uint32_t)pj;
+          prev = a;
+        } else {
+          int n2;
+          if (next <= a) next = a + 1;
+          if (next < (prev + 1)) next = prev + 1;
+          for (n2 = next; n2 < na; n2++) {
+            uint16_t m2 = pos_mask(b, rlo + (uint32_t)b->pos_of[n2],
+                                   (head && b->pos_of[n2] == 0) ||
+                                   (tail && b->pos_of[n2] == k - 1));
+            if (b->an[n2].first > i && matched(b->an[n2].ak, m2)) break;
+          }
+          next = n2;
+          lo = prev >= 0 ? rlo + (uint32_t)b->pos_of[prev] : rlo;
+          hi = n2 < na ? rlo + (uint32_t)b->pos_of[n2] : rhi;
+        }
+      }
+      put_run(b, b->ins[i].ofs, lo, hi, (uint32_t)(b->ins[i].end - b->ins[i].ofs));
+    }
+  }
+}
+
+static void build(mcmap *mm, uintptr_t T)
+{
+  builder b;
+  uintptr_t mc, snap;
+  uint32_t sz, nins, ofs = 0;
+  int nsnap, s, ok = 0, i;
+  memset(&b, 0, sizeof(b));
+  mm->ok = 0;
+  mc = mm->mcode;
+  sz = mm->sz;
+  nins = mm->nins;
+  nsnap = mm->nsnap;
+  snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
+  b.ir = ld64(T + (uintptr_t)ljp_tsl.t_ir);
+  b.nins_ir = nins;
+  if (!mc || !sz || sz >= 0x10000 || nsnap <= 0 || !snap || !b.ir ||
+      nins <= REF_BIAS + 1 || nins - REF_BIAS > 0x10000)
+    return;
+  b.ins = malloc(sizeof(dins) * (sz + 1));
+  b.an = malloc(sizeof(anchor) * (sz + 1));
+  b.pos_of = malloc(sizeof(int) * (sz + 1));
+  b.run = malloc(sizeof(mcrun) * (sz + 1));
+  b.G = malloc(sizeof(int32_t) * 4 * SPAN_CELLS);
+  b.PM = malloc(sizeof(int32_t) * SPAN_CELLS);
+  if (!b.ins || !b.an || !b.pos_of || !b.run || !b.G || !b.PM) goto out;
+  /* Decode all; every snapshot's mcofs must be a boundary. */
+  while (ofs < sz) {
+    ljp_x64ins x;
+    int len = ljp_x64_decode((const uint8_t *)(mc + ofs), sz - ofs, mc + ofs, &x);
+    if (!len) goto out;
+    b.ins[b.nins].ofs = (uint16_t)ofs;
+    b.ins[b.nins].end = (uint16_t)(ofs + (uint32_t)len);
+    b.ins[b.nins].ak = anchor_kind(&x, mc, sz, ofs);
+    b.ins[b.nins].join = 0;
+    b.ins[b.nins].target = x.has_target ? x.target : 0;
+    /* a call through a register (emit_call: lea or mov imm64 of the
+    ** target, call reg): the load joins the call when it loads that
+    ** register */
+    if (x.cls == LJP_X64_CALL && !x.has_target && x.modrm_reg != 0xff &&
+        b.nins > 0) {
+      ljp_x64ins y;
+      const dins *p = &b.ins[b.nins - 1];
+      if (ljp_x64_decode((const uint8_t *)(mc + p->ofs), sz - p->ofs,
+                         mc + p->ofs, &y) &&
+          ((y.map == 0 && y.op == 0x8d && y.modrm_reg == x.opreg) ||
+           (y.imm64 && y.opreg == x.opreg)))
+        b.ins[b.nins].join = 1;
+    }
+    b.nins++;
+    ofs += (uint32_t)len;
+  }
+  b.st.bytes = sz;
+  for (s = 0, i = 0; s < nsnap; s++) {
+    uint32_t c0 = ld16(snap + (uintptr_t)s * SNAPSZ + 6);
+    uint32_t c1 = s + 1 < nsnap ? ld16(snap + (uintptr_t)(s + 1) * SNAPSZ + 6) : sz;
+    uint32_t r0 = s ? ld16(snap + (uintptr_t)s * SNAPSZ + 4) : REF_BIAS;
+    uint32_t r1 = s + 1 < nsnap ? ld16(snap + (uintptr_t)(s + 1) * SNAPSZ + 4) - 1u
+                                : nins;
+    int i1;
+    if (c1 < c0 || c1 > sz || (s == 0 && c0 != 0)) goto out;
+    if (r0 < REF_BIAS || r0 > nins || r1 + 1 < r0 || r1 > nins) goto out;
+    while (i < b.nins && b.ins[i].ofs < c0) i++;
+    if (i < b.nins ? b.ins[i].ofs != c0 : c0 != sz) goto out;
+    for (i1 = i; i1 < b.nins && b.ins[i1].ofs < c1; i1++) {}
+    if (i1 < b.nins ? b.ins[i1].ofs != c1 : c1 != sz) goto out;
+    if (c1 == c0) continue;
+    b.st.spans++;
+    if (r1 + 1 == r0) r1 = r0;   /* no instruction: a head/tail only */
+    align_span(&b, i, i1, r0, r1, s == 0, s == nsnap - 1);
+    i = i1;
+  }
+  b.st.runs = (uint32_t)b.nrun;
+  mm->run = malloc(sizeof(mcrun) * (size_t)(b.nrun ? b.nrun : 1));
+  if (!mm->run) goto out;
+  memcpy(mm->run, b.run, sizeof(mcrun) * (size_t)b.nrun);
+  mm->nrun = b.nrun;
+  mm->st = b.st;
+  ok = 1;
+out:
+  free(b.ins);
+  free(b.an);
+  free(b.pos_of);
+  free(b.run);
+  free(b.G);
+  free(b.PM);
+  mm->ok = ok;
+}
+
+/* The map of T (built if needed), under cache_mu; NULL when unknown. */
+static mcmap *get(uintptr_t T)
+{
+  mcmap *mm;
+  uintptr_t mc;
+  uint32_t sz, nins;
+  uint16_t nsnap;
+  if (!T || !ljp_tsl.ok || !ljp_tml.ok || ljp_tsl.t_nins < 0 || learnt <= 0)
+    return NULL;
+  mc = ld64(T + (uintptr_t)ljp_tml.t_mcode);
+  sz = ld32(T + (uintptr_t)ljp_tml.t_szmcode);
+  nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
+  nins = ld32(T + (uintptr_t)ljp_tsl.t_nins);
+  mm = &cache[(T >> 6) % NCACHE];
+  if (mm->T != T || mm->mcode != mc || mm->sz != sz || mm->nsnap != nsnap ||
+      mm->nins != nins) {
+    free(mm->run);
+    memset(mm, 0, sizeof(*mm));
+    mm->T = T;
+    mm->mcode = mc;
+    mm->sz = sz;
+    mm->nsnap = nsnap;
+    mm->nins = nins;
+    build(mm, T);
+  }
+  return mm->ok ? mm : NULL;
+}
+
+int ljp_mcmap_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo,
+                   uint32_t *ref_hi, int *exact)
+{
+  mcmap *mm;
+  int res = 0;
+  pthread_mutex_lock(&cache_mu);
+  mm = get(T);
+  if (mm && ofs < mm->sz && mm->nrun) {
+    int lo = 0, hi = mm->nrun;
+    while (lo < hi) {           /* the last run starting at or before ofs */
+      int mid = (lo + hi) >> 1;
+      if (mm->run[mid].ofs <= ofs) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo > 0) {
+      const mcrun *r = &mm->run[lo - 1];
+      *ref_lo = r->lo;
+      *ref_hi = r->hi;
+      *exact = (int)r->exact;
+      res = 1;
+    }
+  }
+  pthread_mutex_unlock(&cache_mu);
+  return res;
+}
+
+int ljp_mcmap_stats_of(uintptr_t T, ljp_mcmap_stats *st)
+{
+  mcmap *mm;
+  int res = 0;
+  pthread_mutex_lock(&cache_mu);
+  mm = get(T);
+  if (mm) {
+    *st = mm->st;
+    res = 1;
+  }
+  pthread_mutex_unlock(&cache_mu);
+  return res;
+}
+
+void ljp_mcmap_clear(void)
+{
+  int i;
+  pthread_mutex_lock(&cache_mu);
+  for (i = 0; i < NCACHE; i++) {
+    free(cache[i].run);
+    memset(&cache[i], 0, sizeof(cache[i]));
+  }
+  pthread_mutex_unlock(&cache_mu);
+}

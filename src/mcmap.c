@@ -35,7 +35,6 @@
 ** trace (spans beyond are not aligned: their range only).
 */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,17 +61,21 @@ enum {
 };
 #define AK_FLOAT (AK_FADD | AK_FSUB | AK_FMUL | AK_FDIV | AK_FSQRT | \
                   AK_FMINMAX | AK_FCVT | AK_FCMP | AK_FROUND)
-#define OPF_MUSTCALL 0x8000u   /* in op_mask: a call opcode (one call) */
-#define OPF_PSEUDO 0x4000u     /* head or tail */
+#define OPF_MUSTCALL (1u << 31) /* in op_mask: a call opcode (one call) */
+#define OPF_PSEUDO (1u << 30)   /* head or tail */
+#define OPF_ALLOC (1u << 29)    /* counts a GC step (as->gcsteps++) */
+#define OPF_LOOP (1u << 28)     /* LOOP */
+#define OPF_GCSTEP (1u << 27)   /* GCSTEP */
 
-static const struct { const char *name; uint16_t mask; } opnames[] = {
+static const struct { const char *name; uint32_t mask; } opnames[] = {
   {"LT", AK_FCMP | AK_ICMP}, {"GE", AK_FCMP | AK_ICMP},
   {"LE", AK_FCMP | AK_ICMP}, {"GT", AK_FCMP | AK_ICMP},
   {"ULT", AK_FCMP | AK_ICMP}, {"UGE", AK_FCMP | AK_ICMP},
   {"ULE", AK_FCMP | AK_ICMP}, {"UGT", AK_FCMP | AK_ICMP},
   {"EQ", AK_FCMP | AK_ICMP}, {"NE", AK_FCMP | AK_ICMP},
   {"ABC", AK_ICMP}, {"RETF", AK_ICMP | AK_IARITH},
-  {"GCSTEP", AK_CALL | AK_ICMP}, {"HIOP", AK_IARITH | AK_ICMP},
+  {"GCSTEP", AK_CALL | AK_ICMP | AK_GUARD | AK_IARITH | OPF_GCSTEP},
+  {"LOOP", OPF_LOOP}, {"HIOP", AK_IARITH | AK_ICMP},
   {"PROF", AK_ICMP},
   {"BNOT", AK_IARITH}, {"BSWAP", AK_IARITH}, {"BAND", AK_IARITH},
   {"BOR", AK_IARITH}, {"BXOR", AK_IARITH}, {"BSHL", AK_IARITH},
@@ -99,36 +102,81 @@ static const struct { const char *name; uint16_t mask; } opnames[] = {
   {"VLOAD", AK_ICMP | AK_IARITH}, {"ALEN", AK_CALL | AK_ICMP},
   {"XSTORE", AK_FCVT}, {"TBAR", AK_ICMP | AK_IARITH},
   {"OBAR", AK_CALL | AK_ICMP},
-  {"SNEW", AK_CALL}, {"XSNEW", AK_CALL}, {"TNEW", AK_CALL},
-  {"TDUP", AK_CALL}, {"CNEW", AK_CALL}, {"CNEWI", AK_CALL},
-  {"BUFHDR", AK_CALL | AK_IARITH}, {"BUFPUT", AK_CALL},
-  {"BUFSTR", AK_CALL},
-  {"TOBIT", AK_FADD}, {"TOSTR", AK_CALL},
+  {"SNEW", AK_CALL | OPF_ALLOC}, {"XSNEW", AK_CALL},
+  {"TNEW", AK_CALL | OPF_ALLOC}, {"TDUP", AK_CALL | OPF_ALLOC},
+  {"CNEW", AK_CALL | OPF_ALLOC}, {"CNEWI", AK_CALL | OPF_ALLOC},
+  {"BUFHDR", AK_IARITH}, {"BUFPUT", AK_CALL},
+  {"BUFSTR", AK_CALL | OPF_ALLOC},
+  {"TOBIT", AK_FADD}, {"TOSTR", AK_CALL | OPF_ALLOC},
   {"STRTO", AK_CALL | AK_FCVT | AK_FCMP},
   {"CONV", AK_FCVT | AK_FCMP | AK_IARITH | AK_CALL | AK_FADD | AK_FSUB},
-  {"CALLN", AK_CALL | OPF_MUSTCALL}, {"CALLA", AK_CALL | OPF_MUSTCALL},
+  {"CALLN", AK_CALL | OPF_MUSTCALL}, {"CALLA", AK_CALL | OPF_MUSTCALL | OPF_ALLOC},
   {"CALLL", AK_CALL | OPF_MUSTCALL}, {"CALLS", AK_CALL | OPF_MUSTCALL},
   {"CALLXS", AK_CALL | OPF_MUSTCALL},
   {NULL, 0}
 };
 
-static uint16_t op_mask[256];
+static uint32_t op_mask[256];
 static volatile int learnt;       /* 1 known, -1 failed */
+
+/* The functions IR calls (lj_ir_callinfo, by id: jit.util.ircalladdr and
+** jit.vmdef.ircall), and which helper opcode calls each (by name: the
+** IRCALL a helper's assembly uses, lj_asm.c/lj_asm_x86.h); a call whose
+** target is one of them can only be that CALL* instruction's (op2, the
+** id) or that helper's. */
+#define NCALL 512
+#define HELPER_GC 0xff          /* the GC check (head, LOOP, GCSTEP) */
+static uint64_t call_addr[NCALL];
+static uint16_t call_helper[NCALL];   /* opcode + 1, HELPER_GC + 1, or 0 */
+static uint16_t call_sorted[NCALL];   /* ids by address */
+static int ncall;
+
+static const struct { const char *call, *op; } helpers[] = {
+  {"lj_buf_tostr", "BUFSTR"}, {"lj_buf_putstr", "BUFPUT"},
+  {"lj_buf_putchar", "BUFPUT"}, {"lj_strfmt_putint", "BUFPUT"},
+  {"lj_strfmt_putnum", "BUFPUT"}, {"lj_strfmt_int", "TOSTR"},
+  {"lj_strfmt_num", "TOSTR"}, {"lj_strfmt_char", "TOSTR"},
+  {"lj_strfmt_obj", "TOSTR"}, {"lj_str_new", "SNEW"},
+  {"lj_tab_new1", "TNEW"}, {"lj_tab_new_ah", "TNEW"}, {"lj_tab_dup", "TDUP"},
+  {"lj_tab_newkey", "NEWREF"}, {"lj_tab_len", "ALEN"},
+  {"lj_strscan_num", "STRTO"}, {"lj_gc_barrieruv", "OBAR"},
+  {"lj_mem_newgco", "CNEW"}, {"lj_cdata_newv", "CNEW"},
+  {"lj_vm_modi", "MOD"}, {"pow", "POW"}, {"lj_vm_floor", "FPMATH"},
+  {"lj_vm_ceil", "FPMATH"}, {"lj_vm_trunc", "FPMATH"}, {NULL, NULL}
+};
+
+static int irop_of(const char *names, size_t len, const char *nm)
+{
+  size_t i, k = strlen(nm);
+  for (i = 0; i + 6 <= len; i += 6)
+    if (!memcmp(names + i, nm, k) && (k == 6 || names[i + k] == ' '))
+      return (int)(i / 6);
+  return -1;
+}
 
 int ljp_mcmap_learn(lua_State *S)
 {
   static const char chunk[] =
     "local ok, v = pcall(require, 'jit.vmdef')\n"
     "if not ok or type(v) ~= 'table' or type(v.irnames) ~= 'string' then return nil end\n"
-    "return v.irnames\n";
-  int top = lua_gettop(S), i, n = 0, calls = 0;
+    "local ok2, u = pcall(require, 'jit.util')\n"
+    "local a, n = {}, {}\n"
+    "if ok2 and u.ircalladdr and type(v.ircall) == 'table' then\n"
+    "  for i = 0, 511 do\n"
+    "    local x = u.ircalladdr(i)\n"
+    "    if not x or not v.ircall[i] then break end\n"
+    "    a[i + 1], n[i + 1] = x, v.ircall[i]\n"
+    "  end\n"
+    "end\n"
+    "return v.irnames, a, n\n";
+  int top = lua_gettop(S), i, n = 0, calls = 0, nc;
   size_t len = 0;
   const char *names;
-  uint16_t mask[256];
+  uint32_t mask[256];
   if (learnt) return learnt > 0;
   memset(mask, 0, sizeof(mask));
-  if (luaL_loadstring(S, chunk) || lua_pcall(S, 0, 1, 0) ||
-      !(names = lua_tolstring(S, -1, &len)) || len % 6 || len / 6 > 256) {
+  if (luaL_loadstring(S, chunk) || lua_pcall(S, 0, 3, 0) ||
+      !(names = lua_tolstring(S, top + 1, &len)) || len % 6 || len / 6 > 256) {
     lua_settop(S, top);
     learnt = -1;
     return 0;
@@ -146,12 +194,54 @@ int ljp_mcmap_learn(lua_State *S)
         if (mask[i] & OPF_MUSTCALL) calls++;
       }
   }
+  /* The call table (optional: without it calls match by opcode only). */
+  for (nc = 0; nc < NCALL; nc++) {
+    const char *cn;
+    int h;
+    lua_rawgeti(S, top + 2, nc + 1);
+    lua_rawgeti(S, top + 3, nc + 1);
+    if (!lua_isnumber(S, -2) || !(cn = lua_tostring(S, -1))) {
+      lua_pop(S, 2);
+      break;
+    }
+    call_addr[nc] = (uint64_t)lua_tonumber(S, -2);
+    call_helper[nc] = 0;
+    if (!strcmp(cn, "lj_gc_step_jit")) call_helper[nc] = HELPER_GC + 1;
+    for (h = 0; helpers[h].call; h++)
+      if (!strcmp(cn, helpers[h].call)) {
+        int op = irop_of(names, len, helpers[h].op);
+        if (op >= 0) call_helper[nc] = (uint16_t)(op + 1);
+      }
+    lua_pop(S, 2);
+  }
   lua_settop(S, top);
   /* The core opcodes every LuaJIT 2.1 has must all be found. */
   if (n < 60 || calls < 4) { learnt = -1; return 0; }
+  /* ids by address (insertion sort: ~100 entries, once) */
+  for (i = 0; i < nc; i++) {
+    int j = i;
+    while (j > 0 && call_addr[call_sorted[j - 1]] > call_addr[i]) {
+      call_sorted[j] = call_sorted[j - 1];
+      j--;
+    }
+    call_sorted[j] = (uint16_t)i;
+  }
+  ncall = nc;
   memcpy(op_mask, mask, sizeof(mask));
   __atomic_store_n(&learnt, 1, __ATOMIC_RELEASE);
   return 1;
+}
+
+/* The id of the IR call function at address a, or -1. */
+static int call_id(uint64_t a)
+{
+  int lo = 0, hi = ncall;
+  while (lo < hi) {
+    int mid = (lo + hi) >> 1;
+    if (call_addr[call_sorted[mid]] < a) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < ncall && call_addr[call_sorted[lo]] == a ? call_sorted[lo] : -1;
 }
 
 /* -- The cache ------------------------------------------------------------ */
@@ -188,11 +278,15 @@ typedef struct dins {   /* a decoded instruction */
   uint8_t join;         /* a call through the register the instruction
                            before loaded (lea/mov imm64): one anchor */
   int32_t anchor;       /* index among the span's anchors, -1 */
-  uint64_t target;      /* a branch's target */
+  uint64_t target;      /* a branch's target; a call's (0: unknown) */
+  int32_t disp;         /* a call through lea r, [r14 + disp]: disp */
+  uint8_t viadisp;      /* ... that form (DISPATCH found per trace) */
+  int16_t callid;       /* the IR call function called, -1 unknown */
 } dins;
 
 typedef struct anchor {
   uint16_t ak;
+  int16_t callid;       /* a call's function id, -1 unknown */
   int first, last;      /* instructions */
 } anchor;
 
@@ -207,6 +301,8 @@ typedef struct builder {
   int nrun;
   uintptr_t ir;
   uint32_t nins_ir;
+  int gc_head;          /* the head holds a GC check */
+  uint32_t gc_loop;     /* LOOP's ref when it holds one, else 0 */
   ljp_mcmap_stats st;
 } builder;
 
@@ -249,29 +345,38 @@ static uint16_t anchor_kind(const ljp_x64ins *x, uintptr_t mc, uint32_t sz,
   }
 }
 
-/* The mask of position p of a span (a ref, or the head/tail pseudo). */
-static uint16_t pos_mask(const builder *b, uint32_t ref, int pseudo)
+/* The mask of position p of a span (a ref, or the head/tail pseudo).
+** The head, and LOOP, hold a GC check (a call and a guard) when the
+** section after them allocates (asm_gc_check: at the head for the part
+** before LOOP, at LOOP for the loop's body, none above a GCSTEP). */
+static uint32_t pos_mask(const builder *b, uint32_t ref, int pseudo)
 {
   uint8_t t, o;
-  if (pseudo) return OPF_PSEUDO | AK_CALL | AK_GUARD | AK_IARITH | AK_ICMP;
+  uint32_t m;
+  if (pseudo)
+    return OPF_PSEUDO | AK_CALL | AK_GUARD | AK_IARITH | AK_ICMP |
+           (ref == REF_BIAS && b->gc_head ? OPF_MUSTCALL : 0);
   t = *(const uint8_t *)(b->ir + 8u * ref + 4);
   o = *(const uint8_t *)(b->ir + 8u * ref + 5);
-  return (uint16_t)(op_mask[o] | ((t & IRT_GUARD) ? AK_GUARD : 0));
+  m = op_mask[o] | ((t & IRT_GUARD) ? AK_GUARD : 0);
+  if ((m & OPF_LOOP) && ref == b->gc_loop)
+    m |= OPF_MUSTCALL | AK_CALL | AK_GUARD | AK_ICMP | AK_IARITH;
+  return m;
 }
 
-static int32_t weight(uint16_t ak, uint16_t m)
+static int32_t weight(uint16_t ak, uint32_t m)
 {
-  int pseudo = (m & OPF_PSEUDO) != 0;
+  int weak = (m & OPF_PSEUDO) && !(m & OPF_MUSTCALL);
   if (ak == AK_CALL)
-    return (m & AK_CALL) ? 100 + ((m & OPF_MUSTCALL) ? 60 : 0) - pseudo * 40
+    return (m & AK_CALL) ? 100 + ((m & OPF_MUSTCALL) ? 60 : 0) - weak * 40
                          : NEG;
-  if (ak == AK_GUARD) return (m & AK_GUARD) ? 100 - pseudo * 40 : NEG;
-  if (ak & AK_FLOAT) return (m & ak) && !pseudo ? 20 : -8;
+  if (ak == AK_GUARD) return (m & AK_GUARD) ? 100 - weak * 40 : NEG;
+  if (ak & AK_FLOAT) return (m & ak) && !(m & OPF_PSEUDO) ? 20 : -8;
   return (m & ak) ? 4 : 0;
 }
 
 /* Is anchor a matched at a position of mask m (an exact instruction)? */
-static int matched(uint16_t ak, uint16_t m)
+static int matched(uint16_t ak, uint32_t m)
 {
   return (m & ak) != 0 && !(m & OPF_PSEUDO && (ak & AK_FLOAT));
 }
@@ -289,6 +394,8 @@ static void put_run(builder *b, uint32_t ofs, uint32_t lo, uint32_t hi,
   b->run[b->nrun].exact = ex;
   b->nrun++;
 }
+
+static int call_fits(const builder *b, int id, uint32_t ref, uint32_t m);
 
 /* Align the span of instructions [i0, i1) to refs [rlo, rhi] (rlo the
 ** head pseudo when head, rhi the tail pseudo when tail) and emit its
@@ -311,6 +418,7 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
       continue;
     }
     b->an[na].ak = b->ins[i].ak;
+    b->an[na].callid = b->ins[i].callid;
     b->an[na].first = b->an[na].last = i;
     if (b->ins[i].join && i > i0 && !b->ins[i - 1].ak) {
       b->an[na].first = i - 1;
@@ -337,9 +445,12 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
       int32_t run_best = NEG - 1;
       int run_arg = 0;
       for (j = 0; j < k; j++) {
-        uint16_t m = pos_mask(b, rlo + (uint32_t)j,
+        uint32_t m = pos_mask(b, rlo + (uint32_t)j,
                               (head && j == 0) || (tail && j == k - 1));
         int32_t w = weight(ak, m), *g = &G[(i * k + j) * 4];
+        if (ak == AK_CALL && b->an[i].callid >= 0 && w > NEG &&
+            !call_fits(b, b->an[i].callid, rlo + (uint32_t)j, m))
+          w = NEG;
         int st;
         for (st = 0; st < 4; st++) g[st] = NEG;
         if (w > NEG) {
@@ -377,13 +488,17 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
     } else {
       /* Back: each anchor's position into pos_of. */
       for (i = na - 1; i >= 0; i--) {
-        uint16_t ak = b->an[i].ak, m;
+        uint16_t ak = b->an[i].ak;
+        uint32_t m;
         int addst = ak == AK_GUARD ? 1 : ak == AK_CALL ? 2 : 0, st, found = 0;
         int32_t w, cur = G[(i * k + bj) * 4 + bs];
         b->pos_of[i] = bj;
         if (!i) break;
         m = pos_mask(b, rlo + (uint32_t)bj, (head && bj == 0) || (tail && bj == k - 1));
         w = weight(ak, m);
+        if (ak == AK_CALL && b->an[i].callid >= 0 && w > NEG &&
+            !call_fits(b, b->an[i].callid, rlo + (uint32_t)bj, m))
+          w = NEG;
         for (st = 0; st < 4 && !found; st++) {
           int32_t same = G[((i - 1) * k + bj) * 4 + st], c = -2;
           if (same <= NEG || (st | addst) != bs) continue;
@@ -424,7 +539,7 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
         hi = rhi;
       } else {
         int pj = a >= 0 ? b->pos_of[a] : -1;
-        uint16_t m = pj >= 0 ? pos_mask(b, rlo + (uint32_t)pj,
+        uint32_t m = pj >= 0 ? pos_mask(b, rlo + (uint32_t)pj,
                                         (head && pj == 0) || (tail && pj == k - 1))
                              : 0;
         if (a >= 0 && matched(b->an[a].ak, m)) {
@@ -435,7 +550,7 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
           if (next <= a) next = a + 1;
           if (next < (prev + 1)) next = prev + 1;
           for (n2 = next; n2 < na; n2++) {
-            uint16_t m2 = pos_mask(b, rlo + (uint32_t)b->pos_of[n2],
+            uint32_t m2 = pos_mask(b, rlo + (uint32_t)b->pos_of[n2],
                                    (head && b->pos_of[n2] == 0) ||
                                    (tail && b->pos_of[n2] == k - 1));
             if (b->an[n2].first > i && matched(b->an[n2].ak, m2)) break;
@@ -448,6 +563,59 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
       put_run(b, b->ins[i].ofs, lo, hi, (uint32_t)(b->ins[i].end - b->ins[i].ofs));
     }
   }
+}
+
+/* Each call's function id: from its target (call rel32, mov imm64), or
+** for lea r, [r14 + d] (r14 = DISPATCH) from the DISPATCH that makes the
+** most such calls land on a function some CALL* instruction of this trace
+** calls (DISPATCH = that function - d, tried for the first 8 such calls
+** and 32 CALL* instructions). */
+static void resolve_calls(builder *b)
+{
+  int i, nv = 0, nc = 0, best = 0;
+  int32_t disps[8];
+  uint64_t cands[32], disp_base = 0;
+  uint32_t ref;
+  for (i = 0; i < b->nins; i++) {
+    if (b->ins[i].ak != AK_CALL) continue;
+    if (b->ins[i].target) b->ins[i].callid = (int16_t)call_id(b->ins[i].target);
+    else if (b->ins[i].viadisp && nv < 8) disps[nv++] = b->ins[i].disp;
+  }
+  if (!nv) return;
+  for (ref = REF_BIAS + 1; ref < b->nins_ir && nc < 32; ref++) {
+    uint32_t m = op_mask[*(const uint8_t *)(b->ir + 8u * ref + 5)];
+    uint16_t op2 = *(const uint16_t *)(b->ir + 8u * ref + 2);
+    if ((m & OPF_MUSTCALL) && op2 < ncall) cands[nc++] = call_addr[op2];
+  }
+  for (i = 0; i < nc; i++) {
+    int d, v;
+    for (d = 0; d < nv; d++) {
+      uint64_t base = cands[i] - (uint64_t)(int64_t)disps[d];
+      int score = 0;
+      for (v = 0; v < nv; v++)
+        if (call_id(base + (uint64_t)(int64_t)disps[v]) >= 0) score++;
+      if (score > best) { best = score; disp_base = base; }
+    }
+  }
+  if (!best) return;
+  for (i = 0; i < b->nins; i++)
+    if (b->ins[i].ak == AK_CALL && b->ins[i].viadisp)
+      b->ins[i].callid = (int16_t)call_id(disp_base + (uint64_t)(int64_t)b->ins[i].disp);
+}
+
+/* May a call of function id (>= 0) be position ref's (mask m)? */
+static int call_fits(const builder *b, int id, uint32_t ref, uint32_t m)
+{
+  uint16_t h = call_helper[id];
+  if (m & OPF_PSEUDO) return (m & OPF_MUSTCALL) && h == HELPER_GC + 1;
+  if ((m & OPF_LOOP) || (m & OPF_GCSTEP)) return h == HELPER_GC + 1;
+  if (m & OPF_MUSTCALL) {
+    uint8_t o = *(const uint8_t *)(b->ir + 8u * ref + 5);
+    uint16_t op2 = *(const uint16_t *)(b->ir + 8u * ref + 2);
+    if (!(op_mask[o] & OPF_MUSTCALL)) return h == HELPER_GC + 1;
+    return op2 == id || (op2 >= ncall);   /* (CALLXS: a pointer) */
+  }
+  return h && h - 1 == *(const uint8_t *)(b->ir + 8u * ref + 5);
 }
 
 static void build(mcmap *mm, uintptr_t T)
@@ -468,6 +636,22 @@ static void build(mcmap *mm, uintptr_t T)
   if (!mc || !sz || sz >= 0x10000 || nsnap <= 0 || !snap || !b.ir ||
       nins <= REF_BIAS + 1 || nins - REF_BIAS > 0x10000)
     return;
+  /* Where the GC checks are (lj_asm.c: gcsteps counted backwards from
+  ** the end, checked at LOOP and at the head, none above a GCSTEP). */
+  {
+    uint32_t ref;
+    int gc = 0;
+    for (ref = nins - 1; ref > REF_BIAS; ref--) {
+      uint32_t m = op_mask[*(const uint8_t *)(b.ir + 8u * ref + 5)];
+      if (m & OPF_ALLOC) { if (gc >= 0) gc++; }
+      else if (m & OPF_GCSTEP) gc = -1;
+      else if (m & OPF_LOOP) {
+        if (gc > 0) b.gc_loop = ref;
+        if (gc >= 0) gc = 0;
+      }
+    }
+    b.gc_head = gc > 0;
+  }
   b.ins = malloc(sizeof(dins) * (sz + 1));
   b.an = malloc(sizeof(anchor) * (sz + 1));
   b.pos_of = malloc(sizeof(int) * (sz + 1));
@@ -485,6 +669,9 @@ static void build(mcmap *mm, uintptr_t T)
     b.ins[b.nins].ak = anchor_kind(&x, mc, sz, ofs);
     b.ins[b.nins].join = 0;
     b.ins[b.nins].target = x.has_target ? x.target : 0;
+    b.ins[b.nins].viadisp = 0;
+    b.ins[b.nins].disp = 0;
+    b.ins[b.nins].callid = -1;
     /* a call through a register (emit_call: lea or mov imm64 of the
     ** target, call reg): the load joins the call when it loads that
     ** register */
@@ -495,13 +682,23 @@ static void build(mcmap *mm, uintptr_t T)
       if (ljp_x64_decode((const uint8_t *)(mc + p->ofs), sz - p->ofs,
                          mc + p->ofs, &y) &&
           ((y.map == 0 && y.op == 0x8d && y.modrm_reg == x.opreg) ||
-           (y.imm64 && y.opreg == x.opreg)))
+           (y.imm64 && y.opreg == x.opreg))) {
+        const uint8_t *q = (const uint8_t *)(mc + p->ofs);
         b.ins[b.nins].join = 1;
+        if (y.imm64) {
+          b.ins[b.nins].target = y.imm;
+        } else if (y.len == 7 && (q[0] & 0xf9) == 0x49 && q[2] == (0x86 | ((x.opreg & 7) << 3))) {
+          /* lea r, [r14 + d32]: REX.W+B, 8D, ModRM mod 2 rm 6 (r14) */
+          memcpy(&b.ins[b.nins].disp, q + 3, 4);
+          b.ins[b.nins].viadisp = 1;
+        }
+      }
     }
     b.nins++;
     ofs += (uint32_t)len;
   }
   b.st.bytes = sz;
+  resolve_calls(&b);
   for (s = 0, i = 0; s < nsnap; s++) {
     uint32_t c0 = ld16(snap + (uintptr_t)s * SNAPSZ + 6);
     uint32_t c1 = s + 1 < nsnap ? ld16(snap + (uintptr_t)(s + 1) * SNAPSZ + 6) : sz;

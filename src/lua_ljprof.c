@@ -1319,12 +1319,16 @@ static uintptr_t trace_obj(lua_State *L, int tr)
 }
 
 /* _mcmap(tr) -> {bytes=, exact_bytes=, spans=, untrusted=, runs=,
-** anchors=}, or nil: the map of trace tr (built if needed). */
+** anchors=}, or nil and why: the map of trace tr (built if needed). */
 static int l_mcmap(lua_State *L)
 {
   ljp_mcmap_stats st;
   uintptr_t T = trace_obj(L, (int)luaL_checkinteger(L, 1));
-  if (!T || !ljp_mcmap_stats_of(T, &st)) return 0;
+  if (!ljp_mcmap_stats_of(T, &st)) {
+    lua_pushnil(L);
+    lua_pushstring(L, st.why ? st.why : "unknown");
+    return 2;
+  }
   lua_createtable(L, 0, 6);
   lua_pushinteger(L, st.bytes); lua_setfield(L, -2, "bytes");
   lua_pushinteger(L, st.exact_bytes); lua_setfield(L, -2, "exact_bytes");

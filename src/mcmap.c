@@ -139,6 +139,8 @@ static const struct { const char *call, *op; } helpers[] = {
   {"lj_strfmt_obj", "TOSTR"}, {"lj_str_new", "SNEW"},
   {"lj_tab_new1", "TNEW"}, {"lj_tab_new_ah", "TNEW"}, {"lj_tab_dup", "TDUP"},
   {"lj_tab_newkey", "NEWREF"}, {"lj_tab_len", "ALEN"},
+  {"lj_tab_len_hint", "ALEN"}, {"lj_buf_putmem", "BUFPUT"},
+  {"log", "FPMATH"}, {"lj_vm_log2", "FPMATH"},
   {"lj_strscan_num", "STRTO"}, {"lj_gc_barrieruv", "OBAR"},
   {"lj_mem_newgco", "CNEW"}, {"lj_cdata_newv", "CNEW"},
   {"lj_vm_modi", "MOD"}, {"pow", "POW"}, {"lj_vm_floor", "FPMATH"},
@@ -257,6 +259,7 @@ typedef struct mcmap {
   uint32_t sz, nins;
   uint16_t nsnap;
   int ok;
+  const char *why;    /* why not ok */
   int nrun;
   mcrun *run;
   ljp_mcmap_stats st;
@@ -633,6 +636,7 @@ static void build(mcmap *mm, uintptr_t T)
   snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
   b.ir = ld64(T + (uintptr_t)ljp_tsl.t_ir);
   b.nins_ir = nins;
+  mm->why = "trace counts out of range";
   if (!mc || !sz || sz >= 0x10000 || nsnap <= 0 || !snap || !b.ir ||
       nins <= REF_BIAS + 1 || nins - REF_BIAS > 0x10000)
     return;
@@ -658,7 +662,9 @@ static void build(mcmap *mm, uintptr_t T)
   b.run = malloc(sizeof(mcrun) * (sz + 1));
   b.G = malloc(sizeof(int32_t) * 4 * SPAN_CELLS);
   b.PM = malloc(sizeof(int32_t) * SPAN_CELLS);
+  mm->why = "out of memory";
   if (!b.ins || !b.an || !b.pos_of || !b.run || !b.G || !b.PM) goto out;
+  mm->why = "code not decodable";
   /* Decode all; every snapshot's mcofs must be a boundary. */
   while (ofs < sz) {
     ljp_x64ins x;
@@ -702,12 +708,19 @@ static void build(mcmap *mm, uintptr_t T)
   for (s = 0, i = 0; s < nsnap; s++) {
     uint32_t c0 = ld16(snap + (uintptr_t)s * SNAPSZ + 6);
     uint32_t c1 = s + 1 < nsnap ? ld16(snap + (uintptr_t)(s + 1) * SNAPSZ + 6) : sz;
+    /* asm_snap_fixup_mcofs counts from the code's end before the tail
+    ** fixup, which can shorten the tail (asm_tail_fixup): offsets past
+    ** the end are those of snapshots with no code left. */
+    if (c0 > sz) c0 = sz;
+    if (c1 > sz) c1 = sz;
     uint32_t r0 = s ? ld16(snap + (uintptr_t)s * SNAPSZ + 4) : REF_BIAS;
     uint32_t r1 = s + 1 < nsnap ? ld16(snap + (uintptr_t)(s + 1) * SNAPSZ + 4) - 1u
                                 : nins;
     int i1;
+    mm->why = "snapshot offsets or refs out of order";
     if (c1 < c0 || c1 > sz || (s == 0 && c0 != 0)) goto out;
     if (r0 < REF_BIAS || r0 > nins || r1 + 1 < r0 || r1 > nins) goto out;
+    mm->why = "a snapshot boundary inside an instruction";
     while (i < b.nins && b.ins[i].ofs < c0) i++;
     if (i < b.nins ? b.ins[i].ofs != c0 : c0 != sz) goto out;
     for (i1 = i; i1 < b.nins && b.ins[i1].ofs < c1; i1++) {}
@@ -733,6 +746,7 @@ out:
   free(b.G);
   free(b.PM);
   mm->ok = ok;
+  if (ok) mm->why = NULL;
 }
 
 /* The map of T (built if needed), under cache_mu; NULL when unknown. */
@@ -795,9 +809,17 @@ int ljp_mcmap_stats_of(uintptr_t T, ljp_mcmap_stats *st)
   int res = 0;
   pthread_mutex_lock(&cache_mu);
   mm = get(T);
+  st->why = NULL;
   if (mm) {
     *st = mm->st;
+    st->why = NULL;
     res = 1;
+  } else {
+    mcmap *c = &cache[(T >> 6) % NCACHE];
+    st->why = !T ? "no trace" : learnt <= 0 ? "IR opcodes not learnt"
+            : !ljp_tsl.ok || !ljp_tml.ok ? "trace layouts not proven"
+            : ljp_tsl.t_nins < 0 ? "instruction count not found"
+            : c->T == T && c->why ? c->why : "unknown";
   }
   pthread_mutex_unlock(&cache_mu);
   return res;

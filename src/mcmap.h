@@ -40,6 +40,7 @@ int ljp_mcmap_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo,
 ** Returns 0 when unknown. For tests and measurement. */
 typedef struct ljp_mcmap_stats {
   uint32_t bytes, exact_bytes, spans, untrusted, runs, anchors;
+  const char *why;    /* when unknown: why (a static string) */
 } ljp_mcmap_stats;
 int ljp_mcmap_stats_of(uintptr_t T, ljp_mcmap_stats *st);
 

@@ -2,7 +2,8 @@
 -- structure (tests/lua/mcmap_workloads.lua): inlined leaves calling sin,
 -- pure float helpers, integer helpers (ADDOV guards), compiled recursion,
 -- string.format("%q") from a loop, inlined table-touching methods
--- (bench/lib/methods.lua). Checked on every trace, against jit.util:
+-- (bench/lib/methods.lua); and the bench workloads richards, json and
+-- nbody. Checked on every trace, against jit.util:
 --   - every trace is mapped (its code decodes and lands on every
 --     snapshot boundary);
 --   - every call instruction maps exactly to one IR instruction that can
@@ -177,15 +178,19 @@ local function check_trace(name, tr, acc)
 end
 
 local works = dofile(t.SRC .. "/tests/lua/mcmap_workloads.lua")(t.SRC, 1)
+-- and three bench workloads (object code, strings and tables, floats)
+for _, name in ipairs({"richards", "json", "nbody"}) do
+  works[#works + 1] = {name = name, text = t.read(t.SRC .. "/bench/workloads/" .. name .. ".lua")}
+end
 for _, w in ipairs(works) do
   t.case("mcmap_" .. w.name, function()
     jit.flush()
     ljprof._mcmap_clear()
     local chunk = assert(loadstring(w.text, "=" .. w.name))
-    local saved = print
-    print = function() end
+    local saved, savedw = print, io.write
+    print, io.write = function() end, function() end
     chunk()
-    print = saved
+    print, io.write = saved, savedw
     jit.off()
     collectgarbage("stop")
     local acc = {bytes = 0, exact = 0, calls = 0, callord = 0, targets = 0, guards = 0,

@@ -56,7 +56,6 @@
 
 #include "ljp.h"
 #include "clocks.h"
-#include "mcmap.h"
 #include "outfile.h"
 #include "ownstate.h"
 #include "query.h"

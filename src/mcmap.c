@@ -304,6 +304,7 @@ typedef struct builder {
   int nrun;
   uintptr_t ir;
   uint32_t nins_ir;
+  uint32_t *pm;         /* the span's positions' masks (pos_mask) */
   int gc_head;          /* the head holds a GC check */
   uint32_t gc_loop;     /* LOOP's ref when it holds one, else 0 */
   ljp_mcmap_stats st;
@@ -434,6 +435,8 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
   if (na && ((uint64_t)na * (uint64_t)k > SPAN_CELLS ||
              b->cells + (uint64_t)na * (uint64_t)k > TRACE_CELLS))
     trusted = 0;
+  for (j = 0; j < k; j++)
+    b->pm[j] = pos_mask(b, rlo + (uint32_t)j, (head && j == 0) || (tail && j == k - 1));
   if (na && trusted) {
     /* G[(i * k + j) * 4 + st]: the best score of anchors 0..i with anchor
     ** i at position j, st the guard (1) and call (2) already given to j;
@@ -448,8 +451,7 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
       int32_t run_best = NEG - 1;
       int run_arg = 0;
       for (j = 0; j < k; j++) {
-        uint32_t m = pos_mask(b, rlo + (uint32_t)j,
-                              (head && j == 0) || (tail && j == k - 1));
+        uint32_t m = b->pm[j];
         int32_t w = weight(ak, m), *g = &G[(i * k + j) * 4];
         if (ak == AK_CALL && b->an[i].callid >= 0 && w > NEG &&
             !call_fits(b, b->an[i].callid, rlo + (uint32_t)j, m))
@@ -497,7 +499,7 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
         int32_t w, cur = G[(i * k + bj) * 4 + bs];
         b->pos_of[i] = bj;
         if (!i) break;
-        m = pos_mask(b, rlo + (uint32_t)bj, (head && bj == 0) || (tail && bj == k - 1));
+        m = b->pm[bj];
         w = weight(ak, m);
         if (ak == AK_CALL && b->an[i].callid >= 0 && w > NEG &&
             !call_fits(b, b->an[i].callid, rlo + (uint32_t)bj, m))
@@ -520,9 +522,8 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
       }
       /* Every call instruction of the span got exactly one call. */
       for (j = 0; j < k && trusted; j++) {
-        uint32_t ref = rlo + (uint32_t)j;
         int pseudo = (head && j == 0) || (tail && j == k - 1), nc = 0;
-        if (pseudo || !(pos_mask(b, ref, 0) & OPF_MUSTCALL)) continue;
+        if (pseudo || !(b->pm[j] & OPF_MUSTCALL)) continue;
         for (i = 0; i < na; i++)
           if (b->pos_of[i] == j && b->an[i].ak == AK_CALL) nc++;
         if (nc != 1) trusted = 0;
@@ -542,9 +543,7 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
         hi = rhi;
       } else {
         int pj = a >= 0 ? b->pos_of[a] : -1;
-        uint32_t m = pj >= 0 ? pos_mask(b, rlo + (uint32_t)pj,
-                                        (head && pj == 0) || (tail && pj == k - 1))
-                             : 0;
+        uint32_t m = pj >= 0 ? b->pm[pj] : 0;
         if (a >= 0 && matched(b->an[a].ak, m)) {
           lo = hi = rlo + (uint32_t)pj;
           prev = a;
@@ -553,9 +552,7 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
           if (next <= a) next = a + 1;
           if (next < (prev + 1)) next = prev + 1;
           for (n2 = next; n2 < na; n2++) {
-            uint32_t m2 = pos_mask(b, rlo + (uint32_t)b->pos_of[n2],
-                                   (head && b->pos_of[n2] == 0) ||
-                                   (tail && b->pos_of[n2] == k - 1));
+            uint32_t m2 = b->pm[b->pos_of[n2]];
             if (b->an[n2].first > i && matched(b->an[n2].ak, m2)) break;
           }
           next = n2;
@@ -662,8 +659,10 @@ static void build(mcmap *mm, uintptr_t T)
   b.run = malloc(sizeof(mcrun) * (sz + 1));
   b.G = malloc(sizeof(int32_t) * 4 * SPAN_CELLS);
   b.PM = malloc(sizeof(int32_t) * SPAN_CELLS);
+  b.pm = malloc(sizeof(uint32_t) * (nins - REF_BIAS + 2));
   mm->why = "out of memory";
-  if (!b.ins || !b.an || !b.pos_of || !b.run || !b.G || !b.PM) goto out;
+  if (!b.ins || !b.an || !b.pos_of || !b.run || !b.G || !b.PM || !b.pm)
+    goto out;
   mm->why = "code not decodable";
   /* Decode all; every snapshot's mcofs must be a boundary. */
   while (ofs < sz) {
@@ -745,6 +744,7 @@ out:
   free(b.run);
   free(b.G);
   free(b.PM);
+  free(b.pm);
   mm->ok = ok;
   if (ok) mm->why = NULL;
 }

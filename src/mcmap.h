@@ -16,35 +16,13 @@
 
 #include <lua.h>
 
+#include "vm.h"
+
 /* Learn the IR opcode names (jit.vmdef's irnames, required in S: a state
 ** of ljprof's own, vmlearn.c) once per process. Returns 1 when known. */
 int ljp_mcmap_learn(lua_State *S);
 
-/* For the byte at offset ofs of trace T's machine code (T alive): the IR
-** references (biased as LuaJIT's, REF_BIAS 0x8000) whose code can hold it,
-** [*ref_lo, *ref_hi]. *exact = 1 when it lies in an instruction matched to
-** exactly one IR instruction (an anchor: a call, a guard branch, a float
-** or integer operation of a compatible IR opcode, or code between two
-** anchors of the same instruction; ref_lo == ref_hi), 0 for a range
-** between the neighbouring anchors. The trace's head (before the first IR
-** instruction's code) is REF_BIAS, its tail (PHI moves, loop branch,
-** link) the trace's nins. Returns 0 when unknown (layouts not proven, the
-** code not decodable at every snapshot boundary, T's IR out of bounds, a
-** span whose calls did not align: then the snapshot's whole ref range is
-** given with *exact = 0 and 1 is returned). */
-int ljp_mcmap_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo,
-                   uint32_t *ref_hi, int *exact);
-
-/* Statistics of the map of trace T (building it if needed): bytes of code,
-** bytes mapped exactly, spans, spans whose anchors were not trusted.
-** Returns 0 when unknown. For tests and measurement. */
-typedef struct ljp_mcmap_stats {
-  uint32_t bytes, exact_bytes, spans, untrusted, runs, anchors;
-  const char *why;    /* when unknown: why (a static string) */
-} ljp_mcmap_stats;
-int ljp_mcmap_stats_of(uintptr_t T, ljp_mcmap_stats *st);
-
-/* Free every cached map (a trace flush, the end of a run, a test). */
-void ljp_mcmap_clear(void);
+/* ljp_mcmap_refs, ljp_mcmap_stats_of, ljp_mcmap_clear: vm.h (the sampler
+** side's interface). */
 
 #endif

@@ -24,7 +24,8 @@
 ** reference, slot count and entries (tracesnap), each instruction's
 ** opcode and type (traceir) and the constants the snapshots reference
 ** (tracek). The fields are the ones offset in the trace object where
-** every trace and every snapshot agrees, found once each; the snapshots'
+** every trace and every snapshot agrees, found once each (the instruction
+** count too, for mcmap.c only: not found, mcmap stays off); the snapshots'
 ** machine code offsets must start at 0 and rise within the code. The
 ** decoder is then replayed on every probe snapshot: the functions it
 ** finds must be the probe's own.

@@ -285,11 +285,13 @@ typedef struct dins {   /* a decoded instruction */
   int32_t disp;         /* a call through lea r, [r14 + disp]: disp */
   uint8_t viadisp;      /* ... that form (DISPATCH found per trace) */
   int16_t callid;       /* the IR call function called, -1 unknown */
+  int32_t exitno;       /* a guard's exit (its stub), -1 unknown */
 } dins;
 
 typedef struct anchor {
   uint16_t ak;
   int16_t callid;       /* a call's function id, -1 unknown */
+  int32_t exitno;       /* a guard's exit number, -1 unknown */
   int first, last;      /* instructions */
 } anchor;
 
@@ -405,7 +407,7 @@ static int call_fits(const builder *b, int id, uint32_t ref, uint32_t m);
 ** head pseudo when head, rhi the tail pseudo when tail) and emit its
 ** runs. */
 static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
-                       int head, int tail)
+                       int head, int tail, int sn)
 {
   int na = 0, i, j, k = (int)(rhi - rlo + 1), trusted = 1;
   /* Anchors: a call's target load (lea/mov imm64 into its register just
@@ -423,6 +425,7 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
     }
     b->an[na].ak = b->ins[i].ak;
     b->an[na].callid = b->ins[i].callid;
+    b->an[na].exitno = b->ins[i].exitno;
     b->an[na].first = b->an[na].last = i;
     if (b->ins[i].join && i > i0 && !b->ins[i - 1].ak) {
       b->an[na].first = i - 1;
@@ -455,6 +458,12 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
         int32_t w = weight(ak, m), *g = &G[(i * k + j) * 4];
         if (ak == AK_CALL && b->an[i].callid >= 0 && w > NEG &&
             !call_fits(b, b->an[i].callid, rlo + (uint32_t)j, m))
+          w = NEG;
+        /* an IR guard exits through its span's snapshot: another exit
+        ** is the head's (a side trace's stack check: the parent's exit)
+        ** or the tail's */
+        if (ak == AK_GUARD && b->an[i].exitno >= 0 && b->an[i].exitno != sn &&
+            !(m & OPF_PSEUDO))
           w = NEG;
         int st;
         for (st = 0; st < 4; st++) g[st] = NEG;
@@ -503,6 +512,9 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
         w = weight(ak, m);
         if (ak == AK_CALL && b->an[i].callid >= 0 && w > NEG &&
             !call_fits(b, b->an[i].callid, rlo + (uint32_t)bj, m))
+          w = NEG;
+        if (ak == AK_GUARD && b->an[i].exitno >= 0 && b->an[i].exitno != sn &&
+            !(m & OPF_PSEUDO))
           w = NEG;
         for (st = 0; st < 4 && !found; st++) {
           int32_t same = G[((i - 1) * k + bj) * 4 + st], c = -2;
@@ -563,6 +575,24 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
       put_run(b, b->ins[i].ofs, lo, hi, (uint32_t)(b->ins[i].end - b->ins[i].ofs));
     }
   }
+}
+
+/* The exit number of the exit stub at t (lj_asm_x86.h, asm_exitstub_gen:
+** stub i of a group is push (group * 32 + i) & 0xff, then a short jmp to
+** the group's tail, push (group * 32) >> 8; the last stub falls into it),
+** or -1 when t is not a stub (a patched exit: a side trace). t lies in
+** LuaJIT's machine code area (a guard's target); 6 bytes are read. */
+static int32_t stub_exitno(uint64_t t)
+{
+  const uint8_t *p = (const uint8_t *)(uintptr_t)t;
+  if (!t || p[0] != 0x6a) return -1;
+  if (p[2] == 0xeb) {
+    const uint8_t *q = p + 4 + (int8_t)p[3];
+    if (q[0] != 0x6a) return -1;
+    return (int32_t)p[1] | ((int32_t)q[1] << 8);
+  }
+  if (p[2] == 0x6a) return (int32_t)p[1] | ((int32_t)p[3] << 8);
+  return -1;
 }
 
 /* Each call's function id: from its target (call rel32, mov imm64), or
@@ -677,6 +707,7 @@ static void build(mcmap *mm, uintptr_t T)
     b.ins[b.nins].viadisp = 0;
     b.ins[b.nins].disp = 0;
     b.ins[b.nins].callid = -1;
+    b.ins[b.nins].exitno = b.ins[b.nins].ak == AK_GUARD ? stub_exitno(x.target) : -1;
     /* a call through a register (emit_call: lea or mov imm64 of the
     ** target, call reg): the load joins the call when it loads that
     ** register */
@@ -727,7 +758,7 @@ static void build(mcmap *mm, uintptr_t T)
     if (c1 == c0) continue;
     b.st.spans++;
     if (r1 + 1 == r0) r1 = r0;   /* no instruction: a head/tail only */
-    align_span(&b, i, i1, r0, r1, s == 0, s == nsnap - 1);
+    align_span(&b, i, i1, r0, r1, s == 0, s == nsnap - 1, s);
     i = i1;
   }
   b.st.runs = (uint32_t)b.nrun;

@@ -14,8 +14,10 @@
 --     for every call mapped to a CALL*; the head's and LOOP's (GC checks)
 --     call lj_gc_step_jit;
 --   - every guard branch (jcc to outside the trace) maps exactly to an IR
---     instruction with the guard flag, and when it goes to exit stub k
---     (jit.util.traceexitstub), to one of snapshot k's instructions;
+--     instruction with the guard flag (or the head or tail), and when it
+--     goes to exit stub k (jit.util.traceexitstub) to one of snapshot k's
+--     instructions (or the head: a side trace's stack check exits
+--     through its parent's exit);
 --   - the share of scalar add/sub/mul/div instructions mapped exactly to
 --     an ADD/SUB/MUL/DIV (the same op), and of code bytes mapped exactly,
 --     printed; the float share must reach 80% overall.
@@ -132,8 +134,10 @@ local function check_trace(name, tr, acc)
       if k and ref and ref > 0 then
         acc.exitk = acc.exitk + 1
         local r0 = k == 0 and 1 or sref[k]
-        local r1 = sref[k + 1] or info.nins + 1
+        local r1 = sref[k + 1] or info.nins + 2   -- (the last: and the tail)
         if ref >= r0 and ref < r1 then acc.exitk_ok = acc.exitk_ok + 1 end
+        t.ok(ref >= r0 and ref < r1, string.format("%s: trace %d guard at +%x to exit %d: ref %d in [%d, %d)",
+                                                   name, tr, ofs, k, ref, r0, r1))
       end
     elseif cls == CLS.FLT and FOP[fop] then
       local lo, hi, ex = ljprof._mcmap_refs(tr, ofs)

@@ -299,7 +299,8 @@ typedef struct builder {
   dins *ins;
   int nins;
   anchor *an;
-  int32_t *G, *PM;
+  int32_t *G, *PM;      /* the DP's tables, for gcap cells (grown) */
+  uint32_t gcap;
   int *pos_of;          /* anchor -> position */
   uint32_t cells;       /* DP cells used (the trace's budget) */
   mcrun *run;
@@ -438,6 +439,15 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
   if (na && ((uint64_t)na * (uint64_t)k > SPAN_CELLS ||
              b->cells + (uint64_t)na * (uint64_t)k > TRACE_CELLS))
     trusted = 0;
+  if (na && trusted && (uint32_t)(na * k) > b->gcap) {
+    uint32_t cap = (uint32_t)(na * k) < 4096 ? 4096 : (uint32_t)(na * k);
+    free(b->G);
+    free(b->PM);
+    b->G = malloc(sizeof(int32_t) * 4 * cap);
+    b->PM = malloc(sizeof(int32_t) * cap);
+    b->gcap = b->G && b->PM ? cap : 0;
+    if (!b->gcap) trusted = 0;
+  }
   for (j = 0; j < k; j++)
     b->pm[j] = pos_mask(b, rlo + (uint32_t)j, (head && j == 0) || (tail && j == k - 1));
   if (na && trusted) {
@@ -687,11 +697,10 @@ static void build(mcmap *mm, uintptr_t T)
   b.an = malloc(sizeof(anchor) * (sz + 1));
   b.pos_of = malloc(sizeof(int) * (sz + 1));
   b.run = malloc(sizeof(mcrun) * (sz + 1));
-  b.G = malloc(sizeof(int32_t) * 4 * SPAN_CELLS);
-  b.PM = malloc(sizeof(int32_t) * SPAN_CELLS);
+
   b.pm = malloc(sizeof(uint32_t) * (nins - REF_BIAS + 2));
   mm->why = "out of memory";
-  if (!b.ins || !b.an || !b.pos_of || !b.run || !b.G || !b.PM || !b.pm)
+  if (!b.ins || !b.an || !b.pos_of || !b.run || !b.pm)
     goto out;
   mm->why = "code not decodable";
   /* Decode all; every snapshot's mcofs must be a boundary. */

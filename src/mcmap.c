@@ -1,5 +1,6 @@
 /*
-** Trace machine code mapped back to IR instructions (mcmap.h).
+** Trace machine code mapped back to IR instructions (vm.h's ljp_mcmap_*;
+** mcmap.h).
 **
 ** LuaJIT's assembler (lj_asm.c) emits a trace's code backwards, one IR
 ** instruction at a time from the last to the first, so in the final code
@@ -10,29 +11,42 @@
 ** side trace's entry first (the head). Snapshot k's code,
 ** [mcofs[k], mcofs[k+1]), is exactly the code of its IR instructions
 ** [snap[k].ref, snap[k+1].ref) (asm_snap_prev records mcofs when the
-** backwards walk crosses snap[k].ref): hard boundaries.
+** backwards walk crosses snap[k].ref): hard boundaries. (Offsets past
+** the code's end, of snapshots whose code the tail fixup removed, are
+** clamped to it.)
 **
 ** Inside each snapshot's span, the decoded instructions (x64dec.c) are
 ** aligned to the span's IR instructions by a dynamic program over the
 ** anchors only (calls with the lea/mov of their target, jcc to outside
-** the trace = guards, scalar float ops, integer arithmetic and compares):
-** each anchor is given one IR instruction, in IR order, scored by how
-** well the IR opcode explains it (a call only by an opcode that can call,
-** a guard branch only by an instruction with the guard flag or the
-** head/tail; a float op of the same kind scores, one of another kind costs;
-** integer ops score a little where compatible). A call opcode takes at
-** most one call, and every call opcode of the span must get one: else the
-** span's anchors are not trusted and its bytes get the span's whole ref
-** range. Instructions between two matched anchors get the range of refs
-** between them (exact when both are of the same IR instruction).
+** the trace = guards, two in a row to one exit being one guard's, scalar
+** float ops, integer arithmetic and compares): each anchor is given one
+** IR instruction, in IR order, scored by how well the IR opcode explains
+** it. A call only by an opcode that can call, and when its target is
+** known (call rel32, mov imm64, lea [r14 + d] with DISPATCH found per
+** trace) only by the CALL* of that function's id (jit.util.ircalladdr)
+** or the helper opcode that calls it; the GC check (lj_gc_step_jit) by
+** the head or LOOP when the section after them allocates. A guard only by
+** an instruction with the guard flag, and only when it exits through the
+** span's own snapshot (read from the exit stub it jumps to); another
+** exit is the head's (a side trace's stack check exits through its
+** parent's exit) or the tail's. A float op of the same kind scores, one
+** of another kind costs; integer ops score a little where compatible; a
+** second guard, call or float op of one kind on one instruction costs
+** (spread over the compatible ones). A call opcode takes at most one
+** call, and every call opcode of the span must get one: else the span's
+** anchors are not trusted and its bytes get the span's whole ref range.
+** Instructions between two matched anchors get the range of refs between
+** them (exact when both are of the same IR instruction).
 **
-** IR opcodes are learnt by name from jit.vmdef (never numbered here); the
-** guard flag is IRT_GUARD (0x80) of the IR type byte. A trace's map is
-** built once (normal context, the trace alive: plain reads of its code,
-** snapshots and IR, each bounded by counts read from the same trace),
-** cached by (T, mcode, szmcode, nsnap, nins), freed with the cache. Work
-** is bounded: at most 64 KB of code, 2^18 DP cells per span and 2^22 per
-** trace (spans beyond are not aligned: their range only).
+** IR opcodes and call functions are learnt by name from jit.vmdef and
+** jit.util (never numbered here); the guard flag is IRT_GUARD (0x80) of
+** the IR type byte. A trace's map is built once (normal context, the
+** trace alive: plain reads of its code, snapshots, IR and the exit stubs
+** its guards jump to, each bounded by counts read from the same trace),
+** cached by (T, mcode, szmcode, nsnap, nins) in 128 slots, freed with the
+** cache (ljp_mcmap_clear: the caller's, at a flush). Work is bounded: at
+** most 64 KB of code, 2^17 DP cells per span and 2^22 per trace (spans
+** beyond are not aligned: their range only).
 */
 #include <pthread.h>
 #include <stdlib.h>

@@ -620,40 +620,84 @@ static int32_t stub_exitno(uint64_t t)
 }
 
 /* Each call's function id: from its target (call rel32, mov imm64), or
-** for lea r, [r14 + d] (r14 = DISPATCH) from the DISPATCH that makes the
-** most such calls land on a function some CALL* instruction of this trace
-** calls (DISPATCH = that function - d, tried for the first 8 such calls
-** and 32 CALL* instructions). */
+** for lea r, [r14 + d] (r14 = DISPATCH) from the DISPATCH that best
+** explains such calls: each function the trace can call (a CALL*'s id, a
+** helper opcode's function, the GC check) has as many calls to give as
+** the trace has instructions that call it, less the calls already known
+** by their target; a DISPATCH (one such function's address - d) scores
+** the lea calls it lands on a function with a call left to give (at most
+** 8 distinct d). Counting landings alone made every candidate score the
+** same when all lea calls share one d (four calls of sin beside a
+** CALLL of lj_strfmt_putquoted: DISPATCH taken from putquoted, every sin
+** call then named putquoted and the spans not aligned). A tie between
+** two DISPATCH values leaves the lea calls unknown (any call opcode). */
 static void resolve_calls(builder *b)
 {
-  int i, nv = 0, nc = 0, best = 0;
+  int i, nv = 0, best = 0, tie = 0;
   int32_t disps[8];
-  uint64_t cands[32], disp_base = 0;
+  uint16_t nd[8];                 /* lea calls per distinct d */
+  int16_t cap[NCALL];             /* calls each function can still take */
+  uint16_t nop[256];              /* instructions per opcode */
+  int ngc = 0;
+  uint64_t disp_base = 0;
   uint32_t ref;
+  int id;
   for (i = 0; i < b->nins; i++) {
-    if (b->ins[i].ak != AK_CALL) continue;
-    if (b->ins[i].target) b->ins[i].callid = (int16_t)call_id(b->ins[i].target);
-    else if (b->ins[i].viadisp && nv < 8) disps[nv++] = b->ins[i].disp;
+    int d;
+    if (b->ins[i].ak != AK_CALL || b->ins[i].target || !b->ins[i].viadisp)
+      continue;
+    for (d = 0; d < nv && disps[d] != b->ins[i].disp; d++) {}
+    if (d == nv) {
+      if (nv == 8) continue;
+      disps[nv] = b->ins[i].disp;
+      nd[nv++] = 0;
+    }
+    nd[d]++;
   }
+  for (i = 0; i < b->nins; i++)
+    if (b->ins[i].ak == AK_CALL && b->ins[i].target)
+      b->ins[i].callid = (int16_t)call_id(b->ins[i].target);
   if (!nv) return;
-  for (ref = REF_BIAS + 1; ref < b->nins_ir && nc < 32; ref++) {
-    uint32_t m = op_mask[*(const uint8_t *)(b->ir + 8u * ref + 5)];
+  memset(cap, 0, sizeof(cap));
+  memset(nop, 0, sizeof(nop));
+  for (ref = REF_BIAS + 1; ref < b->nins_ir; ref++) {
+    uint8_t o = *(const uint8_t *)(b->ir + 8u * ref + 5);
     uint16_t op2 = *(const uint16_t *)(b->ir + 8u * ref + 2);
-    if ((m & OPF_MUSTCALL) && op2 < ncall) cands[nc++] = call_addr[op2];
+    if ((op_mask[o] & OPF_MUSTCALL) && op2 < ncall && cap[op2] < 0x4000) cap[op2]++;
+    if (op_mask[o] & OPF_GCSTEP) ngc++;
+    if (nop[o] < 0x4000) nop[o]++;
   }
-  for (i = 0; i < nc; i++) {
-    int d, v;
+  ngc += b->gc_head + (b->gc_loop != 0);
+  for (id = 0; id < ncall; id++) {
+    int c = call_helper[id] == HELPER_GC + 1 ? ngc
+          : call_helper[id] ? nop[call_helper[id] - 1] : 0;
+    cap[id] = (int16_t)(cap[id] + (c < 0x4000 ? c : 0x4000));
+  }
+  for (i = 0; i < b->nins; i++)
+    if (b->ins[i].callid >= 0 && cap[b->ins[i].callid] > 0) cap[b->ins[i].callid]--;
+  for (id = 0; id < ncall; id++) {
+    int d;
+    if (cap[id] <= 0 || !call_addr[id]) continue;
     for (d = 0; d < nv; d++) {
-      uint64_t base = cands[i] - (uint64_t)(int64_t)disps[d];
-      int score = 0;
-      for (v = 0; v < nv; v++)
-        if (call_id(base + (uint64_t)(int64_t)disps[v]) >= 0) score++;
-      if (score > best) { best = score; disp_base = base; }
+      uint64_t base = call_addr[id] - (uint64_t)(int64_t)disps[d];
+      int score = 0, v, n = 0, u;
+      int16_t wid[8], wtaken[8];   /* functions landed on, calls taken */
+      for (v = 0; v < nv; v++) {
+        int w = call_id(base + (uint64_t)(int64_t)disps[v]), take;
+        if (w < 0) continue;
+        for (u = 0; u < n && wid[u] != w; u++) {}
+        if (u == n) { wid[n] = (int16_t)w; wtaken[n++] = 0; }
+        take = cap[w] - wtaken[u];
+        if (take > nd[v]) take = nd[v];
+        if (take > 0) { score += take; wtaken[u] = (int16_t)(wtaken[u] + take); }
+      }
+      if (score > best) { best = score; disp_base = base; tie = 0; }
+      else if (score == best && base != disp_base) tie = 1;
     }
   }
-  if (!best) return;
+  if (!best || tie) return;
   for (i = 0; i < b->nins; i++)
-    if (b->ins[i].ak == AK_CALL && b->ins[i].viadisp)
+    if (b->ins[i].ak == AK_CALL && b->ins[i].viadisp && !b->ins[i].target)
       b->ins[i].callid = (int16_t)call_id(disp_base + (uint64_t)(int64_t)b->ins[i].disp);
 }
 

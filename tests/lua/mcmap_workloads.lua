@@ -48,6 +48,26 @@ local function quote(s) return fmt("%%q", s) end
 local function update(n) local t = 0 for i = 1, n do t = t + #quote("a\"b" .. (i %% 10)) end return t end
 print(update(%d))
 ]], 100000 * n)}
+  -- string.format("%%q") beside inlined sin calls (CALLN through lea
+  -- [r14 + d], every one with the same d): the calls through DISPATCH
+  -- were named after the CALLL's function and two of four spans not
+  -- aligned (issue 26's integration).
+  w[#w + 1] = {name = "format_q_sin", text = string.format([[
+local sin, n = math.sin, %d
+local fmt = string.format
+local strs = {}
+for i = 1, 16 do strs[i] = string.rep("ab\"c\n", 8) .. i end
+local function fmtq(s) return fmt("%%q", s) end
+local function work(x) return sin(x) + sin(x + 1) + sin(x + 2) end
+local function loop(n)
+  local len = 0
+  for i = 1, n do
+    len = len + #fmtq(strs[i %% 16 + 1]) + work(i) + sin(i + 3)
+  end
+  return len
+end
+local s = 0 for r = 1, 3 do s = s + loop(n) end print(s)
+]], 20000 * n)}
   -- Methods reading and writing tables (bench/lib/methods.lua).
   w[#w + 1] = {name = "methods", text = "local sin = math.sin\n" ..
     rd(src .. "/bench/lib/methods.lua") .. string.format("\nprint(step(%d))\n", 100000 * n)}

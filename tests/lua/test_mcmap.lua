@@ -18,6 +18,8 @@
 --     goes to exit stub k (jit.util.traceexitstub) to one of snapshot k's
 --     instructions (or the head: a side trace's stack check exits
 --     through its parent's exit);
+--   - every snapshot span's anchors aligned (none left to its whole
+--     ref range);
 --   - the share of scalar add/sub/mul/div instructions mapped exactly to
 --     an ADD/SUB/MUL/DIV (the same op), and of code bytes mapped exactly,
 --     printed; the float share must reach 80% overall.
@@ -205,6 +207,7 @@ for _, w in ipairs(works) do
     collectgarbage("restart")
     jit.on()
     t.ok(acc.traces > 0, w.name .. ": traces made")
+    t.eq(acc.untrusted, 0, w.name .. ": every snapshot span aligned")
     print(string.format("  %-10s traces %d, %d bytes, %.1f%% exact; %d calls (%d by order, %d targets), " ..
                         "%d guards (%d/%d at their exit's snapshot), float ops %d/%d exact, " ..
                         "%d/%d spans untrusted",

@@ -142,6 +142,7 @@ static volatile int learnt;       /* 1 known, -1 failed */
 #define HELPER_GC 0xff          /* the GC check (head, LOOP, GCSTEP) */
 static uint64_t call_addr[NCALL];
 static uint16_t call_helper[NCALL];   /* opcode + 1, HELPER_GC + 1, or 0 */
+static uint16_t call_helper2[NCALL];  /* a second opcode + 1, or 0 */
 static uint16_t call_sorted[NCALL];   /* ids by address */
 static int ncall;
 
@@ -156,9 +157,13 @@ static const struct { const char *call, *op; } helpers[] = {
   {"lj_tab_len_hint", "ALEN"}, {"lj_buf_putmem", "BUFPUT"},
   {"log", "FPMATH"}, {"lj_vm_log2", "FPMATH"},
   {"lj_strscan_num", "STRTO"}, {"lj_gc_barrieruv", "OBAR"},
-  {"lj_mem_newgco", "CNEW"}, {"lj_cdata_newv", "CNEW"},
+  {"lj_mem_newgco", "CNEW"}, {"lj_mem_newgco", "CNEWI"},
+  {"lj_cdata_newv", "CNEW"}, {"lj_str_new", "XSNEW"},
   {"lj_vm_modi", "MOD"}, {"pow", "POW"}, {"lj_vm_floor", "FPMATH"},
-  {"lj_vm_ceil", "FPMATH"}, {"lj_vm_trunc", "FPMATH"}, {NULL, NULL}
+  {"lj_vm_ceil", "FPMATH"}, {"lj_vm_trunc", "FPMATH"},
+  {"lj_carith_divi64", "DIV"}, {"lj_carith_divu64", "DIV"},
+  {"lj_carith_modi64", "MOD"}, {"lj_carith_modu64", "MOD"},
+  {"lj_carith_powi64", "POW"}, {"lj_carith_powu64", "POW"}, {NULL, NULL}
 };
 
 static int irop_of(const char *names, size_t len, const char *nm)
@@ -221,12 +226,14 @@ int ljp_mcmap_learn(lua_State *S)
       break;
     }
     call_addr[nc] = (uint64_t)lua_tonumber(S, -2);
-    call_helper[nc] = 0;
+    call_helper[nc] = call_helper2[nc] = 0;
     if (!strcmp(cn, "lj_gc_step_jit")) call_helper[nc] = HELPER_GC + 1;
     for (h = 0; helpers[h].call; h++)
       if (!strcmp(cn, helpers[h].call)) {
         int op = irop_of(names, len, helpers[h].op);
-        if (op >= 0) call_helper[nc] = (uint16_t)(op + 1);
+        if (op < 0) continue;
+        if (!call_helper[nc]) call_helper[nc] = (uint16_t)(op + 1);
+        else call_helper2[nc] = (uint16_t)(op + 1);
       }
     lua_pop(S, 2);
   }
@@ -370,6 +377,14 @@ static uint16_t anchor_kind(const ljp_x64ins *x, uintptr_t mc, uint32_t sz,
 ** The head, and LOOP, hold a GC check (a call and a guard) when the
 ** section after them allocates (asm_gc_check: at the head for the part
 ** before LOOP, at LOOP for the loop's body, none above a GCSTEP). */
+/* Was ref sunk (lj_opt_sink.c: its r RID_SINK or RID_SUNK, 0xfe and
+** 0xfd)? A sunk allocation or store has no code (no call, no GC step). */
+static int sunk(uintptr_t ir, uint32_t ref)
+{
+  uint8_t r = *(const uint8_t *)(ir + 8u * ref + 6);
+  return r == 0xfe || r == 0xfd;
+}
+
 static uint32_t pos_mask(const builder *b, uint32_t ref, int pseudo)
 {
   uint8_t t, o;
@@ -377,6 +392,7 @@ static uint32_t pos_mask(const builder *b, uint32_t ref, int pseudo)
   if (pseudo)
     return OPF_PSEUDO | AK_CALL | AK_GUARD | AK_IARITH | AK_ICMP |
            (ref == REF_BIAS && b->gc_head ? OPF_MUSTCALL : 0);
+  if (sunk(b->ir, ref)) return 0;
   t = *(const uint8_t *)(b->ir + 8u * ref + 4);
   o = *(const uint8_t *)(b->ir + 8u * ref + 5);
   m = op_mask[o] | ((t & IRT_GUARD) ? AK_GUARD : 0);
@@ -663,6 +679,7 @@ static void resolve_calls(builder *b)
   for (ref = REF_BIAS + 1; ref < b->nins_ir; ref++) {
     uint8_t o = *(const uint8_t *)(b->ir + 8u * ref + 5);
     uint16_t op2 = *(const uint16_t *)(b->ir + 8u * ref + 2);
+    if (sunk(b->ir, ref)) continue;
     if ((op_mask[o] & OPF_MUSTCALL) && op2 < ncall && cap[op2] < 0x4000) cap[op2]++;
     if (op_mask[o] & OPF_GCSTEP) ngc++;
     if (nop[o] < 0x4000) nop[o]++;
@@ -671,6 +688,7 @@ static void resolve_calls(builder *b)
   for (id = 0; id < ncall; id++) {
     int c = call_helper[id] == HELPER_GC + 1 ? ngc
           : call_helper[id] ? nop[call_helper[id] - 1] : 0;
+    if (call_helper2[id]) c += nop[call_helper2[id] - 1];
     cap[id] = (int16_t)(cap[id] + (c < 0x4000 ? c : 0x4000));
   }
   for (i = 0; i < b->nins; i++)
@@ -713,7 +731,10 @@ static int call_fits(const builder *b, int id, uint32_t ref, uint32_t m)
     if (!(op_mask[o] & OPF_MUSTCALL)) return h == HELPER_GC + 1;
     return op2 == id || (op2 >= ncall);   /* (CALLXS: a pointer) */
   }
-  return h && h - 1 == *(const uint8_t *)(b->ir + 8u * ref + 5);
+  {
+    uint8_t o = *(const uint8_t *)(b->ir + 8u * ref + 5);
+    return (h && h - 1 == o) || (call_helper2[id] && call_helper2[id] - 1 == o);
+  }
 }
 
 static void build(mcmap *mm, uintptr_t T)
@@ -742,7 +763,7 @@ static void build(mcmap *mm, uintptr_t T)
     int gc = 0;
     for (ref = nins - 1; ref > REF_BIAS; ref--) {
       uint32_t m = op_mask[*(const uint8_t *)(b.ir + 8u * ref + 5)];
-      if (m & OPF_ALLOC) { if (gc >= 0) gc++; }
+      if ((m & OPF_ALLOC) && !sunk(b.ir, ref)) { if (gc >= 0) gc++; }
       else if (m & OPF_GCSTEP) gc = -1;
       else if (m & OPF_LOOP) {
         if (gc > 0) b.gc_loop = ref;

@@ -68,6 +68,25 @@ local function loop(n)
 end
 local s = 0 for r = 1, 3 do s = s + loop(n) end print(s)
 ]], 20000 * n)}
+  -- FFI: a struct allocated in the loop and sunk (no code, no GC step:
+  -- LOOP then holds no GC check), int64 cdata arithmetic (% calls
+  -- lj_carith_modi64, MOD's helper; the boxed result sunk), C calls
+  -- through ffi.C (CALLXS).
+  w[#w + 1] = {name = "ffi", text = string.format([[
+local ffi = require("ffi")
+ffi.cdef("typedef struct { double x, y; int n; } mcm_pt; int abs(int); size_t strlen(const char *);")
+local C = ffi.C
+local arr = ffi.new("double[?]", 1024)
+local acc, a64 = 0, ffi.new("int64_t", 1)
+for i = 1, %d do
+  local p = ffi.new("mcm_pt", i, i * 0.5, i %% 7)
+  arr[i %% 1024] = p.x * p.y + p.n
+  acc = acc + arr[(i * 7) %% 1024] + C.abs(-i %% 1000) + tonumber(C.strlen("hello"))
+  a64 = a64 * 3 + i
+  a64 = a64 %% 1000003
+end
+print(acc, tonumber(a64))
+]], 100000 * n)}
   -- Methods reading and writing tables (bench/lib/methods.lua).
   w[#w + 1] = {name = "methods", text = "local sin = math.sin\n" ..
     rd(src .. "/bench/lib/methods.lua") .. string.format("\nprint(step(%d))\n", 100000 * n)}

@@ -80,6 +80,8 @@ enum {
 #define OPF_ALLOC (1u << 29)    /* counts a GC step (as->gcsteps++) */
 #define OPF_LOOP (1u << 28)     /* LOOP */
 #define OPF_GCSTEP (1u << 27)   /* GCSTEP */
+#define OPF_PURE (1u << 26)     /* a call without side effects: dropped by
+                                   the assembler's DCE when unused */
 
 static const struct { const char *name; uint32_t mask; } opnames[] = {
   {"LT", AK_FCMP | AK_ICMP}, {"GE", AK_FCMP | AK_ICMP},
@@ -124,8 +126,9 @@ static const struct { const char *name; uint32_t mask; } opnames[] = {
   {"TOBIT", AK_FADD}, {"TOSTR", AK_CALL | OPF_ALLOC},
   {"STRTO", AK_CALL | AK_FCVT | AK_FCMP},
   {"CONV", AK_FCVT | AK_FCMP | AK_IARITH | AK_CALL | AK_FADD | AK_FSUB},
-  {"CALLN", AK_CALL | OPF_MUSTCALL}, {"CALLA", AK_CALL | OPF_MUSTCALL | OPF_ALLOC},
-  {"CALLL", AK_CALL | OPF_MUSTCALL}, {"CALLS", AK_CALL | OPF_MUSTCALL},
+  {"CALLN", AK_CALL | OPF_MUSTCALL | OPF_PURE},
+  {"CALLA", AK_CALL | OPF_MUSTCALL | OPF_ALLOC},
+  {"CALLL", AK_CALL | OPF_MUSTCALL | OPF_PURE}, {"CALLS", AK_CALL | OPF_MUSTCALL},
   {"CALLXS", AK_CALL | OPF_MUSTCALL},
   {NULL, 0}
 };
@@ -377,12 +380,20 @@ static uint16_t anchor_kind(const ljp_x64ins *x, uintptr_t mc, uint32_t sz,
 ** The head, and LOOP, hold a GC check (a call and a guard) when the
 ** section after them allocates (asm_gc_check: at the head for the part
 ** before LOOP, at LOOP for the loop's body, none above a GCSTEP). */
-/* Was ref sunk (lj_opt_sink.c: its r RID_SINK or RID_SUNK, 0xfe and
-** 0xfd)? A sunk allocation or store has no code (no call, no GC step). */
+/* Has ref no code of its own? Sunk (lj_opt_sink.c: its r RID_SINK or
+** RID_SUNK, 0xfe and 0xfd): a sunk allocation or store has no code (no
+** call, no GC step). Or a CALLN/CALLL whose result nothing used (no
+** register, r & RID_NONE 0x80, and no spill slot: lj_asm.c's DCE, "if
+** (!ra_used(ir) && !ir_sideeff(ir))", dropped it; a CALLL's guard is a
+** weak one: a trace stitched at string.format keeps the format calls
+** in its IR, not in its code). */
 static int sunk(uintptr_t ir, uint32_t ref)
 {
   uint8_t r = *(const uint8_t *)(ir + 8u * ref + 6);
-  return r == 0xfe || r == 0xfd;
+  uint8_t sp = *(const uint8_t *)(ir + 8u * ref + 7);
+  uint8_t o = *(const uint8_t *)(ir + 8u * ref + 5);
+  return r == 0xfe || r == 0xfd ||
+         ((r & 0x80) && sp == 0 && (op_mask[o] & OPF_PURE));
 }
 
 static uint32_t pos_mask(const builder *b, uint32_t ref, int pseudo)

@@ -87,6 +87,24 @@ for i = 1, %d do
 end
 print(acc, tonumber(a64))
 ]], 100000 * n)}
+  -- String functions whose calls the assembler dropped: string.format
+  -- with a %%s of a boolean stitches the trace there, its format calls
+  -- (CALLL, weak guards) left in the IR without code; string.upper's
+  -- CALLL is dead once its BUFSTR is folded into a later one.
+  w[#w + 1] = {name = "strings_dead", text = string.format([[
+local fmt, up, low, rev, find, match, sub = string.format, string.upper, string.lower, string.reverse, string.find, string.match, string.sub
+local acc, parts = 0, {}
+for i = 1, %d do
+  local s = fmt("%%5.2f|%%-6s|%%c|%%g|%%o|%%X|%%s", i / 7, "ab", 65 + i %% 26, i * 0.5, i, i, true)
+  local u = up(sub(s, 1, 8)) .. low("ABC") .. rev("xyz") .. i .. "/" .. i * 0.25
+  acc = acc + #u + (find(s, "|", 1, true) or 0) + #tostring(i * 0.1)
+  parts[#parts + 1] = u
+  if #parts > 100 then acc = acc + #table.concat(parts) parts = {} end
+  local m = match(u, "%%d+")
+  acc = acc + (m and #m or 0)
+end
+print(acc)
+]], 50000 * n)}
   -- Methods reading and writing tables (bench/lib/methods.lua).
   w[#w + 1] = {name = "methods", text = "local sin = math.sin\n" ..
     rd(src .. "/bench/lib/methods.lua") .. string.format("\nprint(step(%d))\n", 100000 * n)}

@@ -8,7 +8,8 @@
 local function one(path)
   local ljprof = require("ljprof")
   local util = require("jit.util")
-  local function report()
+  local report
+  report = function()
     jit.off()
     collectgarbage("stop")
     local n, mapped, bytes, exact, spans, untr = 0, 0, 0, 0, 0, 0
@@ -25,6 +26,30 @@ local function one(path)
       end
     end
     io.stderr:write(string.format("MCMAP %d %d %d %d %d %d\n", n, mapped, bytes, exact, spans, untr))
+  end
+  -- LJP_MCMAP_AT=stop: each trace mapped when it is made (jit.attach's
+  -- "stop"), so that traces flushed later count too.
+  local atstop = os.getenv("LJP_MCMAP_AT") == "stop"
+  local made = {0, 0, 0, 0, 0, 0}
+  if atstop then
+    jit.attach(function(what, tr)
+      if what ~= "stop" then return end
+      made[1] = made[1] + 1
+      local st, why = ljprof._mcmap(tr)
+      if st then
+        made[2], made[3], made[4] = made[2] + 1, made[3] + st.bytes, made[4] + st.exact_bytes
+        made[5], made[6] = made[5] + st.spans, made[6] + st.untrusted
+        if st.untrusted > 0 and os.getenv("LJP_MCMAP_SHOW") then
+          io.stderr:write(string.format("untrusted: trace %d (%d of %d spans)\n", tr, st.untrusted, st.spans))
+        end
+      elseif os.getenv("LJP_MCMAP_SHOW") then
+        io.stderr:write(string.format("unmapped: trace %d: %s\n", tr, tostring(why)))
+      end
+    end, "trace")
+    report = function()
+      jit.attach(function() end)
+      io.stderr:write(string.format("MCMAP %d %d %d %d %d %d\n", made[1], made[2], made[3], made[4], made[5], made[6]))
+    end
   end
   local exit = os.exit
   os.exit = function(...) report() return exit(...) end

@@ -23,8 +23,10 @@
 ** IR instruction, in IR order, scored by how well the IR opcode explains
 ** it. A call only by an opcode that can call, and when its target is
 ** known (call rel32, mov imm64, lea [r14 + d] with DISPATCH found per
-** trace) only by the CALL* of that function's id (jit.util.ircalladdr)
-** or the helper opcode that calls it; the GC check (lj_gc_step_jit) by
+** trace: the value that lands the most such calls on functions with
+** calls left to give, resolve_calls) only by the CALL* of that
+** function's id (jit.util.ircalladdr) or the helper opcode(s) that call
+** it; the GC check (lj_gc_step_jit) by
 ** the head or LOOP when the section after them allocates. A guard only by
 ** an instruction with the guard flag, and only when it exits through the
 ** span's own snapshot (read from the exit stub it jumps to); another
@@ -36,7 +38,10 @@
 ** call, and every call opcode of the span must get one: else the span's
 ** anchors are not trusted and its bytes get the span's whole ref range.
 ** Instructions between two matched anchors get the range of refs between
-** them (exact when both are of the same IR instruction).
+** them (exact when both are of the same IR instruction). An instruction
+** with no code of its own has no position: sunk allocations and stores
+** (r RID_SINK/RID_SUNK; no GC step either) and CALLN/CALLL the
+** assembler's DCE dropped (no register, no spill slot).
 **
 ** IR opcodes and call functions are learnt by name from jit.vmdef and
 ** jit.util (never numbered here); the guard flag is IRT_GUARD (0x80) of
@@ -45,8 +50,9 @@
 ** its guards jump to, each bounded by counts read from the same trace),
 ** cached by (T, mcode, szmcode, nsnap, nins) in 128 slots, freed with the
 ** cache (ljp_mcmap_clear: the caller's, at a flush). Work is bounded: at
-** most 64 KB of code, 2^17 DP cells per span and 2^22 per trace (spans
-** beyond are not aligned: their range only).
+** most 64 KB of code, 2^18 DP cells per span (8 bytes each: a back
+** pointer per state and the row's running best; scores in two rows)
+** and 2^22 per trace (spans beyond are not aligned: their range only).
 */
 #include <pthread.h>
 #include <stdlib.h>
@@ -62,7 +68,7 @@
 #define REF_BIAS 0x8000u
 #define SNAPSZ 12
 #define IRT_GUARD 0x80
-#define SPAN_CELLS (1u << 17)
+#define SPAN_CELLS (1u << 18)
 #define TRACE_CELLS (1u << 22)
 #define NEG (-1000000000)
 
@@ -323,7 +329,10 @@ typedef struct builder {
   dins *ins;
   int nins;
   anchor *an;
-  int32_t *G, *PM;      /* the DP's tables, for gcap cells (grown) */
+  int32_t *G;           /* the DP's scores: two rows of gk positions */
+  uint32_t gk;
+  int32_t *PM;          /* the DP's tables, for gcap cells (grown) */
+  uint8_t *BP;
   uint32_t gcap;
   int *pos_of;          /* anchor -> position */
   uint32_t cells;       /* DP cells used (the trace's budget) */
@@ -482,31 +491,43 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
     trusted = 0;
   if (na && trusted && (uint32_t)(na * k) > b->gcap) {
     uint32_t cap = (uint32_t)(na * k) < 4096 ? 4096 : (uint32_t)(na * k);
-    free(b->G);
     free(b->PM);
-    b->G = malloc(sizeof(int32_t) * 4 * cap);
+    free(b->BP);
     b->PM = malloc(sizeof(int32_t) * cap);
-    b->gcap = b->G && b->PM ? cap : 0;
+    b->BP = malloc(4u * cap);
+    b->gcap = b->PM && b->BP ? cap : 0;
     if (!b->gcap) trusted = 0;
+  }
+  if (na && trusted && (uint32_t)k > b->gk) {
+    free(b->G);
+    b->G = malloc(sizeof(int32_t) * 8u * (uint32_t)k);
+    b->gk = b->G ? (uint32_t)k : 0;
+    if (!b->gk) trusted = 0;
   }
   for (j = 0; j < k; j++)
     b->pm[j] = pos_mask(b, rlo + (uint32_t)j, (head && j == 0) || (tail && j == k - 1));
   if (na && trusted) {
-    /* G[(i * k + j) * 4 + st]: the best score of anchors 0..i with anchor
-    ** i at position j, st the guard (1) and call (2) already given to j;
-    ** PM[i * k + j]: where the best of row i over positions 0..j is, as
-    ** j * 4 + st. */
-    int32_t *G = b->G, *PM = b->PM, best;
+    /* Row i of G (G + (i & 1) * 4k), [j * 4 + st]: the best score of
+    ** anchors 0..i with anchor i at position j, st the guard (1) and call
+    ** (2) already given to j; PM[i * k + j]: where the best of row i over
+    ** positions 0..j is, as j * 4 + st; BP[(i * k + j) * 4 + st]: where
+    ** that score came from, the state of anchor i - 1 at the same
+    ** position (0-3) or 4: PM[(i - 1) * k + j - 1]. Two rows of scores
+    ** and 8 bytes per cell (20 with the whole table of scores). */
+    int32_t *PM = b->PM, best;
+    uint8_t *BP = b->BP;
     int bj, bs;
     b->cells += (uint32_t)(na * k);
     for (i = 0; i < na; i++) {
       uint16_t ak = b->an[i].ak;
       int addst = ak == AK_GUARD ? 1 : ak == AK_CALL ? 2 : 0;
       int32_t run_best = NEG - 1;
+      int32_t *row = b->G + (i & 1) * 4 * k, *prow = b->G + ((i + 1) & 1) * 4 * k;
       int run_arg = 0;
       for (j = 0; j < k; j++) {
         uint32_t m = b->pm[j];
-        int32_t w = weight(ak, m), *g = &G[(i * k + j) * 4];
+        int32_t w = weight(ak, m), *g = &row[j * 4];
+        uint8_t *bp = &BP[((uint32_t)i * (uint32_t)k + (uint32_t)j) * 4];
         if (ak == AK_CALL && b->an[i].callid >= 0 && w > NEG &&
             !call_fits(b, b->an[i].callid, rlo + (uint32_t)j, m))
           w = NEG;
@@ -517,7 +538,7 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
             !(m & OPF_PSEUDO))
           w = NEG;
         int st;
-        for (st = 0; st < 4; st++) g[st] = NEG;
+        for (st = 0; st < 4; st++) { g[st] = NEG; bp[st] = 4; }
         if (w > NEG) {
           if (i == 0) {
             g[addst] = w;
@@ -525,17 +546,22 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
             /* from an earlier position */
             if (j > 0) {
               int pm = PM[(i - 1) * k + j - 1];
-              int32_t from = G[((i - 1) * k + (pm >> 2)) * 4 + (pm & 3)];
+              int32_t from = prow[(pm >> 2) * 4 + (pm & 3)];
               if (from > NEG) g[addst] = from + w;
             }
             /* at the same position */
             for (st = 0; st < 4; st++) {
-              int32_t same = G[((i - 1) * k + j) * 4 + st], c = -2;
+              int32_t same = prow[j * 4 + st], c = -2;
               if (same <= NEG) continue;
               if (ak == AK_CALL && (st & 2) && (m & OPF_MUSTCALL)) continue;
               if (ak == AK_GUARD && (st & 1)) c = -40;
               else if ((ak & AK_FLOAT) && b->an[i - 1].ak == ak) c = -10;
-              if (same + c + w > g[st | addst]) g[st | addst] = same + c + w;
+              /* (a tie goes to the same position, the lowest st) */
+              if (same + c + w > g[st | addst] ||
+                  (same + c + w == g[st | addst] && bp[st | addst] == 4)) {
+                g[st | addst] = same + c + w;
+                bp[st | addst] = (uint8_t)st;
+              }
             }
           }
         }
@@ -547,35 +573,19 @@ static void align_span(builder *b, int i0, int i1, uint32_t rlo, uint32_t rhi,
     bj = PM[(na - 1) * k + k - 1];
     bs = bj & 3;
     bj >>= 2;
-    best = G[((na - 1) * k + bj) * 4 + bs];
+    best = b->G[((na - 1) & 1) * 4 * k + bj * 4 + bs];
     if (best <= NEG / 2) {
       trusted = 0;
     } else {
       /* Back: each anchor's position into pos_of. */
       for (i = na - 1; i >= 0; i--) {
-        uint16_t ak = b->an[i].ak;
-        uint32_t m;
-        int addst = ak == AK_GUARD ? 1 : ak == AK_CALL ? 2 : 0, st, found = 0;
-        int32_t w, cur = G[(i * k + bj) * 4 + bs];
+        uint8_t from;
         b->pos_of[i] = bj;
         if (!i) break;
-        m = b->pm[bj];
-        w = weight(ak, m);
-        if (ak == AK_CALL && b->an[i].callid >= 0 && w > NEG &&
-            !call_fits(b, b->an[i].callid, rlo + (uint32_t)bj, m))
-          w = NEG;
-        if (ak == AK_GUARD && b->an[i].exitno >= 0 && b->an[i].exitno != sn &&
-            !(m & OPF_PSEUDO))
-          w = NEG;
-        for (st = 0; st < 4 && !found; st++) {
-          int32_t same = G[((i - 1) * k + bj) * 4 + st], c = -2;
-          if (same <= NEG || (st | addst) != bs) continue;
-          if (ak == AK_CALL && (st & 2) && (m & OPF_MUSTCALL)) continue;
-          if (ak == AK_GUARD && (st & 1)) c = -40;
-          else if ((ak & AK_FLOAT) && b->an[i - 1].ak == ak) c = -10;
-          if (same + c + w == cur) { bs = st; found = 1; }
-        }
-        if (!found) {
+        from = BP[((uint32_t)i * (uint32_t)k + (uint32_t)bj) * 4 + (uint32_t)bs];
+        if (from < 4) {
+          bs = from;
+        } else {
           int pm;
           if (bj == 0) { trusted = 0; break; }   /* (cannot happen) */
           pm = PM[(i - 1) * k + bj - 1];
@@ -874,6 +884,7 @@ out:
   free(b.run);
   free(b.G);
   free(b.PM);
+  free(b.BP);
   free(b.pm);
   mm->ok = ok;
   if (ok) mm->why = NULL;

@@ -105,6 +105,18 @@ for i = 1, %d do
 end
 print(acc)
 ]], 50000 * n)}
+  -- One long snapshot span: 55 float statements with no guard in a loop
+  -- (430 refs, 433 anchors: 186k DP cells, over the 2^17 a span had).
+  do
+    local L = {"local a, b, c, d = 1.5, 2.5, 3.5, 4.5", "for i = 1, " .. 20000 * n .. " do"}
+    for k = 1, 55 do
+      L[#L + 1] = string.format("  a = a * 0.999 + b * 0.001 - c * 0.0005 + %d.25", k % 7)
+      local v = ({"b", "c", "d"})[k % 3 + 1]
+      L[#L + 1] = string.format("  %s = %s * 0.5 + a * 0.25", v, v)
+    end
+    L[#L + 1] = "end print(a + b + c + d)"
+    w[#w + 1] = {name = "long_span", text = table.concat(L, "\n")}
+  end
   -- Methods reading and writing tables (bench/lib/methods.lua).
   w[#w + 1] = {name = "methods", text = "local sin = math.sin\n" ..
     rd(src .. "/bench/lib/methods.lua") .. string.format("\nprint(step(%d))\n", 100000 * n)}

@@ -61,6 +61,7 @@
 #include "query.h"
 #include "spawn.h"
 #include "vm.h"
+#include "x64dec.h"
 
 /* -- Lua callbacks ----------------------------------------------------------- */
 
@@ -1313,6 +1314,87 @@ static int l_auto_notice(lua_State *L)
   return 0;
 }
 
+/* -- Test hooks: the machine code map (mcmap.c) ------------------------------ */
+
+/* The object of trace number tr of L's state, with the layouts learnt. */
+static uintptr_t trace_obj(lua_State *L, int tr)
+{
+  ljp_vm_learn_layouts();
+  ljp_vm_learn_snapshots();
+  return ljp_vm_trace(ljp_vm_global(L), tr);
+}
+
+/* _mcmap(tr) -> {bytes=, exact_bytes=, spans=, untrusted=, runs=,
+** anchors=}, or nil and why: the map of trace tr (built if needed). */
+static int l_mcmap(lua_State *L)
+{
+  ljp_mcmap_stats st;
+  uintptr_t T = trace_obj(L, (int)luaL_checkinteger(L, 1));
+  if (!ljp_mcmap_stats_of(T, &st)) {
+    lua_pushnil(L);
+    lua_pushstring(L, st.why ? st.why : "unknown");
+    return 2;
+  }
+  lua_createtable(L, 0, 6);
+  lua_pushinteger(L, st.bytes); lua_setfield(L, -2, "bytes");
+  lua_pushinteger(L, st.exact_bytes); lua_setfield(L, -2, "exact_bytes");
+  lua_pushinteger(L, st.spans); lua_setfield(L, -2, "spans");
+  lua_pushinteger(L, st.untrusted); lua_setfield(L, -2, "untrusted");
+  lua_pushinteger(L, st.runs); lua_setfield(L, -2, "runs");
+  lua_pushinteger(L, st.anchors); lua_setfield(L, -2, "anchors");
+  return 1;
+}
+
+/* _mcmap_refs(tr, ofs) -> ref_lo, ref_hi, exact (biased refs), or nil. */
+static int l_mcmap_refs(lua_State *L)
+{
+  uint32_t lo, hi;
+  int exact;
+  uintptr_t T = trace_obj(L, (int)luaL_checkinteger(L, 1));
+  lua_Integer ofs = luaL_checkinteger(L, 2);
+  if (!T || ofs < 0 || !ljp_mcmap_refs(T, (uint32_t)ofs, &lo, &hi, &exact))
+    return 0;
+  lua_pushinteger(L, (lua_Integer)lo);
+  lua_pushinteger(L, (lua_Integer)hi);
+  lua_pushboolean(L, exact);
+  return 3;
+}
+
+/* _mcmap_clear(): frees every cached map. */
+static int l_mcmap_clear(lua_State *L)
+{
+  (void)L;
+  ljp_mcmap_clear();
+  return 0;
+}
+
+/* _x64dec(bytes, addr) -> { {ofs, len, cls, fop, target or false}, ... }
+** (x64dec.h's classes), up to the first byte not decoded. */
+static int l_x64dec(lua_State *L)
+{
+  size_t n, ofs = 0;
+  const uint8_t *p = (const uint8_t *)luaL_checklstring(L, 1, &n);
+  uint64_t addr = (uint64_t)luaL_optnumber(L, 2, 0);
+  int k = 0;
+  lua_newtable(L);
+  while (ofs < n) {
+    ljp_x64ins x;
+    int len = ljp_x64_decode(p + ofs, n - ofs, addr + ofs, &x);
+    if (!len) break;
+    lua_createtable(L, 5, 0);
+    lua_pushinteger(L, (lua_Integer)ofs); lua_rawseti(L, -2, 1);
+    lua_pushinteger(L, len); lua_rawseti(L, -2, 2);
+    lua_pushinteger(L, x.cls); lua_rawseti(L, -2, 3);
+    lua_pushinteger(L, x.fop); lua_rawseti(L, -2, 4);
+    if (x.has_target) lua_pushnumber(L, (lua_Number)x.target);
+    else lua_pushboolean(L, 0);
+    lua_rawseti(L, -2, 5);
+    lua_rawseti(L, -2, ++k);
+    ofs += (size_t)len;
+  }
+  return 1;
+}
+
 /* clocks() -> {"cpu", "wall", "itimer", "thread"}: clocks.c's table. */
 static int l_clocks(lua_State *L)
 {
@@ -1327,6 +1409,10 @@ static int l_clocks(lua_State *L)
 
 static const luaL_Reg ljprof_funcs[] = {
   {"clocks", l_clocks},
+  {"_mcmap", l_mcmap},
+  {"_mcmap_refs", l_mcmap_refs},
+  {"_mcmap_clear", l_mcmap_clear},
+  {"_x64dec", l_x64dec},
   {"auto_attach", l_auto_attach},
   {"auto_start", l_auto_start},
   {"auto_stop", l_auto_stop},

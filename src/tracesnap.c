@@ -24,7 +24,8 @@
 ** reference, slot count and entries (tracesnap), each instruction's
 ** opcode and type (traceir) and the constants the snapshots reference
 ** (tracek). The fields are the ones offset in the trace object where
-** every trace and every snapshot agrees, found once each; the snapshots'
+** every trace and every snapshot agrees, found once each (the instruction
+** count too, for mcmap.c only: not found, mcmap stays off); the snapshots'
 ** machine code offsets must start at 0 and rise within the code. The
 ** decoder is then replayed on every probe snapshot: the functions it
 ** finds must be the probe's own.
@@ -711,6 +712,9 @@ int ljp_tracesnap_probe(lua_State *S)
   /* Counts: snapshots, instructions, constants. */
   ONE_OFFSET(ljp_tsl.t_nsnap, 2, rd16(r->w + o) == r->nsnap);
   ONE_OFFSET(ljp_tsl.t_nk, 4, rd32(r->w + o) == REF_BIAS - r->nk);
+  /* The instruction count (traceinfo's nins is T->nins - REF_BIAS - 1):
+  ** optional, for mcmap.c only (-1 when not found once). */
+  ONE_OFFSET(ljp_tsl.t_nins, 4, rd32(r->w + o) == REF_BIAS + 1 + r->nins);
   if (ljp_tsl.t_nsnap < 0 || ljp_tsl.t_nk < 0) {
     lua_settop(S, top);
     return fail("snapshot or constant count not found once");

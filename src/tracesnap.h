@@ -39,6 +39,8 @@ typedef struct ljp_tslayout {
   ptrdiff_t t_nsnapmap;   /* GCtrace: uint32 entries in the map */
   ptrdiff_t t_ir;         /* GCtrace: IR (8-byte instructions, biased) */
   ptrdiff_t t_nk;         /* GCtrace: uint32 lowest constant (biased) */
+  ptrdiff_t t_nins;       /* GCtrace: uint32 next instruction (biased);
+                             -1 when not found (only mcmap.c reads it) */
   uint8_t op_kgc;         /* IR opcode of a GC object constant */
   uint8_t op_knum;        /* IR opcode of a number constant */
   uint8_t t_func;         /* IR type of a function */

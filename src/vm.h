@@ -6,7 +6,8 @@
 ** SAMPLER_FILES). Implemented by the LuaJIT files: vmprobe.c (VM state),
 ** luastack.c (Lua frames at a tick), tracemem.c (traces at a tick),
 ** vmlearn.c (learning the layouts), traces.c (trace tracking), ffid.c and
-** names.c (names), luaframes.c (the frames of a completed record); the
+** names.c (names), luaframes.c (the frames of a completed record),
+** mcmap.c (trace machine code mapped back to IR instructions); the
 ** types shared for size are vm_luajit.h's. A second VM provides these
 ** functions and its own types header; nothing here is
 ** called through a pointer. Completion is split along this line:
@@ -245,6 +246,32 @@ void ljp_traces_forget_keys(ljp_ctx *ctx);
 ** ljp_traces_counted (vm_luajit.h). */
 void ljp_traces_init(ljp_tracest *t);
 void ljp_traces_watch(ljp_ctx *ctx);
+
+/* -- Trace machine code to IR (mcmap.c) --------------------------------------- */
+
+/* [safe] For the byte at offset ofs of trace T's machine code (T alive):
+** the IR references (biased as LuaJIT's, REF_BIAS 0x8000) whose code can
+** hold it, [*ref_lo, *ref_hi]; *exact = 1 when it lies in an instruction
+** matched to exactly one IR instruction (ref_lo == ref_hi). The trace's
+** head (before the first IR instruction's code) is REF_BIAS, its tail
+** (PHI moves, loop branch, link) the trace's nins. Returns 0 when unknown
+** (x64 only; layouts not proven; code not decodable at every snapshot
+** boundary). Built once per trace (allocates, takes a mutex: never in
+** signal context), cached by (T, mcode, szmcode, nsnap, nins). */
+int ljp_mcmap_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo,
+                   uint32_t *ref_hi, int *exact);
+
+/* [safe] The map of trace T (built if needed): bytes of code, bytes mapped
+** exactly, snapshot spans, spans whose anchors were not trusted, runs,
+** anchors. Returns 0 when unknown (then why says why). */
+typedef struct ljp_mcmap_stats {
+  uint32_t bytes, exact_bytes, spans, untrusted, runs, anchors;
+  const char *why;    /* when unknown: why (a static string) */
+} ljp_mcmap_stats;
+int ljp_mcmap_stats_of(uintptr_t T, ljp_mcmap_stats *st);
+
+/* [any] Free every cached map (a flush, the end of a run, a test). */
+void ljp_mcmap_clear(void);
 
 /* -- Names ------------------------------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include "ffid.h"
 #include "irmap.h"
 #include "luastack.h"
+#include "mcmap.h"
 #include "ownstate.h"
 #include "tracemem.h"
 #include "tracesnap.h"
@@ -62,6 +63,7 @@ void ljp_vm_learn_snapshots(void)
   pthread_mutex_lock(&learn_mu);
   if (!ljp_tsl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
     ljp_tracesnap_probe(S);
+    ljp_mcmap_learn(S);   /* the IR opcode names (jit.vmdef) */
     lua_close(S);
   }
   pthread_mutex_unlock(&learn_mu);

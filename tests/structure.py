@@ -564,7 +564,7 @@ def main():
 # readers it includes) does not name. Every src/*.c is in
 # exactly one of the two tables.
 VM_FILES = {"vmprobe", "luastack", "tracemem", "tracesnap", "vmlearn",
-            "traces", "ffid", "names", "luaframes", "irmap"}
+            "traces", "ffid", "names", "luaframes", "irmap", "mcmap"}
 SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "timer_itimer", "timer_exit", "clocks", "safepoint", "run",
                  "api", "lua_ljprof", "hook", "jitmode", "slots", "ring",
@@ -573,6 +573,7 @@ SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "os_linux", "os_win", "ownstate", "outfile", "writer",
                  "codemap", "complete", "dumpstack", "calls", "pkgpaths",
                  "unwind", "cfi", "symbols", "objects", "elfsyms", "epoch",
+                 "x64dec",  # a pure x86-64 decoder (mcmap.c, test hooks)
                  # the Windows side (issue 31): one file per OS
                  "timer_win", "signal_win", "sigowner_win", "exit_win",
                  "objects_win", "unwind_win", "auto_win", "outfile_win",
@@ -580,7 +581,7 @@ SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
 VM_INTERFACE = "vm.h"
 VM_TYPES = "vm_luajit.h"  # included by vm.h only: its types and inline readers
 VM_HEADERS = {"vmprobe.h", "luastack.h", "tracemem.h", "tracesnap.h",
-              "ffid.h", "traces.h", "names.h", "vm_luajit.h"}
+              "ffid.h", "traces.h", "names.h", "vm_luajit.h", "mcmap.h"}
 
 
 def vm_seam(src, defs, undefs, owner):

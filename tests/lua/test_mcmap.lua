@@ -18,6 +18,8 @@
 --     goes to exit stub k (jit.util.traceexitstub) to one of snapshot k's
 --     instructions (or the head: a side trace's stack check exits
 --     through its parent's exit);
+--   - every instruction's refs within one snapshot's span, the spans
+--     in the code's order;
 --   - every snapshot span's anchors aligned (none left to its whole
 --     ref range);
 --   - the share of scalar add/sub/mul/div instructions mapped exactly to
@@ -94,6 +96,29 @@ local function check_trace(name, tr, acc)
   local ins = ljprof._x64dec(mc, addr)
   local last = ins[#ins]
   t.ok(last and last[1] + last[2] == #mc, name .. ": trace " .. tr .. " decoded whole")
+  -- Every instruction's refs lie in one snapshot's span (refs
+  -- [snap k's ref, snap k+1's ref), the head ref 0 in snapshot 0's, the
+  -- tail nins+1 in the last one's), and the spans follow the code's order.
+  local function span_of(ref)
+    local k = 0
+    for j = 1, info.nexit - 1 do
+      if sref[j] and ref >= sref[j] then k = j end
+    end
+    return k
+  end
+  local lastk, bad = 0, nil
+  for _, x in ipairs(ins) do
+    local lo, hi = ljprof._mcmap_refs(tr, x[1])
+    if not lo then bad = bad or string.format("+%x unmapped", x[1]) break end
+    lo, hi = lo - BIAS, hi - BIAS
+    local k1, k2 = span_of(lo), span_of(hi)
+    if lo > hi or lo < 0 or hi > info.nins + 1 or k1 ~= k2 or k1 < lastk then
+      bad = bad or string.format("+%x -> %d..%d (snapshots %d, %d after %d)", x[1], lo, hi, k1, k2, lastk)
+    end
+    lastk = math.max(lastk, k1)
+  end
+  t.ok(not bad, string.format("%s: trace %d refs within one span each, in order%s", name, tr,
+                              bad and (": " .. bad) or ""))
   local calls, callrefs = {}, {}
   for ref = 1, info.nins do
     if ir[ref] and CALLOPS[ir[ref].op] then callrefs[#callrefs + 1] = ref end

@@ -774,6 +774,10 @@ int ljp_mc_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo, uint32_t *ref_hi,
   int nsnap, sn;
   *exact = 0;
   if (!ljp_tsl.ok || !ljp_irl.ok) return 0;
+  /* The decoder's alignment of the trace's code to its IR (mcmap.c):
+  ** exact at calls (a return address), guards and arithmetic, a range
+  ** between them. */
+  if (ljp_mcmap_refs(T, ofs, ref_lo, ref_hi, exact)) return 1;
   sn = ljp_ts_snapno(T, ld64(T + (uintptr_t)ljp_tml.t_mcode) + ofs);
   if (sn < 0) return 0;
   nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
@@ -785,8 +789,9 @@ int ljp_mc_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo, uint32_t *ref_hi,
   rhi = sn + 1 < nsnap ? ld16(snap + (uintptr_t)(sn + 1) * SNAPSZ + 4)
                        : ld32(T + (uintptr_t)ljp_irl.t_nins);
   if (rhi <= rlo || hi <= lo || ofs < lo || ofs >= hi) return 0;
-  /* The code is in IR order: the offset's fraction of its snapshot's code
-  ** taken as the same fraction of the snapshot's references. */
+  /* Not decoded (not x64, or the code did not decode at every snapshot
+  ** boundary): the code is in IR order, so the offset's fraction of its
+  ** snapshot's code is taken as the same fraction of its references. */
   ref = rlo + (uint32_t)((uint64_t)(ofs - lo) * (rhi - rlo) / (hi - lo));
   *ref_lo = *ref_hi = ref;
   return 1;

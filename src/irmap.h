@@ -69,9 +69,9 @@ int ljp_irmap_probe(lua_State *S);
 
 /* A machine code offset of trace T (alive) -> the IR references its code
 ** came from, [*ref_lo, *ref_hi] (biased); *exact 0 when estimated. 0 when
-** unknown. The estimate: the offset's place in its snapshot's code span
-** mapped onto the span's IR references. (A decoder of the machine code
-** can take its place: this one function.) */
+** unknown. The decoder's alignment (mcmap.c: ljp_mcmap_refs) where it
+** maps the trace; otherwise an estimate: the offset's place in its
+** snapshot's code span mapped onto the span's IR references. */
 int ljp_mc_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo, uint32_t *ref_hi,
                 int *exact);
 

@@ -174,7 +174,7 @@ int ljp_irmap_event(ljp_ctx *ctx, lua_State *L)
 {
   int nargs = lua_gettop(L);
   ljp_irmap *m = ctx ? ctx->irmap : NULL;
-  uintptr_t jc, fn;
+  uintptr_t jc, fn, pc;
   uint32_t nins, bs, depth;
   int32_t tr, pos;
   irev *e;
@@ -216,9 +216,14 @@ int ljp_irmap_event(ljp_ctx *ctx, lua_State *L)
   m->last = nins;
   if (m->cbad) return nargs;
   if (depth >= MAXDEPTH || !fn) depth = MAXDEPTH;  /* unknown */
+  /* pc 0: a fast or C function (no prototype): its IR is its caller's */
+  pc = depth < MAXDEPTH && pos >= 0 ? ljp_fn_bc(fn) + 4u * ((uint32_t)pos + 1)
+                                    : 0;
   if (m->cn && m->cev[m->cn - 1].ref == (uint16_t)(nins - REF_BIAS) &&
-      m->cev[m->cn - 1].depth == depth) {
-    e = &m->cev[m->cn - 1];  /* it emitted nothing: replaced */
+      m->cev[m->cn - 1].depth == depth && (pc || !m->cev[m->cn - 1].pc)) {
+    /* it emitted nothing: replaced (but a Lua function's event stays
+    ** before a fast function's: it may be the tail call that entered it) */
+    e = &m->cev[m->cn - 1];
   } else {
     if (m->cn == m->ccap) {
       uint32_t n = m->ccap ? m->ccap * 2 : 256;
@@ -233,9 +238,7 @@ int ljp_irmap_event(ljp_ctx *ctx, lua_State *L)
     e = &m->cev[m->cn++];
   }
   e->fn = fn;
-  /* pc 0: a fast or C function (no prototype): its IR is its caller's */
-  e->pc = depth < MAXDEPTH && pos >= 0 ? ljp_fn_bc(fn) + 4u * ((uint32_t)pos + 1)
-                                       : 0;
+  e->pc = pc;
   e->ref = (uint16_t)(nins - REF_BIAS);
   e->depth = (uint8_t)depth;
   e->slot = (uint8_t)(bs - 2);
@@ -486,15 +489,44 @@ static int ir_t(uintptr_t ir, uint32_t ref) { return ld16(ir + 8u * ref + 4) & 0
 static uint32_t ir_op1(uintptr_t ir, uint32_t ref) { return ld16(ir + 8u * ref); }
 static uint32_t ir_op2(uintptr_t ir, uint32_t ref) { return ld16(ir + 8u * ref + 2); }
 
+/* Was fast-function event e entered by a tail call (the event before it
+** at its depth a Lua function's CALLT or CALLMT)? */
+static int tail_called(const irtrace *t, int32_t e)
+{
+  const irev *p = e > 0 ? &t->ev[e - 1] : NULL;
+  uint32_t op;
+  if (!p || !p->pc || p->depth != t->ev[e].depth || ljp_irl.op_callt < 0)
+    return 0;
+  op = ld32(p->pc - 4) & 0xff;
+  return op == (uint32_t)ljp_irl.op_callt || op == (uint32_t)ljp_irl.op_callmt;
+}
+
+static int frames_of(const irtrace *t, uint32_t ref, ljp_tsframe *out, int max,
+                     uintptr_t *basepc, int tail);
+
 /* The frames at reference ref (innermost first; tracesnap.h's meaning);
 ** -1 when unknown. */
 static int frames_at(const irtrace *t, uint32_t ref, ljp_tsframe *out, int max,
                      uintptr_t *basepc)
 {
+  return frames_of(t, ref, out, max, basepc, 1);
+}
+
+static int frames_of(const irtrace *t, uint32_t ref, ljp_tsframe *out, int max,
+                     uintptr_t *basepc, int tail)
+{
   int32_t e;
   int n = 0, d;
   if (ref < REF_FIRST || ref >= t->nins) return -1;
   e = t->own[ref - REF_FIRST];
+  if (e < 0 || t->ev[e].depth >= MAXDEPTH) return -1;
+  /* A fast or C function's IR is its caller's: the frame below it, or,
+  ** when a Lua function called it by a tail call (its frame replaced,
+  ** so the one below is the tail caller's caller), the tail caller at
+  ** its call, as LuaJIT's profiling mode charges it (the work a source
+  ** line asked for stays with its function). */
+  if (!t->ev[e].pc)
+    e = tail && tail_called(t, e) ? e - 1 : t->parent[e];
   if (e < 0) return -1;
   d = t->ev[e].depth;
   while (e >= 0 && t->ev[e].depth > 0) {
@@ -691,8 +723,7 @@ static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
     while (i < t->n && REF_BIAS + t->ev[i].ref <= r) e = (int32_t)i++;
     t->own[r - REF_FIRST] =
         e < 0 || t->ev[e].depth >= MAXDEPTH || (cut >= 0 && e >= cut) ? -1
-        : t->ev[e].pc ? e
-        : t->parent[e];         /* a fast function's IR: its caller's */
+        : e;                    /* a fast function's: frames_of */
   }
   /* A side trace's frames below its first event: snapshot 0's. */
   t->nside = 0;
@@ -709,7 +740,7 @@ static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
     uint32_t ref = ld16(snap + (uintptr_t)k * SNAPSZ + 4);
     int na = ljp_ts_frames(T, k, a, LJP_TS_MAX, &apc), nb, ok = 0;
     if (na < 0 || ref < REF_FIRST || ref >= lim) continue;
-    nb = frames_at(t, ref, b, LJP_TS_MAX, &bpc);
+    nb = frames_of(t, ref, b, LJP_TS_MAX, &bpc, 0);
     if (nb < 0) continue;
     ok = same_frames(a, na, b, nb);
     /* the snapshot may be taken while the bytecode before it owns the
@@ -719,7 +750,7 @@ static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
       if (REF_BIAS + t->ev[i].ref != ref || ref >= lim) continue;
       save = t->own[ref - REF_FIRST];
       t->own[ref - REF_FIRST] = (int32_t)i;
-      nb = frames_at(t, ref, b, LJP_TS_MAX, &bpc);
+      nb = frames_of(t, ref, b, LJP_TS_MAX, &bpc, 0);
       t->own[ref - REF_FIRST] = save;
       ok = nb >= 0 && same_frames(a, na, b, nb);
     }
@@ -958,7 +989,8 @@ static const char probe_chunk[] =
   "end\n"
   "return out, op(vmdef.irnames, 'LOOP'), op(vmdef.bcnames, 'CALL'),\n"
   "       op(vmdef.bcnames, 'FUNCF'), op(vmdef.bcnames, 'IFUNCF'),\n"
-  "       op(vmdef.bcnames, 'JFUNCF')\n";
+  "       op(vmdef.bcnames, 'JFUNCF'), op(vmdef.bcnames, 'CALLT'),\n"
+  "       op(vmdef.bcnames, 'CALLMT')\n";
 
 int ljp_irmap_probe(lua_State *S)
 {
@@ -986,7 +1018,7 @@ int ljp_irmap_probe(lua_State *S)
     return fail("probe chunk");
   }
   lua_pushcfunction(S, probe_event);
-  if (lua_pcall(S, 1, 6, 0) != 0 || !lua_istable(S, top + 1)) {
+  if (lua_pcall(S, 1, 8, 0) != 0 || !lua_istable(S, top + 1)) {
     lua_settop(S, top);
     free(P.w);
     P.w = NULL;
@@ -997,6 +1029,8 @@ int ljp_irmap_probe(lua_State *S)
   op_funcf = (int)lua_tointeger(S, top + 4);
   op_ifuncf = (int)lua_tointeger(S, top + 5);
   op_jfuncf = (int)lua_tointeger(S, top + 6);
+  ljp_irl.op_callt = (int)lua_tointeger(S, top + 7);
+  ljp_irl.op_callmt = (int)lua_tointeger(S, top + 8);
   for (i = 1; i < 64 && nt < PTR; i++) {
     lua_rawgeti(S, top + 1, i);
     if (lua_isnumber(S, -1)) {

@@ -49,6 +49,7 @@ typedef struct ljp_irlayout {
                              slot of the frame being recorded */
   int op_loop;            /* IR opcode LOOP (jit.vmdef) */
   int op_call;            /* bytecode CALL (jit.vmdef) */
+  int op_callt, op_callmt; /* bytecodes CALLT, CALLMT (-1: unknown) */
   uint32_t events;        /* events the proof was made with */
   char why[96];           /* why it is off */
 } ljp_irlayout;

@@ -323,6 +323,46 @@ t.case("inline=recorded: guard-free helpers get the frames they were recorded in
   t.ok(self_share(s, LEAF_NAMES, "leafA") < 0.05, "snapshots alone: leafA in no snapshot")
 end)
 
+-- A helper whose whole work is a tail call of a fast function (its frame
+-- replaced by the call: the recorder announces the fast function at the
+-- helper's depth) and one that formats (string.format through a C
+-- helper of trace code, also a tail call): each keeps the time of the
+-- call its line makes, as LuaJIT's profiling mode charges it.
+local TAILS = [[
+local sin, fmt = math.sin, string.format
+local strs = {}
+for i = 1, 16 do strs[i] = string.rep("ab\"c\n", 8) .. i end
+local function tsin(x) return sin(x + 9) end
+local function fq(s) return fmt("%q", s) end
+local function work(x) return sin(x) + sin(x + 1) + sin(x + 2) end
+local function loop(n)
+  local len = 0
+  for i = 1, n do len = len + tsin(i) + #fq(strs[i % 16 + 1]) + work(i) end
+  return len
+end
+local t = 0
+for r = 1, 300 do t = t + loop(20000) end
+]]
+local TAIL_NAMES = {["work:0"] = true, loop = true, tsin = true, fq = true, work = true}
+local TAIL_EDGES = {["work:0>loop"] = true, ["loop>tsin"] = true, ["loop>fq"] = true,
+                    ["loop>work"] = true}
+
+t.case("inline=recorded: a fast function entered by a tail call is its tail caller's", function()
+  local r = run(TAILS)
+  t.ok(r.total >= 300, "samples: " .. r.total)
+  local ts, fq, w, l = self_share(r, TAIL_NAMES, "tsin"), self_share(r, TAIL_NAMES, "fq"),
+                       self_share(r, TAIL_NAMES, "work"), self_share(r, TAIL_NAMES, "loop")
+  print(string.format("  tail calls recorded: tsin %.1f%%, fq %.1f%%, work %.1f%%, loop %.1f%% " ..
+    "(%d samples)", 100 * ts, 100 * fq, 100 * w, 100 * l, r.total))
+  -- tsin makes 1 of the 4 sin calls, work 3; fq's %q formatting is most
+  -- of the time: each shows (before: tsin and fq 0%, their time on loop)
+  t.ok(ts >= 0.02, "tsin's share: " .. ts)
+  t.ok(fq >= 0.25, "fq's share: " .. fq)
+  t.ok(w >= 0.05, "work's share: " .. w)
+  t.ok(l <= 0.35, "loop's share: " .. l)
+  t.eq(impossible(r, TAIL_NAMES, TAIL_EDGES), 0, "samples on paths the program does not have")
+end)
+
 -- Trace numbers reused: a flush frees every number (loopB's trace takes
 -- loopA's), and C's first recordings abort (a closure: NYI) and give
 -- their number back. No map may outlive its recording.

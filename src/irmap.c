@@ -85,6 +85,7 @@ typedef struct irtrace {
                               references have one set of frames, 2 not */
   int nsnap;
   int nside;               /* a side trace: snapshot 0's frames */
+  int samples;             /* its samples, up to LJP_IRMAP_DECODE_AFTER */
   uintptr_t sidepc;
   ljp_tsframe side[LJP_TS_MAX];
 } irtrace;
@@ -108,6 +109,8 @@ struct ljp_irmap {
   uint64_t events, proven, refused, copies, copies_unknown;
   const char *why;
 };
+
+int ljp_irmap_derive(ljp_irmap *m, irtrace *t, uintptr_t T);
 
 /* -- Finished recordings ----------------------------------------------------- */
 
@@ -676,7 +679,9 @@ out:
   free(match);
 }
 
-static int derive(ljp_irmap *m, irtrace *t, uintptr_t T)
+/* (not static: the cost gate counts it per trace, bench/cost/gate.lua) */
+__attribute__((noinline)) int ljp_irmap_derive(ljp_irmap *m, irtrace *t,
+                                                uintptr_t T)
 {
   uintptr_t ir = ld64(T + (uintptr_t)ljp_tsl.t_ir);
   uintptr_t snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
@@ -781,7 +786,7 @@ static irtrace *map_of(ljp_irmap *m, int32_t tr, uintptr_t T)
     }
     return t->state > 0 ? t : NULL;
   }
-  if (derive(m, t, T) < 0) {
+  if (ljp_irmap_derive(m, t, T) < 0) {
     t->state = -1;
     m->refused++;
     free(t->own);
@@ -798,7 +803,7 @@ static irtrace *map_of(ljp_irmap *m, int32_t tr, uintptr_t T)
 /* -- Machine code offset -> IR references ------------------------------------- */
 
 int ljp_mc_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo, uint32_t *ref_hi,
-                int *exact)
+                int *exact, int decode)
 {
   uintptr_t snap;
   uint32_t sz, lo, hi, rlo, rhi, ref;
@@ -808,7 +813,7 @@ int ljp_mc_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo, uint32_t *ref_hi,
   /* The decoder's alignment of the trace's code to its IR (mcmap.c):
   ** exact at calls (a return address), guards and arithmetic, a range
   ** between them. */
-  if (ljp_mcmap_refs(T, ofs, ref_lo, ref_hi, exact)) return 1;
+  if (decode && ljp_mcmap_refs(T, ofs, ref_lo, ref_hi, exact)) return 2;
   sn = ljp_ts_snapno(T, ld64(T + (uintptr_t)ljp_tml.t_mcode) + ofs);
   if (sn < 0) return 0;
   nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
@@ -870,17 +875,23 @@ int ljp_irmap_frames(ljp_ctx *ctx, int32_t tr, uintptr_t T, uintptr_t mpc,
 {
   irtrace *t = map_of(ctx->irmap, tr, T);
   uint32_t lo, hi, ofs, slo, shi, mid;
-  int exact, n, sn;
+  int exact, n, sn, how;
   *estimated = 0;
   if (!t) return -1;
   ofs = (uint32_t)(mpc - t->mcode);
   /* a linking trace's last bytes: tracesnap.c's rule (left undecoded) */
   if (ofs + TAIL >= t->size) return -1;
-  if (!ljp_mc_refs(T, ofs, &lo, &hi, &exact) || hi < lo) return -1;
+  /* The decoder's map is built for a trace that takes samples, not for
+  ** its first ones: a program whose traces come and go (each taking a
+  ** sample or two) would pay a build (0.1-1 M instructions) per sample. */
+  if (t->samples < LJP_IRMAP_DECODE_AFTER) t->samples++;
+  how = ljp_mc_refs(T, ofs, &lo, &hi, &exact,
+                    t->samples >= LJP_IRMAP_DECODE_AFTER);
+  if (!how || hi < lo) return -1;
   mid = lo + (hi - lo) / 2;
   n = frames_at(t, mid, out, max, basepc);
   if (n < 0) return -1;
-  if (exact) {
+  if (how == 2) {        /* decoded: certain when the range agrees */
     *estimated = !same_over(t, lo, hi + 1, out, n);
   } else {
     /* estimated: certain only when the snapshot's whole span has them

@@ -70,11 +70,16 @@ int ljp_irmap_probe(lua_State *S);
 
 /* A machine code offset of trace T (alive) -> the IR references its code
 ** came from, [*ref_lo, *ref_hi] (biased); *exact 0 when estimated. 0 when
-** unknown. The decoder's alignment (mcmap.c: ljp_mcmap_refs) where it
-** maps the trace; otherwise an estimate: the offset's place in its
-** snapshot's code span mapped onto the span's IR references. */
+** unknown; 2 from the decoder's alignment (mcmap.c: ljp_mcmap_refs, asked
+** when decode is set) where it maps the trace; 1 an estimate: the
+** offset's place in its snapshot's code span mapped onto the span's IR
+** references. */
 int ljp_mc_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo, uint32_t *ref_hi,
-                int *exact);
+                int *exact, int decode);
+
+/* Samples a trace takes with the position estimate before its machine
+** code is decoded (mcmap.c builds its map then, once). */
+#define LJP_IRMAP_DECODE_AFTER 4
 
 /* The frames for a sample at mpc in trace tr (object T, alive) from the
 ** record map, innermost first above the trace's base frame (tracesnap.h's

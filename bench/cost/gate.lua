@@ -85,6 +85,11 @@ local PLAN = {deep = {"idle", "on", "off"}, deepi = {"idle", "on", "off"},
 -- here until 2026-11-28 and matched nothing, so the symbol load was
 -- spread over the samples).
 local ONCE = {"ljp_elfsyms_load", "ljp_vm_learn_snapshots"}  -- (the first: checked)
+-- once per trace that takes samples (inline=recorded): its record map
+-- derived and proven (irmap.c), its machine code decoded and aligned to
+-- its IR (mcmap.c, from a trace's 4th sample); charged neither per sample
+-- nor per safe point but per trace mapped (the figure trace_map)
+local PERTRACE = {"ljp_irmap_derive", "ljp_mcmap_build"}
 -- the entry points whose cost is gated per call: the signal handler (per
 -- signal taken) and the Lua hook (per safe point)
 local HANDLER, HOOK = "ljp_signal_handler", "ljp_hook"
@@ -146,9 +151,14 @@ for _, r in ipairs(runs) do
     io.stderr:write("gate: run ", r.id, " took a sample in each of 6 tries\n")
     os.exit(1)
   end
-  local own, by_fn, split = cg.own(TMP .. "/" .. r.id .. ".cg", "libljprof", ONCE)
-  local once = 0
-  for _, v in pairs(split) do once = once + v end
+  local split_names = {}
+  for _, n in ipairs(ONCE) do split_names[#split_names + 1] = n end
+  for _, n in ipairs(PERTRACE) do split_names[#split_names + 1] = n end
+  local own, by_fn, split = cg.own(TMP .. "/" .. r.id .. ".cg", "libljprof", split_names)
+  local once, pertrace = 0, 0
+  for _, n in ipairs(ONCE) do once = once + (split[n] or 0) end
+  for _, n in ipairs(PERTRACE) do pertrace = pertrace + (split[n] or 0) end
+  local mapped = tonumber(err:match(" mapped (%d+)")) or 0
   -- a function renamed or inlined would silently drop out of a figure:
   -- the handler and the hook must be seen when signals came, and the
   -- symbol load in a run that names native frames
@@ -161,7 +171,10 @@ for _, r in ipairs(runs) do
                     " in callgrind's data (renamed or inlined? bench/cost/gate.lua names it)\n")
     os.exit(1)
   end
-  R[r.id] = {own = own, once = once, samples = tonumber(s), signals = tonumber(sig),
+  -- the per-trace work is taken out of the hook's figure like the
+  -- one-time work (x.once), and shown per trace mapped
+  R[r.id] = {own = own, once = once + pertrace, pertrace = pertrace, mapped = mapped,
+             samples = tonumber(s), signals = tonumber(sig),
              safepoints = tonumber(p), traces = tonumber(t), total = total,
              handler = by_fn[HANDLER] or 0, hook = by_fn[HOOK] or 0}
   if opt.keep then os.execute(string.format("cp %s/%s.cg %s/%s.err %s/", TMP, r.id, TMP, r.id,
@@ -203,6 +216,11 @@ for _, w in ipairs(opt.workloads) do
           string.format("%s: (%.2fM - one-time %.2fM) / %d safe points, %.1f signals each", HOOK,
                         x.hook / 1e6, x.once / 1e6, x.safepoints,
                         x.safepoints > 0 and x.signals / x.safepoints or 0))
+      if x.mapped > 0 then
+        fig(w .. ".trace_map_native_" .. c, x.pertrace / x.mapped,
+            string.format("%s: %.2fM / %d traces mapped", table.concat(PERTRACE, " + "),
+                          x.pertrace / 1e6, x.mapped))
+      end
       -- a signal's handler and a whole safe point: one sample's cost
       -- where a safe point serves one signal (deepi), the dearest case
       -- elsewhere; gated where budgets.lua names it (the issue's targets)

@@ -92,7 +92,7 @@ typedef struct irtrace {
 
 typedef struct ljp_irmap ljp_irmap;
 struct ljp_irmap {
-  int key;                 /* our slot in _VMEVENTS (0: not installed) */
+  ptrdiff_t key;           /* our slot in _VMEVENTS (0: not installed) */
   int handler_ref, attach_ref;
   uint32_t gen;
   int on;                  /* events are mapped */
@@ -164,7 +164,6 @@ out:
 /* -- The handler ------------------------------------------------------------- */
 
 #define UP_GEN lua_upvalueindex(1)
-#define UP_PREV lua_upvalueindex(2)
 
 static void turn_off(ljp_irmap *m, const char *why)
 {
@@ -248,15 +247,6 @@ int ljp_irmap_event(ljp_ctx *ctx, lua_State *L)
   return nargs;
 }
 
-int ljp_irmap_chain(lua_State *L, int nargs)
-{
-  if (lua_isfunction(L, UP_PREV)) {
-    lua_pushvalue(L, UP_PREV);
-    lua_insert(L, 1);
-    lua_call(L, nargs, 0);
-  }
-  return 0;
-}
 
 /* -- Attaching (chained: jit.attach keeps one handler per event) ------------ */
 
@@ -279,75 +269,19 @@ static void push_attach(lua_State *L)
   lua_remove(L, -2);
 }
 
-/* Attach ours on top of whatever is in the "record" slot (as traces.c does
-** for "trace"): the slot's old value is the handler chained. */
+/* Attach ours on top of whatever is in the "record" slot, as traces.c
+** does for "trace" (vm.h: ljp_chain_*): the slot's old value is the
+** handler chained. */
 static int install(ljp_ctx *ctx, ljp_irmap *m, lua_State *L)
 {
-  int top = lua_gettop(L), snap, attach, handler;
-  m->key = 0;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, m->attach_ref);
-  attach = lua_gettop(L);
-  if (!lua_isfunction(L, attach) || !ctx->entries->record_event) goto out;
-  lua_newtable(L);
-  snap = lua_gettop(L);
-  lua_getfield(L, LUA_REGISTRYINDEX, "_VMEVENTS");
-  if (lua_istable(L, -1)) {
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-      lua_pushvalue(L, -2);
-      lua_insert(L, -2);
-      lua_rawset(L, snap);
-    }
-  }
-  lua_pop(L, 1);
-  lua_pushinteger(L, (lua_Integer)++m->gen);
-  lua_pushnil(L);
-  lua_pushcclosure(L, ctx->entries->record_event, 2);
-  handler = lua_gettop(L);
-  ljp_cname_add(ctx->entries->record_event, "[ljprof record events]");
-  lua_pushvalue(L, attach);
-  lua_pushvalue(L, handler);
-  lua_pushstring(L, "record");
-  if (lua_pcall(L, 2, 0, 0) != 0) goto out;
-  lua_getfield(L, LUA_REGISTRYINDEX, "_VMEVENTS");
-  if (lua_istable(L, -1)) {
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-      if (lua_rawequal(L, -1, handler) && lua_type(L, -2) == LUA_TNUMBER) {
-        m->key = (int)lua_tointeger(L, -2);
-        lua_pushvalue(L, -2);
-        lua_rawget(L, snap);
-        lua_setupvalue(L, handler, 2);
-        lua_pop(L, 2);
-        break;
-      }
-      lua_pop(L, 1);
-    }
-  }
-  lua_pop(L, 1);
-  if (m->key) {
-    unref(L, &m->handler_ref);
-    lua_pushvalue(L, handler);
-    m->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  }
-out:
-  lua_settop(L, top);
-  return m->key != 0;
+  return ljp_chain_install(L, m->attach_ref, ctx->entries->record_event,
+                           ++m->gen, NULL, "record", "[ljprof record events]",
+                           &m->key, &m->handler_ref);
 }
 
 static int installed(ljp_irmap *m, lua_State *L)
 {
-  int ok = 0;
-  if (!m->key || m->handler_ref == LUA_NOREF) return 0;
-  lua_getfield(L, LUA_REGISTRYINDEX, "_VMEVENTS");
-  if (lua_istable(L, -1)) {
-    lua_rawgeti(L, -1, m->key);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, m->handler_ref);
-    ok = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
-  }
-  lua_pop(L, 1);
-  return ok;
+  return ljp_chain_installed(L, m->key, m->handler_ref);
 }
 
 /* Ours out of the slot, the one it replaced put back. A handler of ours
@@ -355,24 +289,11 @@ static int installed(ljp_irmap *m, lua_State *L)
 ** generation is no longer the current one. */
 static void uninstall(ljp_irmap *m, lua_State *L)
 {
-  int top = lua_gettop(L);
-  if (installed(m, L)) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, m->attach_ref);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, m->handler_ref);
-    lua_getupvalue(L, -1, 2);
-    if (lua_isfunction(L, -1)) {
-      lua_pushstring(L, "record");
-      lua_remove(L, -3);
-      lua_pcall(L, 2, 0, 0);   /* jit.attach(prev, "record") */
-    } else {
-      lua_pop(L, 1);
-      lua_pcall(L, 1, 0, 0);   /* jit.attach(ours): detach */
-    }
-  }
+  if (installed(m, L))
+    ljp_chain_remove(L, m->attach_ref, m->handler_ref, "record");
   m->gen++;
   m->key = 0;
   unref(L, &m->handler_ref);
-  lua_settop(L, top);
 }
 
 static int64_t budget(void)

@@ -261,7 +261,7 @@ static int ljp_exit_event(lua_State *L)
 static int ljp_record_event(lua_State *L)
 {
   ljp_ctx *ctx = ljp_slot_find(lua_topointer(L, LUA_REGISTRYINDEX));
-  return ljp_irmap_chain(L, ljp_irmap_event(ctx, L));
+  return ljp_traces_chain(L, ljp_irmap_event(ctx, L));
 }
 
 const ljp_entries ljp_safepoint_entries = {

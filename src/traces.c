@@ -759,15 +759,17 @@ static void push_vmevents(lua_State *L)
   lua_getfield(L, LUA_REGISTRYINDEX, "_VMEVENTS");
 }
 
-/* Attach our handler chaining to whatever is in the "trace" slot now.
-** Calls only jit.attach (resolved at start): this also runs at a safe
-** point, where no module may be loaded. */
-static int traces_install(ljp_ctx *ctx, lua_State *L)
+/* -- A jit.attach slot shared by chaining (vm.h: ljp_chain_*) --------------- */
+
+int ljp_chain_install(lua_State *L, int attach_ref, lua_CFunction f,
+                      uint32_t gen, const int *extra_ref, const char *event,
+                      const char *label, lua_Integer *key, int *handler_ref)
 {
   int top = lua_gettop(L), snap, attach, handler;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.attach_ref);
+  *key = 0;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, attach_ref);
   attach = lua_gettop(L);
-  if (!lua_isfunction(L, attach)) goto out;  /* no JIT in this build */
+  if (!lua_isfunction(L, attach) || !f) goto out;  /* no JIT in this build */
   /* Snapshot the event table, then attach a fresh closure and find the
   ** slot it landed in: that slot's old value is the handler to chain. */
   lua_newtable(L);
@@ -782,22 +784,22 @@ static int traces_install(ljp_ctx *ctx, lua_State *L)
     }
   }
   lua_pop(L, 1);
-  lua_pushinteger(L, (lua_Integer)++ctx->tr.gen);
+  lua_pushinteger(L, (lua_Integer)gen);
   lua_pushnil(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.tracemc_ref);
-  lua_pushcclosure(L, ctx->entries->trace_event, 3);
+  if (extra_ref) lua_rawgeti(L, LUA_REGISTRYINDEX, *extra_ref);
+  lua_pushcclosure(L, f, extra_ref ? 3 : 2);
   handler = lua_gettop(L);
-  ljp_cname_add(ctx->entries->trace_event, "[ljprof trace events]");
+  ljp_cname_add(f, label);
   lua_pushvalue(L, attach);
   lua_pushvalue(L, handler);
-  lua_pushstring(L, "trace");
+  lua_pushstring(L, event);
   if (lua_pcall(L, 2, 0, 0) != 0) goto out;
   push_vmevents(L);
   if (lua_istable(L, -1)) {
     lua_pushnil(L);
     while (lua_next(L, -2)) {
       if (lua_rawequal(L, -1, handler) && lua_type(L, -2) == LUA_TNUMBER) {
-        ctx->tr.key = lua_tointeger(L, -2);
+        *key = lua_tointeger(L, -2);
         lua_pushvalue(L, -2);
         lua_rawget(L, snap);          /* previous handler (or nil) */
         lua_setupvalue(L, handler, 2);
@@ -808,14 +810,58 @@ static int traces_install(ljp_ctx *ctx, lua_State *L)
     }
   }
   lua_pop(L, 1);
-  if (ctx->tr.key) {
-    unref(L, &ctx->tr.handler_ref);
+  if (*key) {
+    unref(L, handler_ref);
     lua_pushvalue(L, handler);
-    ctx->tr.handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    *handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
 out:
   lua_settop(L, top);
-  return ctx->tr.key != 0;
+  return *key != 0;
+}
+
+int ljp_chain_installed(lua_State *L, lua_Integer key, int handler_ref)
+{
+  int ok = 0;
+  if (!key || handler_ref == LUA_NOREF) return 0;
+  push_vmevents(L);
+  if (lua_istable(L, -1)) {
+    lua_rawgeti(L, -1, (int)key);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, handler_ref);
+    ok = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+  return ok;
+}
+
+void ljp_chain_remove(lua_State *L, int attach_ref, int handler_ref,
+                      const char *event)
+{
+  int top = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, attach_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, handler_ref);
+  lua_getupvalue(L, -1, 2);         /* the handler we replaced */
+  if (lua_isfunction(L, -1)) {
+    lua_pushstring(L, event);
+    lua_remove(L, -3);
+    lua_pcall(L, 2, 0, 0);          /* jit.attach(prev, event) */
+  } else {
+    lua_pop(L, 1);
+    lua_pcall(L, 1, 0, 0);          /* jit.attach(ours): detach */
+  }
+  lua_settop(L, top);
+}
+
+/* Attach our handler chaining to whatever is in the "trace" slot now.
+** Calls only jit.attach (resolved at start): this also runs at a safe
+** point, where no module may be loaded. */
+static int traces_install(ljp_ctx *ctx, lua_State *L)
+{
+  return ljp_chain_install(L, ctx->tr.attach_ref, ctx->entries->trace_event,
+                           ++ctx->tr.gen, &ctx->tr.tracemc_ref, "trace",
+                           "[ljprof trace events]", &ctx->tr.key,
+                           &ctx->tr.handler_ref);
 }
 
 static int traces_installed(ljp_ctx *ctx, lua_State *L);
@@ -924,17 +970,7 @@ void ljp_traces_exitcheck(ljp_ctx *ctx, lua_State *L, int on)
 /* Is our handler still the one in the "trace" slot? */
 static int traces_installed(ljp_ctx *ctx, lua_State *L)
 {
-  int ok = 0;
-  if (!ctx->tr.key || ctx->tr.handler_ref == LUA_NOREF) return 0;
-  push_vmevents(L);
-  if (lua_istable(L, -1)) {
-    lua_rawgeti(L, -1, (int)ctx->tr.key);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.handler_ref);
-    ok = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
-  }
-  lua_pop(L, 1);
-  return ok;
+  return ljp_chain_installed(L, ctx->tr.key, ctx->tr.handler_ref);
 }
 
 void ljp_traces_check(ljp_ctx *ctx, lua_State *L)
@@ -951,19 +987,8 @@ void ljp_traces_detach(ljp_ctx *ctx, lua_State *L)
   int top = lua_gettop(L);
   if (!ctx->tr.watching) ljp_hook_forget_recorder(&ctx->hook);
   if (ctx->tr.watching && traces_installed(ctx, L)) return; /* keeps watching */
-  if (traces_installed(ctx, L)) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.attach_ref);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->tr.handler_ref);
-    lua_getupvalue(L, -1, 2);         /* the handler we replaced */
-    if (lua_isfunction(L, -1)) {
-      lua_pushstring(L, "trace");
-      lua_remove(L, -3);
-      lua_pcall(L, 2, 0, 0);          /* jit.attach(prev, "trace") */
-    } else {
-      lua_pop(L, 1);
-      lua_pcall(L, 1, 0, 0);          /* jit.attach(ours): detach */
-    }
-  }
+  if (traces_installed(ctx, L))
+    ljp_chain_remove(L, ctx->tr.attach_ref, ctx->tr.handler_ref, "trace");
   unref(L, &ctx->tr.handler_ref);
   unref(L, &ctx->tr.attach_ref);
   unref(L, &ctx->tr.tracemc_ref);

@@ -203,10 +203,9 @@ void ljp_irmap_check(ljp_ctx *ctx, lua_State *L, int full);
 /* [any] The maps freed (the context is). */
 void ljp_irmap_free(ljp_ctx *ctx);
 /* [safe] A "record" event (safepoint.c's handler): returns the event's
-** argument count, for ljp_irmap_chain, which calls the handler ours
-** replaced. */
+** argument count, for ljp_traces_chain (the same closure layout: the
+** generation, then the handler ours replaced), which calls that one. */
 int ljp_irmap_event(ljp_ctx *ctx, lua_State *L);
-int ljp_irmap_chain(lua_State *L, int nargs);
 /* [any] For stats(): events mapped, traces proven and refused, the budget
 ** spent, why the map is off (NULL: it is not). */
 void ljp_irmap_stats(ljp_ctx *ctx, uint64_t *events, uint64_t *proven,
@@ -231,6 +230,23 @@ void ljp_traces_check(ljp_ctx *ctx, lua_State *L);
 ** replaced. */
 int ljp_traces_event(ljp_ctx *ctx, lua_State *L);
 int ljp_traces_chain(lua_State *L, int nargs);
+/* [safe] A jit.attach slot shared by chaining (traces.c; the "trace" and
+** "record" handlers): jit.attach keeps one handler per event, so ours is
+** attached on top of the slot's handler, which it calls after itself
+** (ljp_traces_chain), and which is put back when ours goes.
+** ljp_chain_install: f as a closure (upvalues: gen, the handler it
+** replaced, and *extra_ref's value when extra_ref is given) attached to
+** event through jit.attach (the function at attach_ref); its slot into
+** *key (0: not attached) and a reference to it into *handler_ref; label
+** names f in profiles. ljp_chain_installed: is it still the slot's
+** handler? ljp_chain_remove: the replaced handler put back (or ours
+** detached). */
+int ljp_chain_install(lua_State *L, int attach_ref, int (*f)(lua_State *),
+                      uint32_t gen, const int *extra_ref, const char *event,
+                      const char *label, ptrdiff_t *key, int *handler_ref);
+int ljp_chain_installed(lua_State *L, ptrdiff_t key, int handler_ref);
+void ljp_chain_remove(lua_State *L, int attach_ref, int handler_ref,
+                      const char *event);
 /* [safe] Forget the trace infos and aborts, and free the handler's tables
 ** (the context is freed). */
 void ljp_traces_free(ljp_ctx *ctx);

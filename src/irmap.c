@@ -5,23 +5,31 @@
 ** The handler (ljp_irmap_event, one per recorded bytecode) reads three
 ** fields of the jit_State that follows the global_State (J->cur.traceno,
 ** J->cur.nins, J->baseslot) and appends one entry; an entry that emitted
-** no IR and is followed by one at the same depth is overwritten. A new
-** recording is told by its trace number or by an IR count lower than the
-** last one read (an abort and a retry reuse the number); its first event
-** drops the map kept for its number. No lookup, no name, no copy.
+** no IR and is followed by one at the same depth is overwritten (but not
+** a Lua function's by a fast function's: it may be the tail call that
+** entered it). A new recording is told by its trace number or by an IR
+** count lower than the last one read (an abort and a retry reuse the
+** number); its first event drops the map kept for its number. No lookup,
+** no name, no copy.
 **
 ** At the first sample in a trace (safe point, trace alive): the owner
 ** event of each IR reference (the last event at or below it), each
-** event's parent (the last event one level out before it), the loop's
-** copied body aligned to its source (lj_opt_loop.c, loop_unroll: copies
-** are emitted in source order, invariant and folded ones not; a copy is
-** aligned to the next source instruction with its opcode, type and
-** substituted operands, an operand whose source was not copied accepted
-** as any), then the proof: at every snapshot the frames (function and
-** slot, outermost first) must be the snapshot's (tracesnap.c decodes
-** them). A trace that fails is refused (counted) and keeps the snapshot
-** rule. A side trace's frames below its first event's depth are those of
-** its snapshot 0 (replayed from its parent's exit).
+** event's parent (the last event one level out before it; a fast
+** function's IR is its parent's, or its tail caller's when a Lua
+** function's CALLT/CALLMT entered it, as LuaJIT's profiling mode charges
+** it), the loop's copied body aligned to its source (lj_opt_loop.c,
+** loop_unroll: copies are emitted in source order, invariant and folded
+** ones not; a copy is aligned to the next source instruction with its
+** opcode, type and substituted operands, an operand whose source was not
+** copied accepted as any), then the proof: at every snapshot the frames
+** (function and slot, outermost first; a fast function's IR taken as its
+** parent's, whose frames a snapshot holds) must be the snapshot's
+** (tracesnap.c decodes them). A trace that fails is refused (counted)
+** and keeps the snapshot rule. A side trace's frames below its first
+** event's depth are those of its snapshot 0 (replayed from its parent's
+** exit). A sample's place among the IR instructions (ljp_mc_refs): the
+** machine code's decoding (mcmap.c) from the trace's 4th sample, before
+** it or without it an estimate (its share of its snapshot's code).
 **
 ** Learning (ljp_irmap_probe, in ljprof's own state, once per process): a
 ** probe handler copies the bytes between g and J->trace at each event of
@@ -81,6 +89,7 @@ typedef struct irtrace {
   uint32_t loopref;        /* 0: no loop */
   int32_t *own;            /* per reference from REF_FIRST: event, -1 */
   int32_t *parent;         /* per event */
+  uint8_t *dead;           /* per event: its function may be gone (below) */
   uint8_t *uni;            /* per snapshot: 0 not known yet, 1 its code's
                               references have one set of frames, 2 not */
   int nsnap;
@@ -120,6 +129,7 @@ static void tr_free(irtrace *t)
   free(t->ev);
   free(t->own);
   free(t->parent);
+  free(t->dead);
   free(t->uni);
   free(t);
 }
@@ -455,7 +465,7 @@ static int frames_of(const irtrace *t, uint32_t ref, ljp_tsframe *out, int max,
   d = t->ev[e].depth;
   while (e >= 0 && t->ev[e].depth > 0) {
     const irev *v = &t->ev[e];
-    if (v->depth != d || n == max) return -1;
+    if (v->depth != d || n == max || (t->dead && t->dead[e])) return -1;
     out[n].fn = v->fn;
     out[n].pc = v->pc;
     out[n].slot = v->slot;
@@ -600,6 +610,39 @@ out:
   free(match);
 }
 
+/* The function constants of trace T (IR ir), sorted, into *out
+** (allocated); their count, -1 when out of memory. */
+static int kfuncs(uintptr_t T, uintptr_t ir, uintptr_t **out)
+{
+  uint32_t nk = ld32(T + (uintptr_t)ljp_tsl.t_nk), r;
+  int n = 0, i, j;
+  uintptr_t *a;
+  if (nk >= REF_BIAS || !(a = malloc((REF_BIAS - nk) * sizeof(*a)))) return -1;
+  for (r = nk; r + 1 < REF_BIAS; r++) {
+    uint16_t ot = ld16(ir + 8u * r + 4);
+    if ((ot >> 8) == ljp_tsl.op_kgc && (ot & 0x1f) == ljp_tsl.t_func)
+      a[n++] = (uintptr_t)ld64(ir + 8u * (r + 1));
+  }
+  for (i = 1; i < n; i++) {                 /* insertion sort: few */
+    uintptr_t v = a[i];
+    for (j = i; j > 0 && a[j - 1] > v; j--) a[j] = a[j - 1];
+    a[j] = v;
+  }
+  *out = a;
+  return n;
+}
+
+static int has_fn(const uintptr_t *a, int n, uintptr_t fn)
+{
+  int lo = 0, hi = n - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (a[mid] == fn) return 1;
+    if (a[mid] < fn) lo = mid + 1; else hi = mid - 1;
+  }
+  return 0;
+}
+
 /* (not static: the cost gate counts it per trace, bench/cost/gate.lua) */
 __attribute__((noinline)) int ljp_irmap_derive(ljp_irmap *m, irtrace *t,
                                                 uintptr_t T)
@@ -644,6 +687,21 @@ __attribute__((noinline)) int ljp_irmap_derive(ljp_irmap *m, irtrace *t,
           op == ljp_tsl.op_ret[2] || op == ljp_tsl.op_ret[3])
         cut = (int32_t)i + 1;
     }
+  }
+  /* An inlined frame's function object must be one the trace keeps
+  ** alive (a function constant of its IR): a closure the recorder saw
+  ** may be collected since when the trace checks only its prototype
+  ** (lj_record.c specialises on the prototype of a function that made
+  ** many closures), and a frame is named through its object. */
+  if (!(t->dead = calloc(t->n ? t->n : 1, 1))) return -1;
+  {
+    uintptr_t *kf = NULL;
+    int nkf = kfuncs(T, ir, &kf);
+    for (i = 0; i < t->n; i++)
+      if (t->ev[i].depth > 0 && t->ev[i].depth < MAXDEPTH && t->ev[i].pc &&
+          (nkf < 0 || !has_fn(kf, nkf, t->ev[i].fn)))
+        t->dead[i] = 1;
+    free(kf);
   }
   for (e = -1, i = 0, r = REF_FIRST; r < lim; r++) {
     while (i < t->n && REF_BIAS + t->ev[i].ref <= r) e = (int32_t)i++;
@@ -712,9 +770,10 @@ static irtrace *map_of(ljp_irmap *m, int32_t tr, uintptr_t T)
     m->refused++;
     free(t->own);
     free(t->parent);
+    free(t->dead);
     free(t->uni);
     t->own = t->parent = NULL;
-    t->uni = NULL;
+    t->dead = t->uni = NULL;
     return NULL;
   }
   m->proven++;

@@ -30,5 +30,5 @@ if ljprof then
   ljprof.stop()
   st = ljprof.stats()
 end
-io.stderr:write(string.format("cost: samples %d signals %d safepoints %d traces %d cpu %.4f\n",
-  st.samples, st.signals, st.safepoints, traces, cpu))
+io.stderr:write(string.format("cost: samples %d signals %d safepoints %d traces %d cpu %.4f mapped %d\n",
+  st.samples, st.signals, st.safepoints, traces, cpu, st.record_traces or 0))

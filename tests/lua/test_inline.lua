@@ -363,6 +363,34 @@ t.case("inline=recorded: a fast function entered by a tail call is its tail call
   t.eq(impossible(r, TAIL_NAMES, TAIL_EDGES), 0, "samples on paths the program does not have")
 end)
 
+-- A function that makes a new closure each round, called from a compiled
+-- loop: after enough closures of one prototype LuaJIT's trace checks the
+-- prototype, not the closure, and the closures the recorder saw are
+-- collected. A frame must never be named through a closure the trace does
+-- not keep (Penlight's List:map crashed the record map so: campaign-smoke).
+local CLOSURES = [[
+local function map(t, f) local r = {} for i = 1, #t do r[i] = f(t[i]) end return r end
+local data = {}
+for i = 1, 2000 do data[i] = i end
+local s = 0
+for round = 1, 120000 do
+  local k = round % 5
+  local sq = map(data, function(x) return x * x + k end)
+  s = s + sq[#sq]
+  if round % 400 == 0 then collectgarbage() end
+end
+]]
+
+t.case("inline=recorded: closures of one prototype, collected while their trace runs", function()
+  local r = run(CLOSURES)
+  t.ok(r.total >= 300, "samples (the child ran to its end): " .. r.total)
+  local n = 0
+  for _, e in ipairs(r.stacks) do
+    if e.stack:find("map", 1, true) then n = n + e.n end
+  end
+  t.ok(n >= 0.5 * r.total, "samples under map: " .. n .. " of " .. r.total)
+end)
+
 -- Trace numbers reused: a flush frees every number (loopB's trace takes
 -- loopA's), and C's first recordings abort (a closure: NYI) and give
 -- their number back. No map may outlive its recording.

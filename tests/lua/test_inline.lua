@@ -279,7 +279,7 @@ local function leafB(x) return sin(x)+sin(x+1) end
 local function mid(x) return leafA(x) + leafB(x) end
 local function update(n) local s=0 for i=1,n do s = s + mid(i) end return s end
 local t = 0
-for r = 1, 150 do t = t + update(20000) end
+for r = 1, 500 do t = t + update(20000) end
 ]]
 local LEAF_NAMES = {["work:0"] = true, update = true, mid = true, leafA = true, leafB = true}
 local LEAF_EDGES = {["work:0>update"] = true, ["update>mid"] = true, ["mid>leafA"] = true,
@@ -373,7 +373,7 @@ local function map(t, f) local r = {} for i = 1, #t do r[i] = f(t[i]) end return
 local data = {}
 for i = 1, 2000 do data[i] = i end
 local s = 0
-for round = 1, 120000 do
+for round = 1, 240000 do
   local k = round % 5
   local sq = map(data, function(x) return x * x + k end)
   s = s + sq[#sq]
@@ -383,6 +383,7 @@ end
 
 t.case("inline=recorded: closures of one prototype, collected while their trace runs", function()
   local r = run(CLOSURES)
+  print(string.format("  closures: %d samples", r.total))
   t.ok(r.total >= 300, "samples (the child ran to its end): " .. r.total)
   local n = 0
   for _, e in ipairs(r.stacks) do

@@ -599,10 +599,12 @@ static int stack_read(const ljp_stack *st, uintptr_t a, uintptr_t *out)
 
 /* Every word is read and written with relaxed atomic operations (plain
 ** moves on x86-64): a racing copy is discarded by the sequence check, and
-** the race is one the compiler and the thread sanitizer know of. */
+** the race is one the compiler and the thread sanitizer know of. An entry
+** holds for the addresses [rlo, rhi): one address in the memo (rhi =
+** pc + 1), a row's range in the range cache below. */
 typedef struct memo {
   uint32_t seq;         /* odd while being written */
-  uint64_t gen, hdr, pc, sig, lo;
+  uint64_t gen, hdr, rlo, rhi, sig, lo;
   uint64_t row[ROW_WORDS];
 } memo;
 
@@ -617,14 +619,16 @@ static memo *memo_slot(uintptr_t hdr, uintptr_t pc)
 #define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
-static int memo_get(uint64_t gen, uintptr_t hdr, uintptr_t pc, row *out,
-                    int *sig, uintptr_t *lo)
+/* The entry's row when it holds for pc in the table hdr of generation gen
+** and no writer changed it during the copy. */
+static int entry_get(memo *m, uint64_t gen, uintptr_t hdr, uintptr_t pc,
+                     row *out, int *sig, uintptr_t *lo)
 {
-  memo *m = memo_slot(hdr, pc);
   uint64_t w[ROW_WORDS], sg, fl;
   uint32_t s0 = __atomic_load_n(&m->seq, __ATOMIC_ACQUIRE), s1;
   size_t i;
-  if ((s0 & 1) || LD(m->gen) != gen || LD(m->hdr) != hdr || LD(m->pc) != pc)
+  if ((s0 & 1) || LD(m->gen) != gen || LD(m->hdr) != hdr ||
+      pc < LD(m->rlo) || pc >= LD(m->rhi))
     return 0;
   sg = LD(m->sig);
   fl = LD(m->lo);
@@ -638,10 +642,9 @@ static int memo_get(uint64_t gen, uintptr_t hdr, uintptr_t pc, row *out,
   return 1;
 }
 
-static void memo_put(uint64_t gen, uintptr_t hdr, uintptr_t pc,
-                     const row *r, int sig, uintptr_t lo)
+static void entry_put(memo *m, uint64_t gen, uintptr_t hdr, uintptr_t rlo,
+                      uintptr_t rhi, const row *r, int sig, uintptr_t lo)
 {
-  memo *m = memo_slot(hdr, pc);
   uint64_t w[ROW_WORDS];
   uint32_t s = __atomic_load_n(&m->seq, __ATOMIC_RELAXED);
   size_t i;
@@ -653,7 +656,8 @@ static void memo_put(uint64_t gen, uintptr_t hdr, uintptr_t pc,
   __builtin_memcpy(w, r, sizeof(row));
   ST(m->gen, gen);
   ST(m->hdr, (uint64_t)hdr);
-  ST(m->pc, (uint64_t)pc);
+  ST(m->rlo, (uint64_t)rlo);
+  ST(m->rhi, (uint64_t)rhi);
   ST(m->sig, (uint64_t)sig);
   ST(m->lo, (uint64_t)lo);
   for (i = 0; i < ROW_WORDS; i++) ST(m->row[i], w[i]);
@@ -672,65 +676,13 @@ static void memo_put(uint64_t gen, uintptr_t hdr, uintptr_t pc,
 #define RANGE_SIZE 128  /* entries, a power of two */
 #define RANGE_SHIFT 8
 
-typedef struct rmemo {
-  uint32_t seq;
-  uint64_t gen, hdr, rlo, rhi, sig, lo;
-  uint64_t row[ROW_WORDS];
-} rmemo;
+static memo cfi_range[RANGE_SIZE];
 
-static rmemo cfi_range[RANGE_SIZE];
-
-static rmemo *range_slot(uintptr_t hdr, uintptr_t pc)
+static memo *range_slot(uintptr_t hdr, uintptr_t pc)
 {
   uint64_t h = ((uint64_t)(pc >> RANGE_SHIFT) ^ ((uint64_t)hdr << 7)) *
                0x9e3779b97f4a7c15ull;
   return &cfi_range[h >> 56 & (RANGE_SIZE - 1)];
-}
-
-static int range_get(uint64_t gen, uintptr_t hdr, uintptr_t pc, row *out,
-                     int *sig, uintptr_t *lo)
-{
-  rmemo *m = range_slot(hdr, pc);
-  uint64_t w[ROW_WORDS], sg, fl, rl, rh;
-  uint32_t s0 = __atomic_load_n(&m->seq, __ATOMIC_ACQUIRE), s1;
-  size_t i;
-  if ((s0 & 1) || LD(m->gen) != gen || LD(m->hdr) != hdr) return 0;
-  rl = LD(m->rlo);
-  rh = LD(m->rhi);
-  if (pc < rl || pc >= rh) return 0;
-  sg = LD(m->sig);
-  fl = LD(m->lo);
-  for (i = 0; i < ROW_WORDS; i++) w[i] = LD(m->row[i]);
-  s1 = __atomic_fetch_add(&m->seq, 0, __ATOMIC_RELEASE);
-  if (s0 != s1) return 0;
-  __builtin_memcpy(out, w, sizeof(row));
-  *sig = (int)sg;
-  *lo = (uintptr_t)fl;
-  return 1;
-}
-
-static void range_put(uint64_t gen, uintptr_t hdr, uintptr_t pc,
-                      uintptr_t rlo, uintptr_t rhi, const row *r, int sig,
-                      uintptr_t lo)
-{
-  rmemo *m = range_slot(hdr, pc);
-  uint64_t w[ROW_WORDS];
-  uint32_t s = __atomic_load_n(&m->seq, __ATOMIC_RELAXED);
-  size_t i;
-  if ((s & 1) || !__atomic_compare_exchange_n(&m->seq, &s, s + 1, 0,
-                                              __ATOMIC_ACQUIRE,
-                                              __ATOMIC_RELAXED))
-    return;
-  w[ROW_WORDS - 1] = 0;
-  __builtin_memcpy(w, r, sizeof(row));
-  ST(m->gen, gen);
-  ST(m->hdr, (uint64_t)hdr);
-  ST(m->rlo, (uint64_t)rlo);
-  ST(m->rhi, (uint64_t)rhi);
-  ST(m->sig, (uint64_t)sig);
-  ST(m->lo, (uint64_t)lo);
-  for (i = 0; i < ROW_WORDS; i++) ST(m->row[i], w[i]);
-  __atomic_store_n(&m->seq, s + 2, __ATOMIC_RELEASE);
 }
 
 /* The step's masks of a row found (row.same, row.set). */
@@ -755,8 +707,12 @@ static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
   row init;
   int ops = 0;
   uintptr_t next, clo, chi, rlo, rhi;
-  if (gen && t && memo_get(gen, t->hdr, lookup, cur, sig, lo)) return 0;
-  if (gen && t && range_get(gen, t->hdr, lookup, cur, sig, lo)) return 0;
+  if (gen && t &&
+      (entry_get(memo_slot(t->hdr, lookup), gen, t->hdr, lookup, cur, sig,
+                 lo) ||
+       entry_get(range_slot(t->hdr, lookup), gen, t->hdr, lookup, cur, sig,
+                 lo)))
+    return 0;
   if (find_fde(t, lookup, &fd, &ci, &next) != 0) return -1;
   *lo = fd.lo;
   __builtin_memset(&init, 0, sizeof(init));
@@ -775,10 +731,12 @@ static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
   row_masks(cur);
   *sig = ci.sig;
   if (gen) {
-    memo_put(gen, t->hdr, lookup, cur, ci.sig, fd.lo);
+    entry_put(memo_slot(t->hdr, lookup), gen, t->hdr, lookup, lookup + 1,
+              cur, ci.sig, fd.lo);
     /* (a CIE program that moves the location: no range) */
     if (clo == fd.lo && chi == fd.hi && rhi && rlo <= lookup && lookup < rhi)
-      range_put(gen, t->hdr, lookup, rlo, rhi, cur, ci.sig, fd.lo);
+      entry_put(range_slot(t->hdr, lookup), gen, t->hdr, rlo, rhi, cur,
+                ci.sig, fd.lo);
   }
   return 0;
 }

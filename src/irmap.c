@@ -266,19 +266,6 @@ static void unref(lua_State *L, int *ref)
   *ref = LUA_NOREF;
 }
 
-static void push_attach(lua_State *L)
-{
-  lua_getglobal(L, "require");
-  lua_pushstring(L, "jit");
-  if (lua_pcall(L, 1, 1, 0) != 0 || !lua_istable(L, -1)) {
-    lua_pop(L, 1);
-    lua_pushnil(L);
-    return;
-  }
-  lua_getfield(L, -1, "attach");
-  lua_remove(L, -2);
-}
-
 /* Attach ours on top of whatever is in the "record" slot, as traces.c
 ** does for "trace" (vm.h: ljp_chain_*): the slot's old value is the
 ** handler chained. */
@@ -346,7 +333,7 @@ void ljp_irmap_start(ljp_ctx *ctx, lua_State *L)
   m->cur = 0;
   m->cn = 0;
   unref(L, &m->attach_ref);
-  push_attach(L);
+  ljp_push_jitfn(L, "jit", "attach");
   m->attach_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   m->on = install(ctx, m, L);
   if (!m->on && !m->why) m->why = "jit.attach(\"record\") unavailable";

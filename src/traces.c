@@ -733,8 +733,7 @@ int ljp_traces_chain(lua_State *L, int nargs)
   return 0;
 }
 
-/* Push jit.<name> or require("jit.util").<name>; nil if absent. */
-static void push_jitfn(lua_State *L, const char *mod, const char *name)
+void ljp_push_jitfn(lua_State *L, const char *mod, const char *name)
 {
   lua_getglobal(L, "require");
   lua_pushstring(L, mod);
@@ -909,12 +908,12 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     ljp_hook_forget_recorder(&ctx->hook);
     unref(L, &ctx->tr.attach_ref);
     unref(L, &ctx->tr.tracemc_ref);
-    push_jitfn(L, "jit", "attach");
+    ljp_push_jitfn(L, "jit", "attach");
     ctx->tr.attach_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    push_jitfn(L, "jit.util", "tracemc");
+    ljp_push_jitfn(L, "jit.util", "tracemc");
     ctx->tr.tracemc_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     unref(L, &ctx->tr.funcinfo_ref);
-    push_jitfn(L, "jit.util", "funcinfo");
+    ljp_push_jitfn(L, "jit.util", "funcinfo");
     ctx->tr.funcinfo_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     trinfo_clear(&ctx->tr.pending);
   }
@@ -945,7 +944,7 @@ void ljp_traces_exitcheck(ljp_ctx *ctx, lua_State *L, int on)
   int top = lua_gettop(L);
   if (on && !ctx->snapchk.handler_ref && ljp_tsl.ok &&
       ljp_luastack_checking() && ctx->entries->exit_event) {
-    push_jitfn(L, "jit", "attach");
+    ljp_push_jitfn(L, "jit", "attach");
     if (lua_isfunction(L, -1)) {
       lua_pushcfunction(L, ctx->entries->exit_event);
       lua_pushvalue(L, -1);
@@ -957,7 +956,7 @@ void ljp_traces_exitcheck(ljp_ctx *ctx, lua_State *L, int on)
       }
     }
   } else if (!on && ctx->snapchk.handler_ref) {
-    push_jitfn(L, "jit", "attach");
+    ljp_push_jitfn(L, "jit", "attach");
     lua_rawgeti(L, LUA_REGISTRYINDEX, ctx->snapchk.handler_ref);
     if (lua_isfunction(L, -2)) lua_pcall(L, 1, 0, 0);  /* detach */
     luaL_unref(L, LUA_REGISTRYINDEX, ctx->snapchk.handler_ref);

@@ -247,6 +247,9 @@ int ljp_chain_install(lua_State *L, int attach_ref, int (*f)(lua_State *),
 int ljp_chain_installed(lua_State *L, ptrdiff_t key, int handler_ref);
 void ljp_chain_remove(lua_State *L, int attach_ref, int handler_ref,
                       const char *event);
+/* [safe] Push require(mod).<name> (mod "jit" or "jit.util"); nil if
+** absent. */
+void ljp_push_jitfn(lua_State *L, const char *mod, const char *name);
 /* [safe] Forget the trace infos and aborts, and free the handler's tables
 ** (the context is freed). */
 void ljp_traces_free(ljp_ctx *ctx);

@@ -95,6 +95,9 @@ typedef struct irtrace {
   int nsnap;
   int nside;               /* a side trace: snapshot 0's frames */
   int samples;             /* its samples, up to LJP_IRMAP_DECODE_AFTER */
+  int runs_got;            /* the decoder's runs asked for (mcmap.c) */
+  int nrun;                /* ... copied here: looked up without the */
+  ljp_mcrun *runs;         /* decoder cache's process-wide lock */
   uintptr_t sidepc;
   ljp_tsframe side[LJP_TS_MAX];
 } irtrace;
@@ -131,6 +134,7 @@ static void tr_free(irtrace *t)
   free(t->parent);
   free(t->dead);
   free(t->uni);
+  free(t->runs);
   free(t);
 }
 
@@ -865,8 +869,19 @@ int ljp_irmap_frames(ljp_ctx *ctx, int32_t tr, uintptr_t T, uintptr_t mpc,
   ** its first ones: a program whose traces come and go (each taking a
   ** sample or two) would pay a build (0.1-1 M instructions) per sample. */
   if (t->samples < LJP_IRMAP_DECODE_AFTER) t->samples++;
-  how = ljp_mc_refs(T, ofs, &lo, &hi, &exact,
-                    t->samples >= LJP_IRMAP_DECODE_AFTER);
+  how = 0;
+  if (t->samples >= LJP_IRMAP_DECODE_AFTER) {
+    /* its runs copied once into the map (built if needed): each sample
+    ** after looks them up here, without ljp_mcmap_refs's mutex (about 210
+    ** of its 440 instructions on a cached trace) */
+    if (!t->runs_got) {
+      t->runs_got = 1;
+      t->nrun = ljp_mcmap_copy(T, &t->runs);
+    }
+    if (ljp_mcmap_find(t->runs, t->nrun, t->size, ofs, &lo, &hi, &exact))
+      how = 2;
+  }
+  if (!how) how = ljp_mc_refs(T, ofs, &lo, &hi, &exact, 0);
   if (!how || hi < lo) return -1;
   mid = lo + (hi - lo) / 2;
   n = frames_at(t, mid, out, max, basepc);
@@ -929,13 +944,18 @@ static int fail(const char *why)
 ** and an aborted recording (a trace number reused); returns
 ** {[tr] = nins} of the traces kept, and the opcodes by name. */
 static const char probe_chunk[] =
-  "local ev = ...\n"
+  "local ev, bcn, irn = ...\n"
   "local jit = require('jit')\n"
   "if not (jit.status and jit.status()) then return nil end\n"
   "local ok, util = pcall(require, 'jit.util')\n"
-  "local ok2, vmdef = pcall(require, 'jit.vmdef')\n"
-  "if not ok or not ok2 or type(vmdef.irnames) ~= 'string' or\n"
-  "   type(vmdef.bcnames) ~= 'string' then return nil end\n"
+  "if not (bcn and irn) then\n"
+  "  local ok2, vmdef = pcall(require, 'jit.vmdef')\n"
+  "  if not ok2 or type(vmdef) ~= 'table' then return nil end\n"
+  "  bcn, irn = vmdef.bcnames, vmdef.irnames\n"
+  "end\n"
+  "if not ok or type(irn) ~= 'string' or type(bcn) ~= 'string' then\n"
+  "  return nil\n"
+  "end\n"
   "local function leaf(t, i) t[i] = i + 1; return i end\n"
   "local function mid(t, i, j) local a = j + 1; local v = leaf(t, i); return v + a end\n"
   "local function va(t, ...) local a = ...; t.va = a; return a end\n"
@@ -978,10 +998,58 @@ static const char probe_chunk[] =
   "  local i = names:find(name .. string.rep(' ', 6 - #name), 1, true)\n"
   "  return i and (i - 1) % 6 == 0 and (i - 1) / 6 or -1\n"
   "end\n"
-  "return out, op(vmdef.irnames, 'LOOP'), op(vmdef.bcnames, 'CALL'),\n"
-  "       op(vmdef.bcnames, 'FUNCF'), op(vmdef.bcnames, 'IFUNCF'),\n"
-  "       op(vmdef.bcnames, 'JFUNCF'), op(vmdef.bcnames, 'CALLT'),\n"
-  "       op(vmdef.bcnames, 'CALLMT')\n";
+  "return out, op(irn, 'LOOP'), op(bcn, 'CALL'), op(bcn, 'FUNCF'),\n"
+  "       op(bcn, 'IFUNCF'), op(bcn, 'JFUNCF'), op(bcn, 'CALLT'),\n"
+  "       op(bcn, 'CALLMT')\n";
+
+/* jit.vmdef's bytecode and IR opcode names, its strings bcnames and
+** irnames read from the module's text (requiring it parses all of its
+** tables: 0.70 M instructions, callgrind); pushed, or two nils (the probe
+** chunk then requires it). */
+static int vm_name(const char *s, size_t n, const char *key, lua_State *S)
+{
+  const char *p = memmem(s, n, key, strlen(key)), *e;
+  if (!p) return 0;
+  p += strlen(key);
+  for (e = p; e < s + n && ((*e >= 'A' && *e <= 'Z') ||
+                            (*e >= '0' && *e <= '9') || *e == ' '); e++) {}
+  if (e + 3 > s + n || memcmp(e, "\",\n", 3) != 0 || (e - p) % 6 != 0)
+    return 0;
+  lua_pushlstring(S, p, (size_t)(e - p));
+  return 1;
+}
+
+static void push_vmnames(lua_State *S)
+{
+  int top = lua_gettop(S), ok = 0;
+  lua_getglobal(S, "package");
+  if (lua_istable(S, -1)) {
+    lua_getfield(S, -1, "preload");
+    if (lua_istable(S, -1)) lua_getfield(S, -1, "jit.vmdef");
+    else lua_pushnil(S);
+    if (lua_isnil(S, -1)) {              /* (a preloaded one: required) */
+      lua_getfield(S, top + 1, "searchpath");
+      lua_pushliteral(S, "jit.vmdef");
+      lua_getfield(S, top + 1, "path");
+      if (lua_isfunction(S, -3) && lua_pcall(S, 2, 1, 0) == 0 &&
+          lua_isstring(S, -1)) {
+        FILE *f = fopen(lua_tostring(S, -1), "rb");
+        char *buf = f ? malloc(1u << 16) : NULL;
+        size_t n = buf ? fread(buf, 1, (1u << 16) - 1, f) : 0;
+        if (f) fclose(f);
+        lua_settop(S, top);
+        ok = n && vm_name(buf, n, "\nbcnames = \"", S) &&
+             vm_name(buf, n, "\nirnames = \"", S);
+        free(buf);
+      }
+    }
+  }
+  if (!ok) {
+    lua_settop(S, top);
+    lua_pushnil(S);
+    lua_pushnil(S);
+  }                          /* (else bcnames, irnames at top + 1, + 2) */
+}
 
 int ljp_irmap_probe(lua_State *S)
 {
@@ -1009,7 +1077,8 @@ int ljp_irmap_probe(lua_State *S)
     return fail("probe chunk");
   }
   lua_pushcfunction(S, probe_event);
-  if (lua_pcall(S, 1, 8, 0) != 0 || !lua_istable(S, top + 1)) {
+  push_vmnames(S);
+  if (lua_pcall(S, 3, 8, 0) != 0 || !lua_istable(S, top + 1)) {
     lua_settop(S, top);
     free(P.w);
     P.w = NULL;

@@ -915,11 +915,27 @@ typedef struct pev {
 
 static struct {
   pev ev[PEV];
-  unsigned char *w;        /* [PEV][win] */
+  unsigned char **w;       /* [PEV] of win bytes each (see pw_alloc) */
   size_t win;
   int n;
   uintptr_t g;
 } P;
+
+/* The events' windows, one block each: one block of PEV windows (0.5 M
+** and more) would be above glibc's mmap threshold, and its free raises
+** that threshold (glibc's dynamic threshold) to its size for the rest of
+** the process: the program's and ljprof's later large blocks then come
+** from the heap, calloc zeroing them (the safe point's name caches, 0.4
+** MB: 0.30 M instructions at the first sample, callgrind) where a fresh
+** mapping needed no zeroing. */
+static void pw_free(void)
+{
+  int i;
+  if (!P.w) return;
+  for (i = 0; i < PEV; i++) free(P.w[i]);
+  free(P.w);
+  P.w = NULL;
+}
 
 static int probe_event(lua_State *L)
 {
@@ -929,7 +945,8 @@ static int probe_event(lua_State *L)
     e->fn = (uintptr_t)lua_topointer(L, 2);
     e->pos = (int32_t)lua_tointeger(L, 3);
     e->depth = (int32_t)lua_tointeger(L, 4);
-    if (!ljp_peek_g(P.w + (size_t)P.n * P.win, P.g, P.win)) P.n++;
+    if (!P.w[P.n] && !(P.w[P.n] = malloc(P.win))) return 0;
+    if (!ljp_peek_g(P.w[P.n], P.g, P.win)) P.n++;
   }
   return 0;
 }
@@ -1069,19 +1086,17 @@ int ljp_irmap_probe(lua_State *S)
   P.win = (size_t)ljp_tml.g_trace;
   P.g = g;
   P.n = 0;
-  if (!(P.w = malloc((size_t)PEV * P.win))) return fail("out of memory");
+  if (!(P.w = calloc(PEV, sizeof(*P.w)))) return fail("out of memory");
   if (luaL_loadbuffer(S, probe_chunk, sizeof(probe_chunk) - 1,
                       "=ljprof-record-probe") != 0) {
-    free(P.w);
-    P.w = NULL;
+    pw_free();
     return fail("probe chunk");
   }
   lua_pushcfunction(S, probe_event);
   push_vmnames(S);
   if (lua_pcall(S, 3, 8, 0) != 0 || !lua_istable(S, top + 1)) {
     lua_settop(S, top);
-    free(P.w);
-    P.w = NULL;
+    pw_free();
     return fail("no JIT, jit.attach or jit.vmdef");
   }
   ljp_irl.op_loop = (int)lua_tointeger(S, top + 2);
@@ -1107,8 +1122,7 @@ int ljp_irmap_probe(lua_State *S)
   if (ljp_irl.op_loop < 0 || ljp_irl.op_call < 0 || op_funcf < 0 ||
       op_ifuncf < 0 || op_jfuncf < 0 ||
       nt < 3 || P.n < 50) {
-    free(P.w);
-    P.w = NULL;
+    pw_free();
     return fail("too few probe traces or events");
   }
   /* GCtrace: the IR count (traceinfo's nins + REF_BIAS + 1), the number. */
@@ -1123,7 +1137,7 @@ int ljp_irmap_probe(lua_State *S)
       }
       if (i == nt) { nf++; f = o; }
     }
-    if (nf != 1) { free(P.w); P.w = NULL; return fail("no single IR count"); }
+    if (nf != 1) { pw_free(); return fail("no single IR count"); }
     ljp_irl.t_nins = f;
   }
   for (o = 0; o + 2 <= TWIN && ntn < 8; o += 2) {
@@ -1139,7 +1153,7 @@ int ljp_irmap_probe(lua_State *S)
   for (c = 0; c + TWIN <= (ptrdiff_t)P.win; c += 8) {
     for (k = 0; k < ntn; k++) {
       for (i = 0; i < P.n; i++) {
-        const unsigned char *w = P.w + (size_t)i * P.win + c;
+        const unsigned char *w = P.w[i] + c;
         uint16_t tn;
         uint32_t ni;
         memcpy(&tn, w + tnc[k], 2);
@@ -1157,7 +1171,7 @@ int ljp_irmap_probe(lua_State *S)
           for (i = P.n - 1; i >= 0; i--) {
             uint32_t ni;
             if (P.ev[i].tr != trs[j]) continue;
-            memcpy(&ni, P.w + (size_t)i * P.win + c + ljp_irl.t_nins, 4);
+            memcpy(&ni, P.w[i] + c + ljp_irl.t_nins, 4);
             if (ni > cnt) bad = 1;
             break;   /* its last event */
           }
@@ -1170,8 +1184,7 @@ int ljp_irmap_probe(lua_State *S)
     }
   }
   if (nfound != 1) {
-    free(P.w);
-    P.w = NULL;
+    pw_free();
     return fail(nfound ? "J->cur found more than once" : "J->cur not found");
   }
   /* J->baseslot: 2 at depth 0 of a root trace; a fixed-argument call's
@@ -1182,7 +1195,7 @@ int ljp_irmap_probe(lua_State *S)
     for (i = 0; i < P.n; i++) {
       const pev *e = &P.ev[i];
       uint32_t v, pv;
-      memcpy(&v, P.w + (size_t)i * P.win + o, 4);
+      memcpy(&v, P.w[i] + o, 4);
       if (v < 2 || v > 257) break;
       if (e->depth == 0) {
         uintptr_t T = ljp_vm_trace(g, e->tr);
@@ -1204,7 +1217,7 @@ int ljp_irmap_probe(lua_State *S)
              (int)(fins & 0xff) != op_ifuncf &&
              (int)(fins & 0xff) != op_jfuncf))
           continue;
-        memcpy(&pv, P.w + (size_t)(i - 1) * P.win + o, 4);
+        memcpy(&pv, P.w[i - 1] + o, 4);
         if (v != pv + ((ins >> 8) & 0xff) + 2) break;
         calls++;
       }
@@ -1215,8 +1228,7 @@ int ljp_irmap_probe(lua_State *S)
     }
   }
   ljp_irl.events = (uint32_t)P.n;
-  free(P.w);
-  P.w = NULL;
+  pw_free();
   if (nfound != 1)
     return fail(nfound ? "J->baseslot found more than once"
                        : "J->baseslot not found");

@@ -915,16 +915,17 @@ typedef struct pev {
 
 static struct {
   pev ev[PEV];
-  unsigned char **w;       /* [PEV] of win bytes each (see pw_alloc) */
+  unsigned char **w;       /* [PEV] of win bytes each (pw_free) */
+  int per;                 /* windows per block */
   size_t win;
   int n;
   uintptr_t g;
 } P;
 
-/* The events' windows, one block each: one block of PEV windows (0.5 M
-** and more) would be above glibc's mmap threshold, and its free raises
-** that threshold (glibc's dynamic threshold) to its size for the rest of
-** the process: the program's and ljprof's later large blocks then come
+/* The events' windows, in blocks of 64 KB at most: one block of PEV
+** windows (0.5 MB and more) would be above glibc's mmap threshold (128 KB
+** at first), and its free raises that threshold (glibc's dynamic
+** threshold) to its size for the rest of the process: the program's and ljprof's later large blocks then come
 ** from the heap, calloc zeroing them (the safe point's name caches, 0.4
 ** MB: 0.30 M instructions at the first sample, callgrind) where a fresh
 ** mapping needed no zeroing. */
@@ -932,7 +933,7 @@ static void pw_free(void)
 {
   int i;
   if (!P.w) return;
-  for (i = 0; i < PEV; i++) free(P.w[i]);
+  for (i = 0; i < PEV; i += P.per) free(P.w[i]);
   free(P.w);
   P.w = NULL;
 }
@@ -945,7 +946,10 @@ static int probe_event(lua_State *L)
     e->fn = (uintptr_t)lua_topointer(L, 2);
     e->pos = (int32_t)lua_tointeger(L, 3);
     e->depth = (int32_t)lua_tointeger(L, 4);
-    if (!P.w[P.n] && !(P.w[P.n] = malloc(P.win))) return 0;
+    if (P.n % P.per == 0 && !P.w[P.n] &&
+        !(P.w[P.n] = malloc(P.win * (size_t)P.per)))
+      return 0;
+    if (P.n % P.per) P.w[P.n] = P.w[P.n - 1] + P.win;
     if (!ljp_peek_g(P.w[P.n], P.g, P.win)) P.n++;
   }
   return 0;
@@ -1086,6 +1090,7 @@ int ljp_irmap_probe(lua_State *S)
   P.win = (size_t)ljp_tml.g_trace;
   P.g = g;
   P.n = 0;
+  P.per = P.win < 65536 ? (int)(65536 / P.win) : 1;
   if (!(P.w = calloc(PEV, sizeof(*P.w)))) return fail("out of memory");
   if (luaL_loadbuffer(S, probe_chunk, sizeof(probe_chunk) - 1,
                       "=ljprof-record-probe") != 0) {

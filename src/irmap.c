@@ -27,11 +27,15 @@
 ** (tracesnap.c decodes them). A trace that fails is refused (counted)
 ** and keeps the snapshot rule. A side trace's frames below its first
 ** event's depth are those of its snapshot 0 (replayed from its parent's
-** exit). A sample's place among the IR instructions (ljp_mc_refs): the
-** machine code's decoding (mcmap.c) from the trace's 4th sample, before
-** it or without it an estimate (its share of its snapshot's code).
+** exit). A sample's place among the IR instructions: the machine code's
+** decoding (mcmap.c) from the trace's 4th sample, its runs copied once
+** into the trace's map (this context's: looked up without mcmap.c's
+** lock), before it or without it an estimate (ljp_mc_refs: its share of
+** its snapshot's code).
 **
-** Learning (ljp_irmap_probe, in ljprof's own state, once per process): a
+** Learning (ljp_irmap_probe, once per process, in ljprof's own state: the
+** layouts' one, vmlearn.c, at the first start; jit.vmdef's opcode names
+** read from its text, required only when not found there): a
 ** probe handler copies the bytes between g and J->trace at each event of
 ** a few loops with inlined calls (and a vararg one, and a side trace);
 ** GCtrace's trace number and IR count are the one offset agreeing with

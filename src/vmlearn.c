@@ -76,7 +76,8 @@ void ljp_vm_learn_snapshots(void)
 }
 
 /* The record map's layout (irmap.c), at the start of an inline=recorded
-** run (its handler must see the first traces). The snapshot layouts it
+** run (its handler must see the first traces), when the layouts were
+** learnt before without it (ljp_vm_learn_start learns both in one state). The snapshot layouts it
 ** uses to derive and check a map wait, as before, for the first sample in
 ** compiled code. */
 void ljp_vm_learn_irmap(void)

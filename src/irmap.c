@@ -1033,7 +1033,7 @@ static const char probe_chunk[] =
 ** chunk then requires it). */
 static int vm_name(const char *s, size_t n, const char *key, lua_State *S)
 {
-  const char *p = memmem(s, n, key, strlen(key)), *e;
+  const char *p = strstr(s, key), *e;   /* (s ends with a NUL) */
   if (!p) return 0;
   p += strlen(key);
   for (e = p; e < s + n && ((*e >= 'A' && *e <= 'Z') ||
@@ -1062,6 +1062,7 @@ static void push_vmnames(lua_State *S)
         char *buf = f ? malloc(1u << 16) : NULL;
         size_t n = buf ? fread(buf, 1, (1u << 16) - 1, f) : 0;
         if (f) fclose(f);
+        if (buf) buf[n] = 0;
         lua_settop(S, top);
         ok = n && vm_name(buf, n, "\nbcnames = \"", S) &&
              vm_name(buf, n, "\nirnames = \"", S);

@@ -27,11 +27,15 @@
 ** (tracesnap.c decodes them). A trace that fails is refused (counted)
 ** and keeps the snapshot rule. A side trace's frames below its first
 ** event's depth are those of its snapshot 0 (replayed from its parent's
-** exit). A sample's place among the IR instructions (ljp_mc_refs): the
-** machine code's decoding (mcmap.c) from the trace's 4th sample, before
-** it or without it an estimate (its share of its snapshot's code).
+** exit). A sample's place among the IR instructions: the machine code's
+** decoding (mcmap.c) from the trace's 4th sample, its runs copied once
+** into the trace's map (this context's: looked up without mcmap.c's
+** lock), before it or without it an estimate (ljp_mc_refs: its share of
+** its snapshot's code).
 **
-** Learning (ljp_irmap_probe, in ljprof's own state, once per process): a
+** Learning (ljp_irmap_probe, once per process, in ljprof's own state: the
+** layouts' one, vmlearn.c, at the first start; jit.vmdef's opcode names
+** read from its text, required only when not found there): a
 ** probe handler copies the bytes between g and J->trace at each event of
 ** a few loops with inlined calls (and a vararg one, and a side trace);
 ** GCtrace's trace number and IR count are the one offset agreeing with
@@ -95,6 +99,9 @@ typedef struct irtrace {
   int nsnap;
   int nside;               /* a side trace: snapshot 0's frames */
   int samples;             /* its samples, up to LJP_IRMAP_DECODE_AFTER */
+  int runs_got;            /* the decoder's runs asked for (mcmap.c) */
+  int nrun;                /* ... copied here: looked up without the */
+  ljp_mcrun *runs;         /* decoder cache's process-wide lock */
   uintptr_t sidepc;
   ljp_tsframe side[LJP_TS_MAX];
 } irtrace;
@@ -131,6 +138,7 @@ static void tr_free(irtrace *t)
   free(t->parent);
   free(t->dead);
   free(t->uni);
+  free(t->runs);
   free(t);
 }
 
@@ -852,8 +860,19 @@ int ljp_irmap_frames(ljp_ctx *ctx, int32_t tr, uintptr_t T, uintptr_t mpc,
   ** its first ones: a program whose traces come and go (each taking a
   ** sample or two) would pay a build (0.1-1 M instructions) per sample. */
   if (t->samples < LJP_IRMAP_DECODE_AFTER) t->samples++;
-  how = ljp_mc_refs(T, ofs, &lo, &hi, &exact,
-                    t->samples >= LJP_IRMAP_DECODE_AFTER);
+  how = 0;
+  if (t->samples >= LJP_IRMAP_DECODE_AFTER) {
+    /* its runs copied once into the map (built if needed): each sample
+    ** after looks them up here, without ljp_mcmap_refs's mutex (about 210
+    ** of its 440 instructions on a cached trace) */
+    if (!t->runs_got) {
+      t->runs_got = 1;
+      t->nrun = ljp_mcmap_copy(T, &t->runs);
+    }
+    if (ljp_mcmap_find(t->runs, t->nrun, t->size, ofs, &lo, &hi, &exact))
+      how = 2;
+  }
+  if (!how) how = ljp_mc_refs(T, ofs, &lo, &hi, &exact, 0);
   if (!how || hi < lo) return -1;
   mid = lo + (hi - lo) / 2;
   n = frames_at(t, mid, out, max, basepc);
@@ -887,11 +906,28 @@ typedef struct pev {
 
 static struct {
   pev ev[PEV];
-  unsigned char *w;        /* [PEV][win] */
+  unsigned char **w;       /* [PEV] of win bytes each (pw_free) */
+  int per;                 /* windows per block */
   size_t win;
   int n;
   uintptr_t g;
 } P;
+
+/* The events' windows, in blocks of 64 KB at most: one block of PEV
+** windows (0.5 MB and more) would be above glibc's mmap threshold (128 KB
+** at first), and its free raises that threshold (glibc's dynamic
+** threshold) to its size for the rest of the process: the program's and ljprof's later large blocks then come
+** from the heap, calloc zeroing them (the safe point's name caches, 0.4
+** MB: 0.30 M instructions at the first sample, callgrind) where a fresh
+** mapping needed no zeroing. */
+static void pw_free(void)
+{
+  int i;
+  if (!P.w) return;
+  for (i = 0; i < PEV; i += P.per) free(P.w[i]);
+  free(P.w);
+  P.w = NULL;
+}
 
 static int probe_event(lua_State *L)
 {
@@ -901,7 +937,11 @@ static int probe_event(lua_State *L)
     e->fn = (uintptr_t)lua_topointer(L, 2);
     e->pos = (int32_t)lua_tointeger(L, 3);
     e->depth = (int32_t)lua_tointeger(L, 4);
-    if (!ljp_peek_g(P.w + (size_t)P.n * P.win, P.g, P.win)) P.n++;
+    if (P.n % P.per == 0 && !P.w[P.n] &&
+        !(P.w[P.n] = malloc(P.win * (size_t)P.per)))
+      return 0;
+    if (P.n % P.per) P.w[P.n] = P.w[P.n - 1] + P.win;
+    if (!ljp_peek_g(P.w[P.n], P.g, P.win)) P.n++;
   }
   return 0;
 }
@@ -916,13 +956,18 @@ static int fail(const char *why)
 ** and an aborted recording (a trace number reused); returns
 ** {[tr] = nins} of the traces kept, and the opcodes by name. */
 static const char probe_chunk[] =
-  "local ev = ...\n"
+  "local ev, bcn, irn = ...\n"
   "local jit = require('jit')\n"
   "if not (jit.status and jit.status()) then return nil end\n"
   "local ok, util = pcall(require, 'jit.util')\n"
-  "local ok2, vmdef = pcall(require, 'jit.vmdef')\n"
-  "if not ok or not ok2 or type(vmdef.irnames) ~= 'string' or\n"
-  "   type(vmdef.bcnames) ~= 'string' then return nil end\n"
+  "if not (bcn and irn) then\n"
+  "  local ok2, vmdef = pcall(require, 'jit.vmdef')\n"
+  "  if not ok2 or type(vmdef) ~= 'table' then return nil end\n"
+  "  bcn, irn = vmdef.bcnames, vmdef.irnames\n"
+  "end\n"
+  "if not ok or type(irn) ~= 'string' or type(bcn) ~= 'string' then\n"
+  "  return nil\n"
+  "end\n"
   "local function leaf(t, i) t[i] = i + 1; return i end\n"
   "local function mid(t, i, j) local a = j + 1; local v = leaf(t, i); return v + a end\n"
   "local function va(t, ...) local a = ...; t.va = a; return a end\n"
@@ -965,10 +1010,59 @@ static const char probe_chunk[] =
   "  local i = names:find(name .. string.rep(' ', 6 - #name), 1, true)\n"
   "  return i and (i - 1) % 6 == 0 and (i - 1) / 6 or -1\n"
   "end\n"
-  "return out, op(vmdef.irnames, 'LOOP'), op(vmdef.bcnames, 'CALL'),\n"
-  "       op(vmdef.bcnames, 'FUNCF'), op(vmdef.bcnames, 'IFUNCF'),\n"
-  "       op(vmdef.bcnames, 'JFUNCF'), op(vmdef.bcnames, 'CALLT'),\n"
-  "       op(vmdef.bcnames, 'CALLMT')\n";
+  "return out, op(irn, 'LOOP'), op(bcn, 'CALL'), op(bcn, 'FUNCF'),\n"
+  "       op(bcn, 'IFUNCF'), op(bcn, 'JFUNCF'), op(bcn, 'CALLT'),\n"
+  "       op(bcn, 'CALLMT')\n";
+
+/* jit.vmdef's bytecode and IR opcode names, its strings bcnames and
+** irnames read from the module's text (requiring it parses all of its
+** tables: 0.70 M instructions, callgrind); pushed, or two nils (the probe
+** chunk then requires it). */
+static int vm_name(const char *s, size_t n, const char *key, lua_State *S)
+{
+  const char *p = strstr(s, key), *e;   /* (s ends with a NUL) */
+  if (!p) return 0;
+  p += strlen(key);
+  for (e = p; e < s + n && ((*e >= 'A' && *e <= 'Z') ||
+                            (*e >= '0' && *e <= '9') || *e == ' '); e++) {}
+  if (e + 3 > s + n || memcmp(e, "\",\n", 3) != 0 || (e - p) % 6 != 0)
+    return 0;
+  lua_pushlstring(S, p, (size_t)(e - p));
+  return 1;
+}
+
+static void push_vmnames(lua_State *S)
+{
+  int top = lua_gettop(S), ok = 0;
+  lua_getglobal(S, "package");
+  if (lua_istable(S, -1)) {
+    lua_getfield(S, -1, "preload");
+    if (lua_istable(S, -1)) lua_getfield(S, -1, "jit.vmdef");
+    else lua_pushnil(S);
+    if (lua_isnil(S, -1)) {              /* (a preloaded one: required) */
+      lua_getfield(S, top + 1, "searchpath");
+      lua_pushliteral(S, "jit.vmdef");
+      lua_getfield(S, top + 1, "path");
+      if (lua_isfunction(S, -3) && lua_pcall(S, 2, 1, 0) == 0 &&
+          lua_isstring(S, -1)) {
+        FILE *f = fopen(lua_tostring(S, -1), "rb");
+        char *buf = f ? malloc(1u << 16) : NULL;
+        size_t n = buf ? fread(buf, 1, (1u << 16) - 1, f) : 0;
+        if (f) fclose(f);
+        if (buf) buf[n] = 0;
+        lua_settop(S, top);
+        ok = n && vm_name(buf, n, "\nbcnames = \"", S) &&
+             vm_name(buf, n, "\nirnames = \"", S);
+        free(buf);
+      }
+    }
+  }
+  if (!ok) {
+    lua_settop(S, top);
+    lua_pushnil(S);
+    lua_pushnil(S);
+  }                          /* (else bcnames, irnames at top + 1, + 2) */
+}
 
 int ljp_irmap_probe(lua_State *S)
 {
@@ -988,18 +1082,18 @@ int ljp_irmap_probe(lua_State *S)
   P.win = (size_t)ljp_tml.g_trace;
   P.g = g;
   P.n = 0;
-  if (!(P.w = malloc((size_t)PEV * P.win))) return fail("out of memory");
+  P.per = P.win < 65536 ? (int)(65536 / P.win) : 1;
+  if (!(P.w = calloc(PEV, sizeof(*P.w)))) return fail("out of memory");
   if (luaL_loadbuffer(S, probe_chunk, sizeof(probe_chunk) - 1,
                       "=ljprof-record-probe") != 0) {
-    free(P.w);
-    P.w = NULL;
+    pw_free();
     return fail("probe chunk");
   }
   lua_pushcfunction(S, probe_event);
-  if (lua_pcall(S, 1, 8, 0) != 0 || !lua_istable(S, top + 1)) {
+  push_vmnames(S);
+  if (lua_pcall(S, 3, 8, 0) != 0 || !lua_istable(S, top + 1)) {
     lua_settop(S, top);
-    free(P.w);
-    P.w = NULL;
+    pw_free();
     return fail("no JIT, jit.attach or jit.vmdef");
   }
   ljp_irl.op_loop = (int)lua_tointeger(S, top + 2);
@@ -1025,8 +1119,7 @@ int ljp_irmap_probe(lua_State *S)
   if (ljp_irl.op_loop < 0 || ljp_irl.op_call < 0 || op_funcf < 0 ||
       op_ifuncf < 0 || op_jfuncf < 0 ||
       nt < 3 || P.n < 50) {
-    free(P.w);
-    P.w = NULL;
+    pw_free();
     return fail("too few probe traces or events");
   }
   /* GCtrace: the IR count (traceinfo's nins + REF_BIAS + 1), the number. */
@@ -1041,7 +1134,7 @@ int ljp_irmap_probe(lua_State *S)
       }
       if (i == nt) { nf++; f = o; }
     }
-    if (nf != 1) { free(P.w); P.w = NULL; return fail("no single IR count"); }
+    if (nf != 1) { pw_free(); return fail("no single IR count"); }
     ljp_irl.t_nins = f;
   }
   for (o = 0; o + 2 <= TWIN && ntn < 8; o += 2) {
@@ -1057,7 +1150,7 @@ int ljp_irmap_probe(lua_State *S)
   for (c = 0; c + TWIN <= (ptrdiff_t)P.win; c += 8) {
     for (k = 0; k < ntn; k++) {
       for (i = 0; i < P.n; i++) {
-        const unsigned char *w = P.w + (size_t)i * P.win + c;
+        const unsigned char *w = P.w[i] + c;
         uint16_t tn;
         uint32_t ni;
         memcpy(&tn, w + tnc[k], 2);
@@ -1075,7 +1168,7 @@ int ljp_irmap_probe(lua_State *S)
           for (i = P.n - 1; i >= 0; i--) {
             uint32_t ni;
             if (P.ev[i].tr != trs[j]) continue;
-            memcpy(&ni, P.w + (size_t)i * P.win + c + ljp_irl.t_nins, 4);
+            memcpy(&ni, P.w[i] + c + ljp_irl.t_nins, 4);
             if (ni > cnt) bad = 1;
             break;   /* its last event */
           }
@@ -1088,8 +1181,7 @@ int ljp_irmap_probe(lua_State *S)
     }
   }
   if (nfound != 1) {
-    free(P.w);
-    P.w = NULL;
+    pw_free();
     return fail(nfound ? "J->cur found more than once" : "J->cur not found");
   }
   /* J->baseslot: 2 at depth 0 of a root trace; a fixed-argument call's
@@ -1100,7 +1192,7 @@ int ljp_irmap_probe(lua_State *S)
     for (i = 0; i < P.n; i++) {
       const pev *e = &P.ev[i];
       uint32_t v, pv;
-      memcpy(&v, P.w + (size_t)i * P.win + o, 4);
+      memcpy(&v, P.w[i] + o, 4);
       if (v < 2 || v > 257) break;
       if (e->depth == 0) {
         uintptr_t T = ljp_vm_trace(g, e->tr);
@@ -1122,7 +1214,7 @@ int ljp_irmap_probe(lua_State *S)
              (int)(fins & 0xff) != op_ifuncf &&
              (int)(fins & 0xff) != op_jfuncf))
           continue;
-        memcpy(&pv, P.w + (size_t)(i - 1) * P.win + o, 4);
+        memcpy(&pv, P.w[i - 1] + o, 4);
         if (v != pv + ((ins >> 8) & 0xff) + 2) break;
         calls++;
       }
@@ -1133,8 +1225,7 @@ int ljp_irmap_probe(lua_State *S)
     }
   }
   ljp_irl.events = (uint32_t)P.n;
-  free(P.w);
-  P.w = NULL;
+  pw_free();
   if (nfound != 1)
     return fail(nfound ? "J->baseslot found more than once"
                        : "J->baseslot not found");

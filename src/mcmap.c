@@ -278,11 +278,7 @@ static int call_id(uint64_t a)
 
 /* -- The cache ------------------------------------------------------------ */
 
-typedef struct mcrun {
-  uint32_t ofs;       /* first byte of the run */
-  uint32_t lo, hi;    /* biased refs */
-  uint32_t exact;
-} mcrun;
+typedef ljp_mcrun mcrun;   /* (vm.h) */
 
 typedef struct mcmap {
   uintptr_t T, mcode;
@@ -921,6 +917,23 @@ static mcmap *get(uintptr_t T)
   return mm->ok ? mm : NULL;
 }
 
+int ljp_mcmap_find(const ljp_mcrun *run, int nrun, uint32_t sz, uint32_t ofs,
+                   uint32_t *ref_lo, uint32_t *ref_hi, int *exact)
+{
+  int lo = 0, hi = nrun;
+  if (!run || ofs >= sz || nrun <= 0) return 0;
+  while (lo < hi) {             /* the last run starting at or before ofs */
+    int mid = (lo + hi) >> 1;
+    if (run[mid].ofs <= ofs) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0) return 0;
+  *ref_lo = run[lo - 1].lo;
+  *ref_hi = run[lo - 1].hi;
+  *exact = (int)run[lo - 1].exact;
+  return 1;
+}
+
 int ljp_mcmap_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo,
                    uint32_t *ref_hi, int *exact)
 {
@@ -928,23 +941,26 @@ int ljp_mcmap_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo,
   int res = 0;
   pthread_mutex_lock(&cache_mu);
   mm = get(T);
-  if (mm && ofs < mm->sz && mm->nrun) {
-    int lo = 0, hi = mm->nrun;
-    while (lo < hi) {           /* the last run starting at or before ofs */
-      int mid = (lo + hi) >> 1;
-      if (mm->run[mid].ofs <= ofs) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo > 0) {
-      const mcrun *r = &mm->run[lo - 1];
-      *ref_lo = r->lo;
-      *ref_hi = r->hi;
-      *exact = (int)r->exact;
-      res = 1;
-    }
-  }
+  if (mm) res = ljp_mcmap_find(mm->run, mm->nrun, mm->sz, ofs, ref_lo, ref_hi,
+                               exact);
   pthread_mutex_unlock(&cache_mu);
   return res;
+}
+
+int ljp_mcmap_copy(uintptr_t T, ljp_mcrun **runs)
+{
+  mcmap *mm;
+  int n = 0;
+  *runs = NULL;
+  pthread_mutex_lock(&cache_mu);
+  mm = get(T);
+  if (mm && mm->nrun > 0 &&
+      (*runs = malloc(sizeof(mcrun) * (size_t)mm->nrun)) != NULL) {
+    memcpy(*runs, mm->run, sizeof(mcrun) * (size_t)mm->nrun);
+    n = mm->nrun;
+  }
+  pthread_mutex_unlock(&cache_mu);
+  return n;
 }
 
 int ljp_mcmap_stats_of(uintptr_t T, ljp_mcmap_stats *st)

@@ -49,6 +49,9 @@ typedef struct ljp_ctx ljp_ctx;
 ** not proven). Anything unproven stays off; the sampler then uses the PC
 ** and the safe point's stack. */
 void ljp_vm_learn_layouts(void);
+/* [safe] The same, and (irmap) the record map's layout in the same state
+** when it was not tried yet (the start of an inline=recorded run). */
+void ljp_vm_learn_start(int irmap);
 /* [safe] The layouts of the trace snapshots (inlined frames), learnt when
 ** the first sample in compiled code asks for them (costly: once). */
 void ljp_vm_learn_snapshots(void);
@@ -279,6 +282,21 @@ void ljp_traces_watch(ljp_ctx *ctx);
 ** signal context), cached by (T, mcode, szmcode, nsnap, nins). */
 int ljp_mcmap_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo,
                    uint32_t *ref_hi, int *exact);
+
+/* [safe] The same map's runs, copied for a caller that keeps them with its
+** own per-trace state and looks them up without the cache's lock
+** (irmap.c: per context, per trace recorded; ljp_mcmap_find). *runs is
+** malloc'd (the caller frees it); returns the number of runs, 0 when
+** unknown (then *runs is NULL). */
+typedef struct ljp_mcrun {
+  uint32_t ofs;       /* first byte of the run */
+  uint32_t lo, hi;    /* biased refs */
+  uint32_t exact;
+} ljp_mcrun;
+int ljp_mcmap_copy(uintptr_t T, ljp_mcrun **runs);
+/* [any] ljp_mcmap_refs's answer from a copy (no lock, no allocation). */
+int ljp_mcmap_find(const ljp_mcrun *run, int nrun, uint32_t sz, uint32_t ofs,
+                   uint32_t *ref_lo, uint32_t *ref_hi, int *exact);
 
 /* [safe] The map of trace T (built if needed): bytes of code, bytes mapped
 ** exactly, snapshot spans, spans whose anchors were not trusted, runs,

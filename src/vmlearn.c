@@ -35,7 +35,12 @@
 ** tries per process when something could not be learnt. */
 static pthread_mutex_t learn_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void ljp_vm_learn_layouts(void)
+void ljp_vm_learn_layouts(void) { ljp_vm_learn_start(0); }
+
+/* The record map's layout (irmap), when asked, in the same state as the
+** others: a state of its own cost 0.29 M instructions more per process
+** (made and closed; callgrind, bench/cost, 2026-11-29). */
+void ljp_vm_learn_start(int irmap)
 {
   static int tries;  /* learn_mu: states of several threads may start */
   lua_State *S;
@@ -46,6 +51,7 @@ void ljp_vm_learn_layouts(void)
     int ff = !ljp_ffid_known();
     tries++;
     if (ljp_vmprobe(S) && ljp_luastack_probe(S)) ljp_tracemem_probe(S);
+    if (irmap && !ljp_irl.tried && ljp_tml.ok) ljp_irmap_probe(S);
     if (ff) ljp_ffid_learn_in(S);
     lua_close(S);
     if (ff) ljp_ffid_own_closed();
@@ -70,7 +76,8 @@ void ljp_vm_learn_snapshots(void)
 }
 
 /* The record map's layout (irmap.c), at the start of an inline=recorded
-** run (its handler must see the first traces). The snapshot layouts it
+** run (its handler must see the first traces), when the layouts were
+** learnt before without it (ljp_vm_learn_start learns both in one state). The snapshot layouts it
 ** uses to derive and check a map wait, as before, for the first sample in
 ** compiled code. */
 void ljp_vm_learn_irmap(void)

@@ -630,8 +630,27 @@ static void test_merge_cut(void)
   ljp_ring_free(&r);
 }
 
+/* The cut zone of a large ring is at most a quarter of the records a
+** merge scans (LJP_MERGE_SCAN): the whole records before it stay within
+** reach. A 1024-record ring cut its last 128 before: a merge saw only
+** cut records. */
+static void test_cut_zone(void)
+{
+  ljp_ring r;
+  CHECK_EQ(ljp_ring_init(&r, 1024), 0);
+  atomic_store(&r.head, 1024 - LJP_MERGE_SCAN / 4 - 1);
+  CHECK(!ljp_ring_low(&r));
+  atomic_store(&r.head, 1024 - LJP_MERGE_SCAN / 4);
+  CHECK(ljp_ring_low(&r));
+  atomic_store(&r.tail, 1);            /* one record retired: room again */
+  CHECK(!ljp_ring_low(&r));
+  CHECK_EQ(LJP_MERGE_SCAN / 4, 16);
+  ljp_ring_free(&r);
+}
+
 int main(void)
 {
+  test_cut_zone();
   test_merge_like();
   test_merge_cfunc();
   test_merge_cut();

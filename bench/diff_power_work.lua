@@ -35,10 +35,9 @@ local function fifth(n)
 end
 
 -- Each round's length varies (a factor in [0.5, 1.5) for all five) and
--- its order is shuffled: the cpu clock samples at the kernel's tick (4
--- ms here), and rounds of one fixed length alias with it (a function's
--- share moved by up to 5 points from run to run). The sequence is the
--- same in every run (a fixed seed): every run does the same work.
+-- its order is shuffled, so that no fixed period meets the cpu clock's
+-- sampling at the kernel's tick (4 ms here). The sequence is the same in
+-- every run (a fixed seed): every run does the same work.
 math.randomseed(27)
 local fns = {hot, second, third, fourth, fifth}
 local parts = {50 * hotf, 20, 15, 10, 5}

@@ -216,6 +216,10 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
     rec->cfunc = ljp_vm_cfunc(ctx->vm_g);
   rec->stack = 0;
   if (rec != &scratch) {
+    /* In the ring's last free slots: only the outermost native frame
+    ** kept, so that a full ring's ticks of other native stacks under that
+    ** function have a record showing only frames of theirs (ring.h). */
+    if (rec->nnative > 1 && ljp_ring_low(&ctx->ring)) ljp_record_cut(rec);
     atomic_store_explicit(&rec->weight, w, memory_order_relaxed);
     ljp_ring_publish(&ctx->ring);
   } else {

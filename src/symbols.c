@@ -21,7 +21,9 @@
 ** (the safe point, call counting) are one frame, "[ljprof]": the
 ** profiler's cost, shown as such. The signal trampoline that a signal
 ** handler returns through is "__restore_rt", as gdb and perf name it
-** (glibc's has no symbol in a stripped libc): found by its code.
+** (glibc's has no symbol in a stripped libc): found by its code. A
+** record the full ring cut to its outermost native frame (ring.h) shows
+** "[merged]" above that frame: its ticks' other frames, not kept.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,7 @@ struct ljp_natcache {
   uint32_t n, cap;
   natrange *r;             /* by function, sorted by lo */
   uint32_t nr, capr;
+  uint32_t merged;         /* the frame "[merged]" (0: not made yet) */
 };
 
 static natrange *range_find(struct ljp_natcache *c, uintptr_t a)
@@ -209,9 +212,31 @@ uintptr_t ljp_native_start(ljp_ctx *ctx, const ljp_record *r, int i)
   return e ? e->start : 0;
 }
 
+/* The frame a cut record (ring.h: LJP_NATIVE_CUT) shows above its
+** outermost native frame: the frames its ticks had there, not kept. */
+static uint32_t merged_frame(ljp_ctx *ctx)
+{
+  struct ljp_natcache *c = ctx->natcache;
+  if (!c) {
+    if (!(c = calloc(1, sizeof(*c)))) return 0;
+    ctx->natcache = c;
+  }
+  if (!c->merged) {
+    ljp_frame f;
+    memset(&f, 0, sizeof(f));
+    f.kind = LJP_FR_NATIVE;
+    f.source = ljp_store_intern(&ctx->store, "[merged]", 8);
+    c->merged = f.source ? ljp_store_frame(&ctx->store, &f) : 0;
+  }
+  return c->merged;
+}
+
 int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids)
 {
   int i, n = 0;
+  if ((r->nflags & LJP_NATIVE_CUT) && r->nnative &&
+      (ids[n] = merged_frame(ctx)) != 0)
+    n++;
   for (i = 0; i < r->nnative; i++) {
     natent *e = lookup(ctx, r, i);
     if (!e) break;

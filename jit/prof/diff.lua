@@ -377,7 +377,29 @@ function M.rows(d)
     end
   end
   local names = model.names(shown, "f")
-  local ntests = 2 * #keys
+  -- The tests first, then the family's size: a test counts once. A
+  -- function's total is the same test as its self when its self and
+  -- total counts are equal in every profile of both sides (a leaf
+  -- function: every test of it was counted twice before), and a measure
+  -- with no noise at all (se 0: the main chunk's total, 100% in every
+  -- profile) tests nothing. Bonferroni over the tests that remain.
+  local function same(runs, k)
+    for _, r in ipairs(runs) do
+      if (r.self[k] or 0) ~= (r.total[k] or 0) then return false end
+    end
+    return true
+  end
+  local tested, ntests = {}, 0
+  for i, k in ipairs(keys) do
+    local ts = test(measure(ra, "self", k, sa[k] or 0, d.a.total),
+                    measure(rb, "self", k, sb[k] or 0, d.b.total))
+    local tt = test(measure(ra, "total", k, ta[k] or 0, d.a.total),
+                    measure(rb, "total", k, tb[k] or 0, d.b.total))
+    local dup = same(ra, k) and same(rb, k)
+    tested[i] = {ts = ts, tt = tt}
+    if ts.se > 0 then ntests = ntests + 1 end
+    if tt.se > 0 and not (dup and ts.se > 0) then ntests = ntests + 1 end
+  end
   local alpha = M.ALPHA / math.max(1, ntests)
   local crit = {}
   local function critical(df)
@@ -395,10 +417,7 @@ function M.rows(d)
     }
     r.delta = r.self_b - r.self_a
     r.tdelta = r.total_b - r.total_a
-    local ts = test(measure(ra, "self", k, sa[k] or 0, d.a.total),
-                    measure(rb, "self", k, sb[k] or 0, d.b.total))
-    local tt = test(measure(ra, "total", k, ta[k] or 0, d.a.total),
-                    measure(rb, "total", k, tb[k] or 0, d.b.total))
+    local ts, tt = tested[i].ts, tested[i].tt
     r.noise = critical(ts.df) * ts.se
     r.tnoise = critical(tt.df) * tt.se
     r.sig = (ts.se > 0 and math.abs(r.delta) > r.noise) or

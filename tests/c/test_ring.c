@@ -292,11 +292,12 @@ static void test_merge_like(void)
 
 /* C ticks with native stacks (issue 27): a compiled loop calls two C
 ** functions through stitched traces and the ring is full. A tick merges
-** into a record of its own C function and Lua frames only: first one with
-** its own stack (the same native functions, the leaf at another PC inside
-** its function), then one with its leaf function, then one of its C
-** function; else it is dropped. Before, any C tick joined the newest C
-** record, whatever its function. */
+** into a record of its own C function and Lua frames only, and of its own
+** native stack (the same native functions, the leaf at another PC inside
+** its function); with no cut record pending (test_merge_cut), a tick of
+** another native stack is dropped. Before, any C tick joined the newest
+** C record, whatever its function; later, one with the same leaf or
+** outermost function, whose other frames were not the tick's. */
 static void test_merge_cfunc(void)
 {
   static ljp_record t[2], k;
@@ -337,29 +338,28 @@ static void test_merge_cfunc(void)
   CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_MERGED);
   CHECK_EQ(weight_at(&r, 15), 2);
-  /* A's leaf function reached another way (other frames in between): a
-  ** record with A's function and leaf */
+  /* A's leaf function reached another way (other frames in between):
+  ** no record has its stack, no cut record is pending: dropped, not
+  ** given A's record's frames (before: merged into it, "leaf") */
   k = t[0];
   k.nnative = 4;
   k.nfuncs = 0xa1a1;
   CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
-  CHECK_EQ(res, LJP_MERGED_LEAF);
-  CHECK_EQ(weight_at(&r, 14), 4);
-  /* A in another leaf function: a record of A's C function */
+  CHECK_EQ(res, LJP_DROPPED);
+  CHECK_EQ(weight_at(&r, 14), 3);
+  /* A in another leaf function: dropped (before: A's record, "func") */
   k = t[0];
   k.nfuncs = 0xa2a2;
   k.nleaf[0] = 0xa900;
   CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
-  CHECK_EQ(res, LJP_MERGED_FUNC);
-  CHECK_EQ(weight_at(&r, 14), 5);
-  /* B's leaf function under A's C function: still A's (the function
-  ** decides, not the leaf) */
+  CHECK_EQ(res, LJP_DROPPED);
+  /* B's leaf function under A's C function: dropped, charged to neither */
   k = t[0];
   k.nfuncs = 0xa3a3;
   k.nleaf[0] = t[1].nleaf[0];
   CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
-  CHECK_EQ(res, LJP_MERGED_FUNC);
-  CHECK_EQ(weight_at(&r, 14), 6);
+  CHECK_EQ(res, LJP_DROPPED);
+  CHECK_EQ(weight_at(&r, 14), 3);
   CHECK_EQ(weight_at(&r, 15), 2);
   /* a C function no record has (same Lua frames, same leaf as A):
   ** dropped, charged to neither */
@@ -382,7 +382,7 @@ static void test_merge_cfunc(void)
   CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
   CHECK_EQ(res, LJP_DROPPED);
   for (i = 0; i < 14; i++) CHECK_EQ(weight_at(&r, i), 1);
-  CHECK_EQ(weight_at(&r, 14), 6);
+  CHECK_EQ(weight_at(&r, 14), 3);
   CHECK_EQ(weight_at(&r, 15), 2);
   ljp_ring_free(&r);
 }
@@ -514,10 +514,146 @@ static void test_merge_snapshot(void)
   ljp_ring_free(&r);
 }
 
+/* Merged ticks keep their own stacks (issue 27): with the ring full, a
+** tick whose native frames no pending record has joins a cut record of
+** its outermost function (the records pushed into the ring's last free
+** slots keep that frame only, ljp_ring_low, ljp_record_cut), never a
+** record showing another tick's frames. Each case below was merged into
+** a record with other frames by the rule before ("leaf": the same
+** innermost and outermost functions; "func": the same outermost one; or
+** the same hash of the functions alone). */
+static void test_merge_cut(void)
+{
+  static ljp_record k, c;
+  ljp_ring r;
+  ljp_push_result res;
+  int i;
+  CHECK_EQ(ljp_ring_init(&r, 16), 0);
+  /* the cut zone: the last 16 / 8 = 2 free slots */
+  for (i = 0; i < 16; i++) {
+    ljp_record *rec;
+    CHECK_EQ(ljp_ring_low(&r), i >= 14);
+    rec = ljp_ring_reserve(&r, 1, NULL, NULL, &res);
+    CHECK(rec != NULL);
+    memset(rec, 0, sizeof(*rec));
+    rec->vmstate = 'C';
+    rec->cfunc = 0xa000;
+    rec->nnative = 3;
+    rec->native[0] = 0xa810;               /* the PC, in the leaf */
+    rec->native[1] = 0xa550;               /* in a helper */
+    rec->native[2] = 0xa068;               /* return address into A */
+    rec->nfuncs = 0xa0a0;
+    rec->nleaf[0] = 0xa800;
+    rec->nleaf[1] = 0xa000;
+    rec->nflags = LJP_NATIVE_FROM_INTERP;
+    rec->nlua = 1;
+    rec->lua[0].fn = 0x9000;
+    rec->lua[0].pc = 0x9140;
+    if (i >= 14) {                         /* as the handler does */
+      if (i == 15) rec->nleaf[0] = 0xa900; /* (the cut drops the leaf) */
+      if (ljp_ring_low(&r)) ljp_record_cut(rec);
+    }
+    atomic_store(&rec->weight, 1);
+    ljp_ring_publish(&r);
+  }
+  CHECK(ljp_ring_slot(&r) == NULL);
+  /* a cut record: the outermost frame, inside its call, and the flag */
+  c = r.rec[15];
+  CHECK_EQ(c.nnative, 1);
+  CHECK_EQ(c.native[0], 0xa067);
+  CHECK(c.nflags & LJP_NATIVE_CUT);
+  CHECK(c.nflags & LJP_NATIVE_FROM_INTERP);
+  CHECK_EQ(c.nleaf[0], 0xa000);
+  CHECK_EQ(c.nleaf[1], 0xa000);
+  CHECK_EQ(r.rec[13].nnative, 3);          /* before the zone: whole */
+  /* a tick with the whole records' stack: the newest whole one (13) */
+  k = r.rec[0];
+  k.native[0] = 0xa844;
+  CHECK(ljp_ring_reserve(&r, 2, &k, NULL, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED);
+  CHECK_EQ(weight_at(&r, 13), 3);
+  /* the same outermost and leaf functions, other frames between ("leaf"
+  ** before): the newest cut record (15), whose frames are the tick's */
+  k = r.rec[0];
+  k.nnative = 5;
+  k.nfuncs = 0xa1a1;
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED_CUT);
+  CHECK_EQ(weight_at(&r, 15), 2);
+  CHECK_EQ(weight_at(&r, 13), 3);
+  /* another leaf function under A ("func" before): the cut record */
+  k = r.rec[0];
+  k.nfuncs = 0xa2a2;
+  k.nleaf[0] = 0xa700;
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED_CUT);
+  CHECK_EQ(weight_at(&r, 15), 3);
+  /* the hash of its functions equal, its leaf function not (a hash
+  ** collision, or the functions in another order): not the whole
+  ** records' stack (merged into 13 before), the cut record */
+  k = r.rec[0];
+  k.nleaf[0] = 0xa600;
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
+  CHECK_EQ(res, LJP_MERGED_CUT);
+  CHECK_EQ(weight_at(&r, 13), 3);
+  CHECK_EQ(weight_at(&r, 15), 4);
+  /* its outermost frame in another function (B's, below the same Lua
+  ** frame and C function): no record shows its frames, dropped */
+  k = r.rec[0];
+  k.nfuncs = 0xb0b0;
+  k.nleaf[1] = 0xb000;
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
+  CHECK_EQ(res, LJP_DROPPED);
+  /* A called from compiled code (not from the interpreter): the cut
+  ** records were called from the interpreter, dropped */
+  k = r.rec[0];
+  k.nfuncs = 0xa3a3;
+  k.nflags = 0;
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
+  CHECK_EQ(res, LJP_DROPPED);
+  /* one native frame only: it has nothing "[merged]" would stand for,
+  ** so a cut record is not its stack; dropped */
+  k = r.rec[0];
+  k.nnative = 1;
+  k.nfuncs = 0xa000;
+  k.nleaf[0] = 0xa000;
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
+  CHECK_EQ(res, LJP_DROPPED);
+  /* another Lua line: no record of its Lua frames, dropped */
+  k = r.rec[0];
+  k.nfuncs = 0xa4a4;
+  k.lua[0].pc = 0x9150;
+  CHECK(ljp_ring_reserve(&r, 1, &k, NULL, &res) == NULL);
+  CHECK_EQ(res, LJP_DROPPED);
+  for (i = 0; i < 13; i++) CHECK_EQ(weight_at(&r, i), 1);
+  CHECK_EQ(weight_at(&r, 14), 1);
+  ljp_ring_free(&r);
+}
+
+/* The cut zone of a large ring is at most a quarter of the records a
+** merge scans (LJP_MERGE_SCAN): the whole records before it stay within
+** reach. A 1024-record ring cut its last 128 before: a merge saw only
+** cut records. */
+static void test_cut_zone(void)
+{
+  ljp_ring r;
+  CHECK_EQ(ljp_ring_init(&r, 1024), 0);
+  atomic_store(&r.head, 1024 - LJP_MERGE_SCAN / 4 - 1);
+  CHECK(!ljp_ring_low(&r));
+  atomic_store(&r.head, 1024 - LJP_MERGE_SCAN / 4);
+  CHECK(ljp_ring_low(&r));
+  atomic_store(&r.tail, 1);            /* one record retired: room again */
+  CHECK(!ljp_ring_low(&r));
+  CHECK_EQ(LJP_MERGE_SCAN / 4, 16);
+  ljp_ring_free(&r);
+}
+
 int main(void)
 {
+  test_cut_zone();
   test_merge_like();
   test_merge_cfunc();
+  test_merge_cut();
   test_merge_labels();
   test_merge_snapshot();
   test_basic();

@@ -191,6 +191,39 @@ t.case("several profiles per side: identical sides show nothing, a 10% change al
   end
 end)
 
+-- The family of tests counts each test once (Bonferroni): a leaf
+-- function's total is its self (the same counts in every profile), and a
+-- share that is 0 or 100% in every profile (the main chunk's total) tests
+-- nothing. Before, every function counted two tests: 12 for the generated
+-- profiles' 6 functions, a threshold of 2.87 standard errors instead of
+-- 2.58, and a real 5 vs 5 diff of five leaf loops missed what 8 tests find
+-- sooner (bench/diff_power.lua).
+t.case("several profiles per side: each test counted once in the family", function()
+  math.randomseed(29)
+  local A, B = {}, {}
+  for i = 1, 5 do A[i], B[i] = generated(20000, 1), generated(20000, 1.1) end
+  local d = diff.compare_sets(A, B)
+  local _, tests = diff.rows(d)
+  t.eq(tests.tests, 5, "five leaf functions: five tests (their totals are their selves; main's total is 100%)")
+  t.ok(diff.text(d):find("over 5 tests", 1, true), "the header says so")
+  -- a function with a callee: its self and total are two tests
+  local function nested(k)
+    local fr = frames({
+      {lua = true, file = "app.lua", line = 0, linedefined = 0},
+      {lua = true, file = "app.lua", line = 3, linedefined = 2, name = "outer"},
+      {lua = true, file = "app.lua", line = 6, linedefined = 5, name = "inner"},
+    })
+    return {frames = fr, total = 1000, samples = {
+      {stack = {1, 2}, vmstate = "N", zone = "", count = 300 + k},
+      {stack = {1, 2, 3}, vmstate = "N", zone = "", count = 500 - k},
+      {stack = {1}, vmstate = "I", zone = "", count = 200}}}
+  end
+  local NA, NB = {}, {}
+  for i = 1, 3 do NA[i], NB[i] = nested(i * 7), nested(i * 5) end
+  _, tests = diff.rows(diff.compare_sets(NA, NB))
+  t.eq(tests.tests, 4, "outer's self and total, inner's one, main's self (main's total is 100%)")
+end)
+
 t.case("several profiles per side: one profile per side says the spread is unknown", function()
   math.randomseed(28)
   local text = diff.text(diff.compare(generated(20000, 1), generated(20000, 1)))

@@ -2,7 +2,8 @@
 ** Test C module for native stacks (tests/lua/test_native.lua): a known
 ** call chain three C functions deep below a Lua call, the innermost one
 ** burning most of the time, plus loader traffic (dlopen, dlsym, dladdr)
-** for the unwind-safety test. Built with symbols; the chain's functions
+** for the unwind-safety test; one C function with two native stacks
+** below it (two). Built with symbols; the chain's functions
 ** are static, so only the full symbol table names them. On Windows (the
 ** exact-stacks test under Wine, tests/windows/test_exact.lua): run only.
 */
@@ -44,6 +45,33 @@ static int ljpt_run(lua_State *L)
   return 1;
 }
 
+/* two(n, k): one C function with two native stacks below it, both ending
+** in the same leaf: ljpt_two -> ljpt_alpha -> ljpt_inner when k is 1,
+** ljpt_two -> ljpt_beta -> ljpt_inner otherwise (test_merge_native:
+** merged ticks keep their own native frames). */
+static NOINLINE double ljpt_alpha(long n)
+{
+  double x = ljpt_inner(n);
+  sink = x;
+  return x + 2.0;
+}
+
+static NOINLINE double ljpt_beta(long n)
+{
+  double x = ljpt_inner(n);
+  sink = x;
+  return x + 3.0;
+}
+
+static int ljpt_two(lua_State *L)
+{
+  long n = (long)luaL_checknumber(L, 1);
+  double x = luaL_checkinteger(L, 2) == 1 ? ljpt_alpha(n) : ljpt_beta(n);
+  sink = x;
+  lua_pushnumber(L, x);
+  return 1;
+}
+
 #ifndef _WIN32
 /* dlopen/dlsym/dladdr/dlclose n times (of the library at path, default
 ** libm): the loader's lock is taken again and again while signals
@@ -73,6 +101,8 @@ int luaopen_ljp_ctest(lua_State *L)
   lua_newtable(L);
   lua_pushcfunction(L, ljpt_run);
   lua_setfield(L, -2, "run");
+  lua_pushcfunction(L, ljpt_two);
+  lua_setfield(L, -2, "two");
 #ifndef _WIN32
   lua_pushcfunction(L, ljpt_loader);
   lua_setfield(L, -2, "loader");

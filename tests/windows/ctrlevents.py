@@ -36,13 +36,14 @@ import sys
 import tempfile
 import time
 
-# (Ctrl-C comes from host_ctrl.exe spawn, 1.5 s after the start: the loop
+# (Ctrl-C comes from host_ctrl.exe spawn, 0.5 s after the loop began: it
 # is compiled by then; an event that came before would find it
 # interpreted, and luajit's "interrupted!" would end it)
 LJ_PROG = r"""
 local function spin(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
 local t0 = os.clock()
 while os.clock() - t0 < 0.3 do spin(100000) end
+io.open("started", "w"):close()
 local x = 0
 while true do x = x + 1 end
 """
@@ -175,7 +176,7 @@ def main():
         with open(os.path.join(d, "loop.lua"), "w") as f:
             f.write(LJ_PROG)
         cmd = "%s -jprof=f,loop.txt loop.lua" % ("Z:" + exe).replace("/", "\\")
-        out, code, dt = on_pty([wine, host, "spawn", "1500", cmd], env, d, 40)
+        out, code, dt = on_pty([wine, host, "spawn", "500", cmd], env, d, 60)
         prof = read(os.path.join(d, "loop.txt"))
         print("  luajit.exe -jprof, compiled loop: status %d, %.2f s after the event"
               % (code, dt if dt is not None else -1))

@@ -4,7 +4,8 @@
 ** not exit_signals.h, whose functions take the whole context
 ** (exit_signals.c sits above the context; its callers include
 ** exit_signals.h, with the gate and lending inline functions). Written
-** only by its owner, exit_signals.c/.h (tests/structure.py). Types only:
+** only by its owners, exit_signals.c/.h and, on Windows, exit_win.c
+** (tests/structure.py). Types only:
 ** no inline function here.
 */
 #ifndef LJP_EXIT_PART_H

@@ -18,7 +18,8 @@
 ** TERM does (below), profile written, killed by SIGINT.
 **
 ** The profile is written by a helper thread, started with the trap, in a
-** Lua state of its own, made when a signal comes (~2 ms of CPU that a run
+** Lua state of its own (exit_write.c: the spec, the state, the write,
+** shared with Windows' console control events, exit_win.c), made when a signal comes (~2 ms of CPU that a run
 ** which is never killed does not pay; the package paths are taken, made
 ** absolute, when the trap is set, so a program that changed its working
 ** directory still finds the writer), so that a program blocked in
@@ -74,7 +75,7 @@
 #include "ljp.h"
 #include "exit_signals.h"
 #include "os.h"
-#include "ownstate.h"
+#include "exit_write.h"
 #include "sigowner.h"
 
 #define GRACE_MS 20       /* for the safe point, before forcing */
@@ -100,8 +101,7 @@ static struct {
                                ** waits for ljp_exit_signals_off */
   lua_State *HL;               /* the helper's state (made by the helper),
                                ** with a view of ctx while it is up */
-  char *module, *func, *arg, *path, *cpath; /* what the helper loads */
-  size_t arglen;
+  ljp_exit_spec spec;           /* what the helper loads (exit_write.h) */
   lua_State *empty;            /* a thread of HL with no frames */
   /* SIGINT under luajit (the wrapper of its handler, above) */
   volatile sig_atomic_t int_want;  /* INT asked for, luajit's to wrap */
@@ -363,13 +363,11 @@ static void *helper_main(void *arg)
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
   }
-  ljp_complete_offline(ctx, trap.empty);
-  lua_pushvalue(HL, 1);           /* the writer */
-  lua_pushvalue(HL, 2);           /* its argument */
-  lua_pushstring(HL, sig_name(sig));
-  if (lua_pcall(HL, 2, 0, 0) != 0) {
-    const char *m = lua_tostring(HL, -1);
-    say("ljprof: writing the profile failed: ", m ? m : "?");
+  {
+    char err[512];
+    if (ljp_exit_write(HL, trap.empty, ctx, sig_name(sig), err,
+                       sizeof(err)) != 0)
+      say("ljprof: writing the profile failed: ", err);
   }
   die_of(sig);
   return NULL;
@@ -383,22 +381,13 @@ static void *helper_main(void *arg)
 static lua_State *helper_state(ljp_ctx *ctx)
 {
   char err[512], line[600];
-  lua_State *HL = ljp_own_writer(trap.path, trap.cpath, trap.module,
-                                 trap.func, err, sizeof(err));
-  if (HL && ljp_own_view_set(lua_topointer(HL, LUA_REGISTRYINDEX), ctx)) {
-    lua_close(HL);
-    HL = NULL;
-    snprintf(err, sizeof(err), "too many writers at once");
-  }
+  lua_State *HL = ljp_exit_writer(&trap.spec, ctx, &trap.empty, err,
+                                  sizeof(err));
   if (!HL) {
     snprintf(line, sizeof(line), "ljprof: no profile on SIGTERM/SIGHUP: %s",
              err);
     say(line, NULL);
-    return NULL;
   }
-  lua_pushlstring(HL, trap.arg, trap.arglen);
-  trap.empty = lua_newthread(HL);
-  luaL_ref(HL, LUA_REGISTRYINDEX);
   return HL;
 }
 
@@ -411,40 +400,6 @@ static void block_exit_signals(sigset_t *old)
   sigemptyset(&set);
   for (i = 0; i < NSIGS; i++) sigaddset(&set, exit_sigs[i].signo);
   ljp_sig_mask(SIG_BLOCK, &set, old);
-}
-
-static void spec_free(void)
-{
-  free(trap.module);
-  free(trap.func);
-  free(trap.arg);
-  free(trap.path);
-  free(trap.cpath);
-  trap.module = trap.func = trap.arg = trap.path = trap.cpath = NULL;
-}
-
-static char *dup_n(const char *s, size_t n)
-{
-  char *d = s ? malloc(n + 1) : NULL;
-  if (d) {
-    memcpy(d, s, n);
-    d[n] = '\0';
-  }
-  return d;
-}
-
-/* What the helper will load: the writer and the program's package paths
-** (copies: the helper reads them on its own thread). */
-static int spec_copy(lua_State *L, const char *module, const char *func,
-                     const char *arg, size_t arglen)
-{
-  spec_free();
-  trap.module = dup_n(module, strlen(module));
-  trap.func = dup_n(func, strlen(func));
-  trap.arg = dup_n(arg, arglen);
-  trap.arglen = arglen;
-  ljp_package_paths(L, &trap.path, &trap.cpath);
-  return trap.module && trap.func && trap.arg ? 0 : -1;
 }
 
 /* Restore the program's dispositions, end the helper, free its state.
@@ -469,13 +424,10 @@ static void untrap(void)
     sem_destroy(&trap.wake);
     sem_destroy(&trap.closed);
   }
-  if (trap.HL) {
-    ljp_own_view_clear(lua_topointer(trap.HL, LUA_REGISTRYINDEX));
-    lua_close(trap.HL);
-  }
+  ljp_exit_writer_close(trap.HL);
   trap.HL = NULL;
   trap.empty = NULL;
-  spec_free();
+  ljp_exit_spec_free(&trap.spec);
   atomic_store(&trap.ctx, NULL);
 }
 
@@ -560,8 +512,7 @@ int ljp_exit_signals_on(ljp_ctx *ctx, lua_State *L, int names,
                       "Lua state");
   }
   signals_off(ctx);               /* a new writer replaces the old one */
-  if (spec_copy(L, module, func, arg, arglen) != 0) {
-    spec_free();
+  if (ljp_exit_spec_copy(&trap.spec, L, module, func, arg, arglen) != 0) {
     pthread_mutex_unlock(&trap_mu);
     return luaL_error(L, "ljprof: on_signal: out of memory");
   }
@@ -634,38 +585,22 @@ int ljp_exit_write_now(void)
     return 0;
   }
   block_exit_signals(&old);
-  HL = ljp_own_writer(trap.path, trap.cpath, trap.module, trap.func, err,
-                      sizeof(err));
-  if (HL && ljp_own_view_set(lua_topointer(HL, LUA_REGISTRYINDEX), ctx)) {
-    lua_close(HL);
-    HL = NULL;
-    snprintf(err, sizeof(err), "too many writers at once");
-  }
+  HL = ljp_exit_writer(&trap.spec, ctx, &empty, err, sizeof(err));
   if (!HL) {
     say("ljprof: the profile was not written before exec: ", err);
     rc = -1;
   } else {
-    const void *reg = lua_topointer(HL, LUA_REGISTRYINDEX);
-    lua_pushlstring(HL, trap.arg, trap.arglen);
-    empty = lua_newthread(HL);
-    luaL_ref(HL, LUA_REGISTRYINDEX);
     /* A region: the export helper (auto.c) is not lent the context
     ** while the store changes (and one lent now gives it back first). */
     ljp_gate_enter(&ctx->exit);
-    ljp_complete_offline(ctx, empty);
-    lua_pushvalue(HL, 1);         /* the writer */
-    lua_pushvalue(HL, 2);         /* its argument */
-    lua_pushstring(HL, "EXEC");
-    if (lua_pcall(HL, 2, 0, 0) != 0) {
-      const char *m = lua_tostring(HL, -1);
-      say("ljprof: writing the profile before exec failed: ", m ? m : "?");
+    if (ljp_exit_write(HL, empty, ctx, "EXEC", err, sizeof(err)) != 0) {
+      say("ljprof: writing the profile before exec failed: ", err);
       rc = -1;
     } else {
       rc = 1;
     }
     ljp_gate_leave(&ctx->exit);
-    ljp_own_view_clear(reg);
-    lua_close(HL);
+    ljp_exit_writer_close(HL);
   }
   ljp_sig_mask(SIG_SETMASK, &old, NULL);
   pthread_mutex_unlock(&trap_mu);

@@ -109,6 +109,13 @@ static inline void ljp_gate_enter(ljp_exitst *x)
   if (x->closed && !ljp_exit_is_helper()) ljp_exit_park();
   x->entered++;
   atomic_signal_fence(memory_order_seq_cst);
+  /* A close between the check and the count (the exit handler on this
+  ** thread, or Windows' helper with the thread suspended, found it
+  ** outside every region): the helper owns the context now. */
+  if (x->closed && !ljp_exit_is_helper()) {
+    x->entered--;
+    ljp_exit_park();
+  }
   /* After the count: a lend granted from now on waits for the leave. */
   if (atomic_load_explicit(&x->lend, memory_order_acquire) == LJP_LEND_LENT)
     ljp_lend_wait(x);

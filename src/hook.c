@@ -38,6 +38,12 @@ int ljp_hook_is_ours(const ljp_hookst *h)
   return h->fn && lua_gethook(h->L) == h->fn;
 }
 
+lua_Hook ljp_hook_program(const ljp_hookst *h)
+{
+  lua_Hook f = lua_gethook(h->L);
+  return h->fn && f == h->fn ? h->user : f;
+}
+
 /* -- Signal context -------------------------------------------------------- */
 
 /* While counting calls our hook is always installed, and a program count

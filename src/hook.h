@@ -97,6 +97,10 @@ void ljp_hook_safepoint(ljp_hookst *h, uintptr_t ret, int ev);
 int ljp_hook_take_due(ljp_hookst *h);
 /* Is the installed hook ljprof's? */
 int ljp_hook_is_ours(const ljp_hookst *h);
+/* The program's hook: the installed one, or the one saved while ours is
+** armed (any thread, a plain read: exit_win.c watches luajit's
+** interrupt hook being taken). */
+lua_Hook ljp_hook_program(const ljp_hookst *h);
 /* Take the rest state back (after a sample, at stop). */
 void ljp_hook_disarm(ljp_hookst *h);
 /* Make sure pending samples reach a safe point: arm while the run is live

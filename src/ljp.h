@@ -195,7 +195,8 @@ struct ljp_ctx {
   ** (0 while it runs), for the profile's time and duration. */
   uint64_t start_unix_ns, start_ns, stop_ns;
   char thread_name[17];     /* the profiled thread's name at the start */
-  ljp_exitst exit;          /* exit signal waiting (owner: exit_signals.c) */
+  ljp_exitst exit;          /* exit signal waiting, one file per OS
+                               (owners: exit_signals.c, exit_win.c) */
   ljp_autost autos;         /* started from LJPROF: exports (owner: auto.c) */
 
 

@@ -162,7 +162,7 @@ static DWORD WINAPI ticker_main(LPVOID p)
   return s.fn(s.arg);
 }
 
-int ljp_os_ticker_start(void **th, unsigned (*fn)(void *), void *arg)
+int ljp_os_thread_start(void **th, unsigned (*fn)(void *), void *arg)
 {
   ticker_start *s = malloc(sizeof(*s));
   HANDLE h;
@@ -173,11 +173,62 @@ int ljp_os_ticker_start(void **th, unsigned (*fn)(void *), void *arg)
     free(s);
     return -1;
   }
-  /* above the Lua thread: its ticks are not late behind it */
-  SetThreadPriority(h, THREAD_PRIORITY_TIME_CRITICAL);
   *th = h;
   return 0;
 }
+
+int ljp_os_ticker_start(void **th, unsigned (*fn)(void *), void *arg)
+{
+  if (ljp_os_thread_start(th, fn, arg) != 0) return -1;
+  /* above the Lua thread: its ticks are not late behind it */
+  SetThreadPriority((HANDLE)*th, THREAD_PRIORITY_TIME_CRITICAL);
+  return 0;
+}
+
+/* -- Console control events (exit_win.c) --------------------------------- */
+
+static int (*_Atomic console_fn)(int);
+
+static BOOL WINAPI console_handler(DWORD ev)
+{
+  int (*fn)(int) = atomic_load(&console_fn);
+  return fn && fn((int)ev) ? TRUE : FALSE;
+}
+
+int ljp_os_console_trap(int (*fn)(int ev), int on)
+{
+  if (on) {
+    atomic_store(&console_fn, fn);
+    return SetConsoleCtrlHandler(console_handler, TRUE) ? 0 : -1;
+  }
+  SetConsoleCtrlHandler(console_handler, FALSE);
+  atomic_store(&console_fn, NULL);
+  return 0;
+}
+
+void *ljp_os_event_new(void) { return CreateEventA(NULL, FALSE, FALSE, NULL); }
+void ljp_os_event_set(void *e) { if (e) SetEvent((HANDLE)e); }
+void ljp_os_event_free(void *e) { if (e) CloseHandle((HANDLE)e); }
+
+int ljp_os_event_wait(void *e, uint32_t ms)
+{
+  return e && WaitForSingleObject((HANDLE)e, ms == LJP_OS_FOREVER ? INFINITE
+                                                   : (DWORD)ms) == WAIT_OBJECT_0;
+}
+
+void ljp_os_sleep_ms(uint32_t ms) { Sleep(ms); }
+
+void ljp_os_park(void)
+{
+  for (;;) Sleep(INFINITE);
+}
+
+void ljp_os_exit_ctrl_c(void)
+{
+  ExitProcess((UINT)0xC000013Au);  /* STATUS_CONTROL_C_EXIT */
+}
+
+uintptr_t ljp_os_exe_base(void) { return (uintptr_t)GetModuleHandleA(NULL); }
 
 void ljp_os_ticker_join(void *th)
 {

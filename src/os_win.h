@@ -35,6 +35,22 @@
 **   int ljp_os_module_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
 **     the loaded image holding addr (GetModuleHandleEx: the loader's
 **     lock), its extent: 0, or -1 (none)
+**   uintptr_t ljp_os_exe_base(void)     the program's image (its base)
+** The console control events' part (exit_win.c):
+**   int ljp_os_console_trap(int (*fn)(int ev), int on)
+**     SetConsoleCtrlHandler: fn(ev) is called on the thread the system
+**     makes for each event (ev: LJP_OS_CTRL_*), its result the handler's
+**     (0: the next handler's turn); on = 0 removes it. 0, or -1.
+**   void *ljp_os_event_new(void)        an auto-reset event (NULL: none)
+**   void ljp_os_event_set(void *e), ljp_os_event_free(void *e)
+**   int ljp_os_event_wait(void *e, uint32_t ms)  1: set, 0: timed out
+**     (ms = LJP_OS_FOREVER: no time-out)
+**   int ljp_os_thread_start(void **th, unsigned (*fn)(void *), void *arg)
+**     a thread of normal priority (ljp_os_ticker_join ends it)
+**   void ljp_os_sleep_ms(uint32_t ms)   Sleep
+**   void ljp_os_park(void)              sleep for ever (noreturn)
+**   void ljp_os_exit_ctrl_c(void)       ExitProcess(STATUS_CONTROL_C_EXIT),
+**     what Windows' default handler does on a control event
 */
 #ifndef LJP_OS_WIN_H
 #define LJP_OS_WIN_H
@@ -118,6 +134,14 @@ struct iovec { void *iov_base; size_t iov_len; };
 #define SIGRTMAX 64
 #endif
 
+/* Console control events (CTRL_*_EVENT's values). */
+#define LJP_OS_CTRL_C 0
+#define LJP_OS_CTRL_BREAK 1
+#define LJP_OS_CTRL_CLOSE 2
+#define LJP_OS_CTRL_LOGOFF 5
+#define LJP_OS_CTRL_SHUTDOWN 6
+#define LJP_OS_FOREVER 0xffffffffu
+
 /* QueryPerformanceFrequency, read once (os_win.c); never 0. */
 uint64_t ljp_os_qpc_hz(void);
 
@@ -190,6 +214,16 @@ void ljp_os_thread_go(void *h);
 int ljp_os_ticker_start(void **th, unsigned (*fn)(void *), void *arg);
 void ljp_os_ticker_join(void *th);
 void ljp_os_timer_res(int on);
+uintptr_t ljp_os_exe_base(void);
+int ljp_os_console_trap(int (*fn)(int ev), int on);
+void *ljp_os_event_new(void);
+void ljp_os_event_set(void *e);
+void ljp_os_event_free(void *e);
+int ljp_os_event_wait(void *e, uint32_t ms);
+int ljp_os_thread_start(void **th, unsigned (*fn)(void *), void *arg);
+void ljp_os_sleep_ms(uint32_t ms);
+void ljp_os_park(void) __attribute__((noreturn));
+void ljp_os_exit_ctrl_c(void) __attribute__((noreturn));
 void *ljp_os_sleeper_open(void);
 void ljp_os_sleeper_close(void *s);
 void ljp_os_sleep_ns(void *s, uint64_t ns);

@@ -51,6 +51,13 @@ enum { LJP_SIG_OURS, LJP_SIG_NONE, LJP_SIG_OTHER };
 int ljp_sig_sampler_disposition(int signo);
 /* Is signo's action the default? 0 also when it cannot tell. */
 int ljp_sig_is_default(int signo);
+#ifdef _WIN32
+/* The C runtime's action for signo, replaced by the default: SIG_DFL
+** (0), SIG_IGN (1) or the handler's address; put one back
+** (sigowner_win.c; exit_win.c). */
+uintptr_t ljp_sig_crt_take(int signo);
+void ljp_sig_crt_put(int signo, uintptr_t h);
+#endif
 
 /* -- Masks (async-signal-safe) and threads ------------------------------- */
 

@@ -89,6 +89,11 @@ struct ljp_timer_ops {
 
 extern const ljp_timer_ops ljp_timer_cpu, ljp_timer_wall, ljp_timer_itimer,
     ljp_timer_thread;
+#ifdef _WIN32
+/* timer_win.c: fn(ctx, pc) with the profiled thread stopped and the ring
+** taken, as a tick (the console event's helper, exit_win.c): 0, or -1. */
+int ljp_timer_win_stopped(ljp_ctx *ctx, void (*fn)(ljp_ctx *, uintptr_t));
+#endif
 /* timer_posix.c: the wall clock's kernel timer (timer_thread.c's wall
 ** falls back to it). */
 extern const ljp_timer_ops ljp_timer_wall_kernel;

@@ -27,6 +27,10 @@
 ** Ticks overslept (the thread woke late) are counted as missed, not taken,
 ** as on Linux. The profiled thread is the one that starts the run;
 ** native frames are not captured (unwind_win.c).
+** ljp_timer_win_stopped runs a function of the console event's helper
+** (exit_win.c: arming the safe point, closing the gate) the same way,
+** the thread stopped, the ring taken. Once that helper owns the context
+** (exit.closed) no tick is taken.
 ** Normal context (start, stop: the profiled thread; the loop: its own).
 */
 #ifdef _WIN32  /* the rock compiles every src file: nothing elsewhere */
@@ -66,6 +70,9 @@ static unsigned ticker_main(void *arg)
       continue;
     }
     if (!ctx->tmr.ticking || ctx->autos.paused) continue;
+    /* A console event's writer owns the context (exit_win.c): no more
+    ** records while it reads the ring. */
+    if (ctx->exit.closed) continue;
     if (cpu) {
       uint64_t c = ljp_os_thread_cycles(ctx->tmr.u.win.target);
       if (c && c == ctx->tmr.u.win.cycles) continue;  /* did not run */
@@ -99,6 +106,34 @@ static unsigned ticker_main(void *arg)
   }
   ljp_os_sleeper_close(sleeper);
   return 0;
+}
+
+/* The console event's helper (exit_win.c, its own thread): fn(ctx, pc)
+** run with the profiled thread stopped, as a tick's sample is, the ring
+** taken the same way (a tick in progress finishes first): 0, or -1 when
+** the thread could not be stopped (not running, or no timer). fn runs in
+** sampling context: no allocation, no lock. */
+int ljp_timer_win_stopped(ljp_ctx *ctx, void (*fn)(ljp_ctx *, uintptr_t))
+{
+  void *t = ctx->tmr.u.win.target;
+  uintptr_t pc = 0;
+  int i, rc = -1;
+  if (!t || ctx->tmr.ops == &ljp_timer_itimer) return -1;
+  for (i = 0;; i++) {
+    int free_ = 0;
+    if (atomic_compare_exchange_strong_explicit(&ctx->ring_owner, &free_, 1,
+            memory_order_acquire, memory_order_relaxed))
+      break;
+    if (i == 2000) return -1;       /* ~2 s of a ring never given back */
+    ljp_os_sleep_ms(1);
+  }
+  if (ljp_os_thread_stop(t, NULL, &pc) == 0) {
+    fn(ctx, pc);
+    ljp_os_thread_go(t);
+    rc = 0;
+  }
+  atomic_store_explicit(&ctx->ring_owner, 0, memory_order_release);
+  return rc;
 }
 
 static int win_start(ljp_ctx *ctx, char *err, size_t n)

@@ -37,6 +37,9 @@
 --   LUA_PATH="$PWD/?.lua;$PWD/jit/?.lua;;" LUA_CPATH="$PWD/build/lib?.so;;" \
 --     luajit bench/accuracy/inline.lua [runs] [seconds] [workload,...] [profiler,...]
 -- (profilers: recorded, snapshots, exact, off, jitp; snapshots:RULE sets LJPROF_INLINE=RULE)
+-- INLINE_RUNS=1 prints each run on stderr: its TVD, its shares, and how
+-- much slower its profiled part ran than the unprofiled workload (a run
+-- far off whose speed is normal ran the same code as its truth).
 -- Prints one markdown table (docs/accuracy.md, "Inlined functions").
 local RUNS = tonumber(arg[1]) or 3
 local SECS = tonumber(arg[2]) or 2
@@ -292,8 +295,9 @@ elseif prof_kind ~= "none" then
   p = require("ljprof")
   p.record({clock = "wall", interval = 1, inline = prof_kind, fmt = "f;"})
 end
-local t1 = os.clock()
-repeat run(reps) until os.clock() - t1 >= secs
+local t1, done = os.clock(), 0
+repeat run(reps) done = done + reps until os.clock() - t1 >= secs
+print("#prof", (os.clock() - t1) / done)
 if jp then jp.stop() end
 if p then
   p.stop()
@@ -464,7 +468,8 @@ local function truth(wname, out)
   for _, k in ipairs(w.names) do sc[k] = w.calls[k] / ncalls end
   return t1, {add = add1, cross = tvd(t1, t2, w.names), o = wholeid / whole,
     bycalls = tvd(t1, sc, w.names), drift = Ta.full / Tb.full - 1,
-    load = tonumber(out:match("#load\t(%S+)")) or -1, t2 = t2}
+    load = tonumber(out:match("#load\t(%S+)")) or -1, t2 = t2,
+    slow = (tonumber(out:match("#prof\t(%S+)")) or 0) / T.full - 1}
 end
 
 local KINDS = {"recorded", "snapshots", "exact", "off", "jitp"}
@@ -495,6 +500,12 @@ for _, wname in ipairs(ORDER) do
       local sh, tot, meta = shares(wname, out)
       tv[#tv + 1] = tvd(sh, tr, names)
       tv2[#tv2 + 1] = tvd(sh, v.t2, names)
+      if os.getenv("INLINE_RUNS") then
+        local o = {}
+        for _, k in ipairs(names) do o[#o + 1] = string.format("%.1f", 100 * (sh[k] or 0)) end
+        io.stderr:write(string.format("  %s %s TVD %.3f, profiled part %+.0f%% against unprofiled, shares %s\n",
+          wname, kind, tv[#tv], 100 * v.slow, table.concat(o, " / ")))
+      end
       R.truths[#R.truths + 1] = tr
       R.checks[#R.checks + 1] = v
       n = n + tot

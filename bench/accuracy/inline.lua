@@ -40,7 +40,7 @@
 -- INLINE_CLOCK=cpu: ljprof on the CPU clock (default wall). On a loaded
 -- machine the wall clock's ticks that expire while the process waits for
 -- a CPU are taken where it resumes, many ticks on one PC: zones alone,
--- load 10, 1.5 s, recorded: wall 4 runs of 9 off by 0.13-0.44 (hc 44%,
+-- load 10, 1.5 s, recorded: wall 5 runs of 9 off by 0.13-0.49 (hc 44%,
 -- hb 73%), cpu 0 of 8 (hb 30% at most).
 -- INLINE_RUNS=1 prints each run on stderr: its TVD, its shares, and how
 -- much slower its profiled part ran than the unprofiled workload (a run

@@ -777,37 +777,6 @@ static irtrace *map_of(ljp_irmap *m, int32_t tr, uintptr_t T)
 
 /* -- Machine code offset -> IR references ------------------------------------- */
 
-int ljp_mc_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo, uint32_t *ref_hi,
-                int *exact, int decode)
-{
-  uintptr_t snap;
-  uint32_t sz, lo, hi, rlo, rhi, ref;
-  int nsnap, sn;
-  *exact = 0;
-  if (!ljp_tsl.ok || !ljp_irl.ok) return 0;
-  /* The decoder's alignment of the trace's code to its IR (mcmap.c):
-  ** exact at calls (a return address), guards and arithmetic, a range
-  ** between them. */
-  if (decode && ljp_mcmap_refs(T, ofs, ref_lo, ref_hi, exact)) return 2;
-  sn = ljp_ts_snapno(T, ld64(T + (uintptr_t)ljp_tml.t_mcode) + ofs);
-  if (sn < 0) return 0;
-  nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
-  snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
-  sz = ld32(T + (uintptr_t)ljp_tml.t_szmcode);
-  lo = ld16(snap + (uintptr_t)sn * SNAPSZ + 6);
-  hi = sn + 1 < nsnap ? ld16(snap + (uintptr_t)(sn + 1) * SNAPSZ + 6) : sz;
-  rlo = ld16(snap + (uintptr_t)sn * SNAPSZ + 4);
-  rhi = sn + 1 < nsnap ? ld16(snap + (uintptr_t)(sn + 1) * SNAPSZ + 4)
-                       : ld32(T + (uintptr_t)ljp_irl.t_nins);
-  if (rhi <= rlo || hi <= lo || ofs < lo || ofs >= hi) return 0;
-  /* Not decoded (not x64, or the code did not decode at every snapshot
-  ** boundary): the code is in IR order, so the offset's fraction of its
-  ** snapshot's code is taken as the same fraction of its references. */
-  ref = rlo + (uint32_t)((uint64_t)(ofs - lo) * (rhi - rlo) / (hi - lo));
-  *ref_lo = *ref_hi = ref;
-  return 1;
-}
-
 /* The span of references of the snapshot whose code holds ofs (its number
 ** in *snapno). */
 static int snap_refs(uintptr_t T, uint32_t ofs, uint32_t *rlo, uint32_t *rhi,
@@ -823,6 +792,28 @@ static int snap_refs(uintptr_t T, uint32_t ofs, uint32_t *rlo, uint32_t *rhi,
   *rhi = sn + 1 < nsnap ? ld16(snap + (uintptr_t)(sn + 1) * SNAPSZ + 4)
                         : ld32(T + (uintptr_t)ljp_irl.t_nins);
   return *rhi > *rlo;
+}
+
+int ljp_mc_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo, uint32_t *ref_hi,
+                int *exact)
+{
+  uintptr_t snap;
+  uint32_t lo, hi, rlo, rhi;
+  int nsnap, sn;
+  *exact = 0;
+  if (!ljp_tsl.ok || !ljp_irl.ok || !snap_refs(T, ofs, &rlo, &rhi, &sn))
+    return 0;
+  nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
+  snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
+  lo = ld16(snap + (uintptr_t)sn * SNAPSZ + 6);
+  hi = sn + 1 < nsnap ? ld16(snap + (uintptr_t)(sn + 1) * SNAPSZ + 6)
+                      : ld32(T + (uintptr_t)ljp_tml.t_szmcode);
+  if (hi <= lo || ofs < lo || ofs >= hi) return 0;
+  /* The code is in IR order, so the offset's fraction of its snapshot's
+  ** code is taken as the same fraction of its references. */
+  *ref_lo = *ref_hi = rlo + (uint32_t)((uint64_t)(ofs - lo) * (rhi - rlo) /
+                                       (hi - lo));
+  return 1;
 }
 
 /* Do references [lo, hi) all have the frames f[0..n) (fn and slot)? */
@@ -872,7 +863,7 @@ int ljp_irmap_frames(ljp_ctx *ctx, int32_t tr, uintptr_t T, uintptr_t mpc,
     if (ljp_mcmap_find(t->runs, t->nrun, t->size, ofs, &lo, &hi, &exact))
       how = 2;
   }
-  if (!how) how = ljp_mc_refs(T, ofs, &lo, &hi, &exact, 0);
+  if (!how) how = ljp_mc_refs(T, ofs, &lo, &hi, &exact);
   if (!how || hi < lo) return -1;
   mid = lo + (hi - lo) / 2;
   n = frames_at(t, mid, out, max, basepc);

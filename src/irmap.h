@@ -69,13 +69,12 @@ int ljp_irmap_probe(lua_State *S);
 #define LJP_IRMAP_BUDGET 500000
 
 /* A machine code offset of trace T (alive) -> the IR references its code
-** came from, [*ref_lo, *ref_hi] (biased); *exact 0 when estimated. 0 when
-** unknown; 2 from the decoder's alignment (mcmap.c: ljp_mcmap_refs, asked
-** when decode is set) where it maps the trace; 1 an estimate: the
+** came from, estimated ([*ref_lo, *ref_hi] biased, *exact 0): the
 ** offset's place in its snapshot's code span mapped onto the span's IR
-** references. */
+** references. 1, or 0 when unknown. (The decoder's alignment, mcmap.c,
+** is asked first by ljp_irmap_frames.) */
 int ljp_mc_refs(uintptr_t T, uint32_t ofs, uint32_t *ref_lo, uint32_t *ref_hi,
-                int *exact, int decode);
+                int *exact);
 
 /* Samples a trace takes with the position estimate before its machine
 ** code is decoded (mcmap.c builds its map then, once). */

@@ -367,6 +367,16 @@ static levelent *level_entry(ljp_ctx *ctx, const livestack *ls, int level)
   return e;
 }
 
+/* A level's frame id known already at this safe point (named before, or
+** taken from the last one: reuse_prev), without a line of its own; 0. */
+static inline uint32_t known_frame(const livestack *ls, int level, int line)
+{
+  return ls->walked && ljp_lsl.lines_ok && line <= 0 && level >= 0 &&
+                 level < ls->m
+             ? ls->fid[level]
+             : 0;
+}
+
 static uint32_t live_frame(ljp_ctx *ctx, lua_State *L, livestack *ls,
                            int level, int line)
 {
@@ -381,7 +391,7 @@ static uint32_t live_frame(ljp_ctx *ctx, lua_State *L, livestack *ls,
     if (ls->m >= 0 && ls->bottom && level >= ls->m) return 0;
     return getstack_frame(ctx, L, level, line);
   }
-  if (line <= 0 && ls->fid[level]) return ls->fid[level];
+  if ((id = known_frame(ls, level, line)) != 0) return id;
   f = &ls->f[level];
   if (f->kind == 1) {
     id = c_frame(ctx, LJP_FR_C, f->cf, 0);
@@ -823,13 +833,9 @@ static uint32_t stack_of(ljp_ctx *ctx, lua_State *L, livestack *ls,
   else if (lf->truncated && i == lf->nsyn && n < limit)
     n++;
   for (level = lf->skip; ls && i == lf->nsyn && n < limit; level++) {
-    /* (live_frame's first answer, without the call: the level's frame
-    ** named before at this safe point, or taken from the last one) */
-    uint32_t id = ls->walked && level < ls->m && ls->fid[level] &&
-                  ljp_lsl.lines_ok && (level != lf->skip || lf->line <= 0)
-                      ? ls->fid[level]
-                      : live_frame(ctx, L, ls, level,
-                                   level == lf->skip ? lf->line : 0);
+    int line = level == lf->skip ? lf->line : 0;
+    uint32_t id = known_frame(ls, level, line);   /* (without the call) */
+    if (!id) id = live_frame(ctx, L, ls, level, line);
     if (!id) break;
     ids[n++] = id;
     if (!*leaf) *leaf = id;

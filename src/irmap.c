@@ -901,6 +901,7 @@ static struct {
   int per;                 /* windows per block */
   size_t win;
   int n;
+  int lost;                /* events not kept (PEV reached, a read failed) */
   uintptr_t g;
 } P;
 
@@ -922,17 +923,22 @@ static void pw_free(void)
 
 static int probe_event(lua_State *L)
 {
-  if (P.n < PEV && P.w) {
+  if (P.n >= PEV || !P.w) {
+    P.lost++;
+  } else {
     pev *e = &P.ev[P.n];
     e->tr = (int32_t)lua_tointeger(L, 1);
     e->fn = (uintptr_t)lua_topointer(L, 2);
     e->pos = (int32_t)lua_tointeger(L, 3);
     e->depth = (int32_t)lua_tointeger(L, 4);
     if (P.n % P.per == 0 && !P.w[P.n] &&
-        !(P.w[P.n] = malloc(P.win * (size_t)P.per)))
+        !(P.w[P.n] = malloc(P.win * (size_t)P.per))) {
+      P.lost++;
       return 0;
+    }
     if (P.n % P.per) P.w[P.n] = P.w[P.n - 1] + P.win;
     if (!ljp_peek_g(P.w[P.n], P.g, P.win)) P.n++;
+    else P.lost++;
   }
   return 0;
 }
@@ -1073,6 +1079,7 @@ int ljp_irmap_probe(lua_State *S)
   P.win = (size_t)ljp_tml.g_trace;
   P.g = g;
   P.n = 0;
+  P.lost = 0;
   P.per = P.win < 65536 ? (int)(65536 / P.win) : 1;
   if (!(P.w = calloc(PEV, sizeof(*P.w)))) return fail("out of memory");
   if (luaL_loadbuffer(S, probe_chunk, sizeof(probe_chunk) - 1,
@@ -1151,7 +1158,11 @@ int ljp_irmap_probe(lua_State *S)
           break;
       }
       if (i < P.n) continue;
-      /* the final recording of each saved trace stays within its IR */
+      /* the final recording of each saved trace stays within its IR;
+      ** the last event kept of a number is its final recording's only when
+      ** an event of another number follows it, or every event was kept
+      ** (else it can be one of the aborted recordings before, longer: a
+      ** recording restarted hundreds of times fills the events kept) */
       {
         int j, bad = 0;
         for (j = 0; j < nt && !bad; j++) {
@@ -1159,6 +1170,7 @@ int ljp_irmap_probe(lua_State *S)
           for (i = P.n - 1; i >= 0; i--) {
             uint32_t ni;
             if (P.ev[i].tr != trs[j]) continue;
+            if (i == P.n - 1 && P.lost) break;
             memcpy(&ni, P.w[i] + c + ljp_irl.t_nins, 4);
             if (ni > cnt) bad = 1;
             break;   /* its last event */

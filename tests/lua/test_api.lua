@@ -669,7 +669,8 @@ t.case("stats keys, types and values of a finished run", function()
   work_until(20, function() hot(3000) end)
   t.ok(ljprof.stop(), "stop")
   local st = ljprof.stats()
-  t.eq(stat_keys(st), STATS_RUN, "stats() keys and types of a finished run")
+  t.eq(stat_keys(st), STATS_RUN, "stats() keys and types of a finished run (record_off: " ..
+       tostring(st.record_off) .. ")")
   for k, v in pairs(st) do
     if type(v) == "number" and k ~= "start_time" then
       t.ok(is_int(v) and v >= 0, "stats." .. k .. " = " .. tostring(v))

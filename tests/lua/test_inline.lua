@@ -99,6 +99,7 @@ assert(loadstring(src, "=work"))()
 prof.stop()
 local s = prof.stats()
 print("stats", s.inline_frames, s.inline_samples, s.inline_undecoded)
+print("off", tostring(s.record_off))
 print("check", s.snap_checks, s.snap_mismatches)
 print("rec", s.record_events, s.record_traces, s.record_refused,
       tostring(s.record_budget_spent), s.inline_recorded)
@@ -119,8 +120,11 @@ local function run(src, env)
   for line in out:gmatch("[^\n]+") do
     local a, b, c = line:match("^stats\t(.-)\t(%d+)\t(%d+)$")
     local ch, mm = line:match("^check\t(%d+)\t(%d+)$")
+    local off = line:match("^off\t(.*)$")
     local ev, tr, rf, sp, ir = line:match("^rec\t(%d+)\t(%d+)\t(%d+)\t(%a+)\t(%d+)$")
-    if ev then
+    if off then
+      r.off = off
+    elseif ev then
       r.rec = {events = tonumber(ev), traces = tonumber(tr), refused = tonumber(rf),
                spent = sp == "true", samples = tonumber(ir)}
     elseif a then
@@ -303,7 +307,8 @@ end
 
 t.case("inline=recorded: guard-free helpers get the frames they were recorded in", function()
   local r = run(LEAVES)
-  t.eq(r.mode, "recorded", "inline frames source (the default)")
+  t.eq(r.mode, "recorded", "inline frames source (the default; record_off " ..
+       tostring(r.off) .. ")")
   t.ok(r.total >= 300, "samples: " .. r.total)
   t.ok(r.rec and r.rec.traces > 0, "traces mapped: " .. tostring(r.rec and r.rec.traces))
   local a, m, u = self_share(r, LEAF_NAMES, "leafA"), self_share(r, LEAF_NAMES, "mid"),
@@ -521,6 +526,40 @@ t.case("inline=recorded: the budget detaches the handler and counts", function()
   t.ok(r.events <= 100, "events mapped within the budget: " .. r.events)
   t.ok(r.during > r.before and r.after > r.during, "the user's handler kept running")
   t.ok(r.slot, "the user's handler is back in its slot")
+end)
+
+
+-- The record probe (src/irmap.c) learns where LuaJIT keeps the trace being
+-- recorded by scanning its events' copies of the VM's state; which traces
+-- its chunk gets (hot counters collide by bytecode address, a recording can
+-- restart hundreds of times) depends on where the heap puts things. A
+-- longer LUA_PATH moves the heap: the probe must be learnt at every length
+-- (CI's checkout path once made it fail: the events kept ended inside one
+-- trace's aborted recordings, taken for its final one).
+t.case("inline=recorded: learnt whatever the heap's layout", function()
+  local dir = t.tmpdir()
+  t.write(dir .. "/start.lua", [[
+local prof = require("ljprof")
+prof.record({interval = 1})
+prof.stop()
+print("off " .. tostring(prof.stats().record_off))
+]])
+  local base = os.getenv("LUA_PATH") or ";;"
+  local cmd, n = {}, 200
+  for i = 1, n do
+    cmd[#cmd + 1] = "LUA_PATH=" .. t.q("/nonexistent/" .. string.rep("q", i) .. "/?.lua;" .. base) ..
+                    " " .. t.q(LUAJIT) .. " " .. t.q(dir .. "/start.lua") .. " 2>&1"
+  end
+  local f = assert(io.popen(table.concat(cmd, "; ")))
+  local out = f:read("*a")
+  f:close()
+  os.execute("rm -rf " .. t.q(dir))
+  local on, why = 0, {}
+  for w in out:gmatch("off ([^\n]*)") do
+    if w == "nil" then on = on + 1 else why[#why + 1] = w end
+  end
+  t.eq(on, n, "recorder learnt at " .. on .. " of " .. n .. " path lengths (" ..
+       table.concat(why, "; ") .. ")")
 end)
 
 t.done()

@@ -46,6 +46,7 @@
 ** a fixed-argument function.
 */
 #define _GNU_SOURCE
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,7 @@ typedef struct irtrace {
   int nrun;                /* ... copied here: looked up without the */
   ljp_mcrun *runs;         /* decoder cache's process-wide lock */
   uintptr_t sidepc;
-  ljp_tsframe side[LJP_TS_MAX];
+  ljp_tsframe side[LJP_TS_MAX];   /* (last: not zeroed, see finish) */
 } irtrace;
 
 typedef struct ljp_irmap ljp_irmap;
@@ -133,7 +134,6 @@ int ljp_irmap_derive(ljp_irmap *m, irtrace *t, uintptr_t T);
 static void tr_free(irtrace *t)
 {
   if (!t) return;
-  free(t->ev);
   free(t->own);
   free(t->parent);
   free(t->dead);
@@ -167,12 +167,22 @@ static void finish(ljp_irmap *m)
     m->ntr = n;
   }
   drop(m, m->cur);
-  if (!(t = calloc(1, sizeof(*t)))) goto out;
+  /* One block: the trace and its events after it (the buffer stays for
+  ** the next recording). A recording of a few events each, as in a
+  ** program whose traces are flushed, made a buffer of 256 events, a
+  ** zeroed trace and two frees each: 0.4 M of many2000's 1.3 M
+  ** instructions in trace events (callgrind, bench/cost). */
+  if (!(t = malloc(sizeof(*t) + (size_t)m->cn * sizeof(irev)))) goto out;
+  memset(t, 0, offsetof(irtrace, side));   /* (side: written when read) */
   t->n = m->cn;
-  t->ev = m->cev;              /* the buffer moves to the trace */
-  m->cev = NULL;
-  m->ccap = 0;
+  t->ev = (irev *)(t + 1);
+  memcpy(t->ev, m->cev, (size_t)m->cn * sizeof(irev));
   m->tr[m->cur] = t;
+  if (m->ccap > 4096) {        /* a long one's buffer is not kept */
+    free(m->cev);
+    m->cev = NULL;
+    m->ccap = 0;
+  }
 out:
   m->cur = 0;
   m->cn = 0;
@@ -953,18 +963,11 @@ static int fail(const char *why)
 ** and an aborted recording (a trace number reused); returns
 ** {[tr] = nins} of the traces kept, and the opcodes by name. */
 static const char probe_chunk[] =
-  "local ev, bcn, irn = ...\n"
+  "local ev = ...\n"
   "local jit = require('jit')\n"
   "if not (jit.status and jit.status()) then return nil end\n"
   "local ok, util = pcall(require, 'jit.util')\n"
-  "if not (bcn and irn) then\n"
-  "  local ok2, vmdef = pcall(require, 'jit.vmdef')\n"
-  "  if not ok2 or type(vmdef) ~= 'table' then return nil end\n"
-  "  bcn, irn = vmdef.bcnames, vmdef.irnames\n"
-  "end\n"
-  "if not ok or type(irn) ~= 'string' or type(bcn) ~= 'string' then\n"
-  "  return nil\n"
-  "end\n"
+  "if not ok then return nil end\n"
   "local function leaf(t, i) t[i] = i + 1; return i end\n"
   "local function mid(t, i, j) local a = j + 1; local v = leaf(t, i); return v + a end\n"
   "local function va(t, ...) local a = ...; t.va = a; return a end\n"
@@ -995,21 +998,13 @@ static const char probe_chunk[] =
   "run(300) run2(300) run3(300)\n"
   "jit.attach(ev)\n"
   "jit.off()\n"
-  "collectgarbage('stop')\n"
   "local out = {}\n"
   "for tr = 1, 64 do\n"
   "  local info = util.traceinfo(tr)\n"
   "  if info then out[tr] = info.nins end\n"
   "end\n"
   "jit.on()\n"
-  "collectgarbage('restart')\n"
-  "local function op(names, name)\n"
-  "  local i = names:find(name .. string.rep(' ', 6 - #name), 1, true)\n"
-  "  return i and (i - 1) % 6 == 0 and (i - 1) / 6 or -1\n"
-  "end\n"
-  "return out, op(irn, 'LOOP'), op(bcn, 'CALL'), op(bcn, 'FUNCF'),\n"
-  "       op(bcn, 'IFUNCF'), op(bcn, 'JFUNCF'), op(bcn, 'CALLT'),\n"
-  "       op(bcn, 'CALLMT')\n";
+  "return out\n";
 
 /* jit.vmdef's bytecode and IR opcode names, its strings bcnames and
 ** irnames read from the module's text (requiring it parses all of its
@@ -1054,11 +1049,35 @@ static void push_vmnames(lua_State *S)
       }
     }
   }
-  if (!ok) {
+  if (!ok) {                 /* the module required */
     lua_settop(S, top);
-    lua_pushnil(S);
-    lua_pushnil(S);
-  }                          /* (else bcnames, irnames at top + 1, + 2) */
+    lua_getglobal(S, "require");
+    lua_pushliteral(S, "jit.vmdef");
+    if (lua_isfunction(S, -2) && lua_pcall(S, 1, 1, 0) == 0 &&
+        lua_istable(S, -1)) {
+      lua_getfield(S, top + 1, "bcnames");
+      lua_getfield(S, top + 1, "irnames");
+      lua_remove(S, top + 1);
+    }
+    lua_settop(S, top + 2);  /* (nils when not found) */
+  }                          /* bcnames, irnames at top + 1, + 2 */
+}
+
+/* An opcode's number: where its name, padded to 6, first occurs in the
+** names string (6 characters a name), -1 when not at a name's start. */
+static int op_of(lua_State *S, int idx, const char *name)
+{
+  size_t n, k = strlen(name), i;
+  const char *s = lua_type(S, idx) == LUA_TSTRING ? lua_tolstring(S, idx, &n)
+                                                  : NULL;
+  char pat[6];
+  const char *p;
+  if (!s || k > 6) return -1;
+  memcpy(pat, name, k);
+  memset(pat + k, ' ', 6 - k);
+  if (!(p = memmem(s, n, pat, 6))) return -1;
+  i = (size_t)(p - s);
+  return i % 6 ? -1 : (int)(i / 6);
 }
 
 int ljp_irmap_probe(lua_State *S)
@@ -1082,25 +1101,35 @@ int ljp_irmap_probe(lua_State *S)
   P.lost = 0;
   P.per = P.win < 65536 ? (int)(65536 / P.win) : 1;
   if (!(P.w = calloc(PEV, sizeof(*P.w)))) return fail("out of memory");
+  /* ljprof's own state: no collection while the probe runs (its traces
+  ** are read after it; the state is closed after the probes) */
+  lua_gc(S, LUA_GCSTOP, 0);
+  push_vmnames(S);
+  if (lua_type(S, top + 1) != LUA_TSTRING ||
+      lua_type(S, top + 2) != LUA_TSTRING) {
+    lua_settop(S, top);
+    pw_free();
+    return fail("no JIT, jit.attach or jit.vmdef");
+  }
+  ljp_irl.op_loop = op_of(S, top + 2, "LOOP");
+  ljp_irl.op_call = op_of(S, top + 1, "CALL");
+  op_funcf = op_of(S, top + 1, "FUNCF");
+  op_ifuncf = op_of(S, top + 1, "IFUNCF");
+  op_jfuncf = op_of(S, top + 1, "JFUNCF");
+  ljp_irl.op_callt = op_of(S, top + 1, "CALLT");
+  ljp_irl.op_callmt = op_of(S, top + 1, "CALLMT");
+  lua_settop(S, top);
   if (luaL_loadbuffer(S, probe_chunk, sizeof(probe_chunk) - 1,
                       "=ljprof-record-probe") != 0) {
     pw_free();
     return fail("probe chunk");
   }
   lua_pushcfunction(S, probe_event);
-  push_vmnames(S);
-  if (lua_pcall(S, 3, 8, 0) != 0 || !lua_istable(S, top + 1)) {
+  if (lua_pcall(S, 1, 1, 0) != 0 || !lua_istable(S, top + 1)) {
     lua_settop(S, top);
     pw_free();
     return fail("no JIT, jit.attach or jit.vmdef");
   }
-  ljp_irl.op_loop = (int)lua_tointeger(S, top + 2);
-  ljp_irl.op_call = (int)lua_tointeger(S, top + 3);
-  op_funcf = (int)lua_tointeger(S, top + 4);
-  op_ifuncf = (int)lua_tointeger(S, top + 5);
-  op_jfuncf = (int)lua_tointeger(S, top + 6);
-  ljp_irl.op_callt = (int)lua_tointeger(S, top + 7);
-  ljp_irl.op_callmt = (int)lua_tointeger(S, top + 8);
   for (i = 1; i < 64 && nt < PTR; i++) {
     lua_rawgeti(S, top + 1, i);
     if (lua_isnumber(S, -1)) {

@@ -306,6 +306,8 @@ static int check_depth(lua_State *L, int arg)
 #endif
 }
 
+static int dump_named;  /* (a race only repeats the walk: raw reads) */
+
 static int l_dumpstack(lua_State *L)
 {
   ljp_buf *sb = ljp_q_dump_buffer();
@@ -319,6 +321,10 @@ static int l_dumpstack(lua_State *L)
   fmt = luaL_checkstring(L, arg + 1);
   depth = check_depth(L, arg + 2);
   ljp_ffid_learn_own();  /* once: a dump before any run names builtins */
+  if (!dump_named) {     /* ... and the program's C functions (a run's */
+    dump_named = 1;      /* start learns them too: not at require) */
+    ljp_cname_refresh(L);
+  }
   if (!sb || ljp_q_dumpstack(L2, L, sb, fmt, depth) != 0)
     return luaL_error(L, "ljprof: out of memory");
   lua_pushlstring(L, sb->b, sb->n);
@@ -1468,8 +1474,9 @@ __attribute__((constructor)) static void ljp_give_opener(void)
 int luaopen_ljprof(lua_State *L)
 {
   ljp_own_set_opener(luaopen_ljprof);  /* for the writers' states */
-  /* (fast-function ids: learnt by a run's start, or a dump's, ffid.h) */
-  ljp_cname_refresh(L);  /* the program's C functions' names: raw reads */
+  /* (fast-function ids and the program's C functions' names: learnt by a
+  ** run's start, or the first dump's, ffid.h; not here, where the walk of
+  ** package.loaded was repeated by the start: 0.12 M instructions) */
   lua_newtable(L);
   luaL_register(L, NULL, ljprof_funcs);
   luaL_register(L, NULL, ljp_spawn_funcs);  /* the command's (spawn.c) */

@@ -50,6 +50,7 @@ void ljp_vm_learn_start(int irmap)
       (S = ljp_own_newstate(NULL, NULL)) != NULL) {  /* never auto-profiled */
     int ff = !ljp_ffid_known();
     tries++;
+    lua_gc(S, LUA_GCSTOP, 0);
     if (ljp_vmprobe(S) && ljp_luastack_probe(S)) ljp_tracemem_probe(S);
     if (irmap && !ljp_irl.tried && ljp_tml.ok) ljp_irmap_probe(S);
     if (ff) ljp_ffid_learn_in(S);

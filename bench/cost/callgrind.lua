@@ -24,6 +24,7 @@ local NESTED = {
   probe_cfunc = true, probe_other = true, probe_hook = true,
   cframe_cf = true,                                  -- vmprobe.c
   tm_snap = true,                                    -- tracemem.c
+  probe_event = true,                                -- irmap.c
   interp_probe = true,                               -- unwind.c
   by_field = true,                                   -- lua_ljprof.c
   setmode_cp = true,                                 -- calls.c

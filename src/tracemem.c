@@ -12,9 +12,12 @@
 ** by PC the same way, by looking through the array.
 **
 ** Learning (ljp_tracemem_probe, once per process, in a Lua state of
-** ljprof's own): six loop functions of distinct chunks are compiled, each
+** ljprof's own): loop functions of distinct chunks are compiled, each
 ** into a root trace and a side trace (a branch that turns after 200 of 300
-** iterations). jit.attach's "start" events give each trace's function,
+** iterations), until a trace number reaches 8 (the array has grown from
+** 8) and at least two chunks ran, at most six; chunks 2.. are loaded from
+** a stripped dump of the first (no parse: 3k instructions a chunk, not
+** 22k; a stripped chunk takes the name it is loaded under). jit.attach's "start" events give each trace's function,
 ** start bytecode and parent, jit.util.tracemc its machine code. Then, with
 ** fault-safe reads:
 **   - the trace array's size is the one uint32 after G that is 8 after the

@@ -63,10 +63,16 @@ function M.shape(l)
   return l
 end
 
+-- A shape repeated on neighbouring kept lines counts once: how many lines
+-- of one shape a report has (G with v: one "Interpreted N" per group of
+-- stacks the interpreter was sampled in) depends on what was sampled.
 function M.shapes(s, keep)
   local r = {}
   for _, l in ipairs(M.lines(s)) do
-    if not keep or keep(l) then r[#r + 1] = M.shape(l) end
+    if not keep or keep(l) then
+      local sh = M.shape(l)
+      if sh ~= r[#r] then r[#r + 1] = sh end
+    end
   end
   return r
 end

@@ -11,7 +11,8 @@
 ** with no bytecode dispatched first: LuaJIT's count hook sits only in the
 ** dispatch of instructions, and a compiled loop calling C through
 ** stitched traces (trace end -> lj_vm_exit_interp -> the C function's
-** header -> lj_cont_stitch -> the next trace) dispatches none.
+** header -> lj_cont_stitch -> the next trace) dispatches none (not while
+** the program has a line hook: ljp_hook_arm).
 **
 ** Signal context may call ljp_hook_arm, ljp_hook_armed, ljp_hook_arm_safe
 ** and ljp_hook_rest (lua_gethook*, lua_sethook only: LuaJIT's luajit.c sets

@@ -68,11 +68,23 @@ int ljp_hook_armed(const ljp_hookst *h)
 ** trace (its BC_JLOOP code, not the dispatch table). Not under a program
 ** line hook: after a call hook LuaJIT clears the saved PC (lj_vm_callhook:
 ** "Invalidate for subsequent line hook"), so the program would get its
-** current line a second time (test_hooks: 5 in 120,005 line events). */
-void ljp_hook_arm(ljp_hookst *h)
+** current line a second time (test_hooks: 5 in 120,005 line events).
+** Only when asked (call): a tick in the interpreter meets the count hook
+** at its next bytecode anyway, and the call bit costs two rewrites of the
+** function headers' dispatch entries (lj_dispatch_update, ~800
+** instructions a sample: cost_gate's deepi). */
+static int call_bit(const ljp_hookst *h, int call)
+{
+  return h->counting || (call && !(h->user_mask & LUA_MASKLINE));
+}
+
+void ljp_hook_arm_for(ljp_hookst *h, int call)
 {
   lua_State *L = h->L;
-  if (!h->fn || ljp_hook_armed(h)) return;
+  if (!h->fn) return;
+  if (ljp_hook_armed(h) &&
+      (!call_bit(h, call) || (lua_gethookmask(L) & LUA_MASKCALL)))
+    return;
   if (lua_gethook(L) != h->fn) {
     h->user = lua_gethook(L);
     h->user_mask = h->user ? lua_gethookmask(L) : 0;
@@ -84,9 +96,10 @@ void ljp_hook_arm(ljp_hookst *h)
     h->user_left_saved = 1;
   }
   lua_sethook(L, h->fn, h->user_mask | LUA_MASKCOUNT |
-              (h->counting || !(h->user_mask & LUA_MASKLINE) ? LUA_MASKCALL
-                                                             : 0), 1);
+              (call_bit(h, call) ? LUA_MASKCALL : 0), 1);
 }
+
+void ljp_hook_arm(ljp_hookst *h) { ljp_hook_arm_for(h, 1); }
 
 /* LuaJIT's callhook() loads the hook mask, and some instructions later
 ** stores it back with the "hook active" bit set (a plain load/modify/

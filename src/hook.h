@@ -12,9 +12,10 @@
 ** dispatch of instructions, and a compiled loop calling C through
 ** stitched traces (trace end -> lj_vm_exit_interp -> the C function's
 ** header -> lj_cont_stitch -> the next trace) dispatches none (not while
-** the program has a line hook: ljp_hook_arm).
+** the program has a line hook, nor for a tick in the interpreter:
+** ljp_hook_arm_for).
 **
-** Signal context may call ljp_hook_arm, ljp_hook_armed, ljp_hook_arm_safe
+** Signal context may call ljp_hook_arm(_for), ljp_hook_armed, ljp_hook_arm_safe
 ** and ljp_hook_rest (lua_gethook*, lua_sethook only: LuaJIT's luajit.c sets
 ** a hook from its SIGINT handler). Everything else is normal context on the
 ** profiled thread, inside ljp_hook_enter/ljp_hook_leave when it changes the
@@ -88,6 +89,10 @@ int ljp_hook_armed(const ljp_hookst *h);
 /* Arm the safe point from the hook state as it is now (never a remembered
 ** flag); saves the program's hook when the installed one is not ours. */
 void ljp_hook_arm(ljp_hookst *h);
+/* The same, with the call bit only if call (a tick in the interpreter
+** needs none: its next bytecode comes first); an armed hook without the
+** call bit gets it when call asks. */
+void ljp_hook_arm_for(ljp_hookst *h, int call);
 /* May a signal that interrupted pc arm? Not inside LuaJIT's callhook
 ** window, where a lua_sethook is half undone (docs/design.md, "Signal
 ** handler"). */

@@ -105,6 +105,19 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
       return;
     }
     user_count_ev = !armed && ev == LUA_HOOKCOUNT;
+  } else if (h->held && ev == LUA_HOOKCALL &&
+             !(h->user_mask & LUA_MASKCALL)) {
+    /* Our count hook is held back while the recorder runs (hook.c,
+    ** ljp_hook_recording), and so is the safe point: our call bit is not
+    ** (no lua_sethook during a recording). The abort this call asked
+    ** for is taken back as in step 8; the next call or bytecode after the
+    ** recording is the safe point. */
+    if (rec && ljp_vm_jstate(ctx->vm_g) == js) {
+      ljp_vm_jstate_set(ctx->vm_g, js | LJP_JS_ACTIVE);
+      ctx->recorder_kept++;
+    }
+    ljp_gate_leave(&ctx->exit);
+    return;
   }
   t0 = ljp_now_ns();
   /* 1. The rest state back; remember where LuaJIT called us from. A call

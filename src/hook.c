@@ -7,8 +7,12 @@
 ** finalizers, hooks do not run inside hooks (LuaJIT issue 512), and the
 ** program may set its own hook at any time. The program's hook keeps
 ** working: it is saved when we arm, our hook is armed with the program's
-** mask plus LUA_MASKCOUNT, a program event that reaches our hook is
-** forwarded, and the rest state is put back before the hook returns. A
+** mask plus LUA_MASKCOUNT and LUA_MASKCALL (hook.h: the call bit is how a
+** compiled loop calling C through stitched traces reaches a safe point;
+** not under a program line hook, ljp_hook_arm), a
+** program event that reaches our hook is forwarded (a call event only when
+** the program's mask asks for it), and the rest state is put back before
+** the hook returns. A
 ** program count hook keeps its countdown across a sample when the VM
 ** probe located g->hookcount (else it restarts after each sample).
 **
@@ -55,11 +59,32 @@ int ljp_hook_armed(const ljp_hookst *h)
 }
 
 /* Our hook without the count bit (a mask written back by LuaJIT over ours,
-** or by the program) is re-armed. */
-void ljp_hook_arm(ljp_hookst *h)
+** or by the program) is re-armed. The call bit too: in LuaJIT the count
+** hook is reached only through the dispatch of an instruction
+** (lj_dispatch_update points the instruction entries at lj_vm_inshook, the
+** function headers' only at lj_vm_callhook, for a call mask), and a
+** stitched trace's end (lj_vm_exit_interp) dispatches the C function's
+** header, whose return goes through lj_cont_stitch straight to the next
+** trace (its BC_JLOOP code, not the dispatch table). Not under a program
+** line hook: after a call hook LuaJIT clears the saved PC (lj_vm_callhook:
+** "Invalidate for subsequent line hook"), so the program would get its
+** current line a second time (test_hooks: 5 in 120,005 line events).
+** Only when asked (call): a tick in the interpreter meets the count hook
+** at its next bytecode anyway, and the call bit costs two rewrites of the
+** function headers' dispatch entries (lj_dispatch_update, ~800
+** instructions a sample: cost_gate's deepi). */
+static int call_bit(const ljp_hookst *h, int call)
+{
+  return h->counting || (call && !(h->user_mask & LUA_MASKLINE));
+}
+
+void ljp_hook_arm_for(ljp_hookst *h, int call)
 {
   lua_State *L = h->L;
-  if (!h->fn || ljp_hook_armed(h)) return;
+  if (!h->fn) return;
+  if (ljp_hook_armed(h) &&
+      (!call_bit(h, call) || (lua_gethookmask(L) & LUA_MASKCALL)))
+    return;
   if (lua_gethook(L) != h->fn) {
     h->user = lua_gethook(L);
     h->user_mask = h->user ? lua_gethookmask(L) : 0;
@@ -71,8 +96,10 @@ void ljp_hook_arm(ljp_hookst *h)
     h->user_left_saved = 1;
   }
   lua_sethook(L, h->fn, h->user_mask | LUA_MASKCOUNT |
-              (h->counting ? LUA_MASKCALL : 0), 1);
+              (call_bit(h, call) ? LUA_MASKCALL : 0), 1);
 }
+
+void ljp_hook_arm(ljp_hookst *h) { ljp_hook_arm_for(h, 1); }
 
 /* LuaJIT's callhook() loads the hook mask, and some instructions later
 ** stores it back with the "hook active" bit set (a plain load/modify/
@@ -81,13 +108,20 @@ void ljp_hook_arm(ljp_hookst *h)
 ** stays in instruction-hook mode. The sample then waits for the next
 ** signal, and a program hook with a return mask but no line or count mask
 ** misses return events meanwhile. The window lies just before the return
-** address of the hook call, which the safe point learns; the next signal
-** arms instead. */
+** address of the hook call, which the safe point learns for each kind of
+** event (count and call: callhook may be inlined into both callers); the
+** next signal arms instead. */
+static int outside(uintptr_t ret, uintptr_t pc)
+{
+  return !ret || pc + 256 <= ret || pc >= ret + 64;
+}
+
 int ljp_hook_arm_safe(const ljp_hookst *h, uintptr_t pc)
 {
-  uintptr_t ret = atomic_load_explicit(&h->callhook_ret,
-                                       memory_order_relaxed);
-  return !ret || pc + 256 <= ret || pc >= ret + 64;
+  return outside(atomic_load_explicit(&h->callhook_ret[0],
+                                      memory_order_relaxed), pc) &&
+         outside(atomic_load_explicit(&h->callhook_ret[1],
+                                      memory_order_relaxed), pc);
 }
 
 /* The rest state back. lua_sethook restarts the program's count hook
@@ -118,7 +152,9 @@ void ljp_hook_rest(ljp_hookst *h) { rest(h, 0); }
 
 void ljp_hook_safepoint(ljp_hookst *h, uintptr_t ret, int ev)
 {
-  atomic_store_explicit(&h->callhook_ret, ret, memory_order_relaxed);
+  if (ev == LUA_HOOKCOUNT || ev == LUA_HOOKCALL)
+    atomic_store_explicit(&h->callhook_ret[ev == LUA_HOOKCALL], ret,
+                          memory_order_relaxed);
   rest(h, ev == LUA_HOOKCOUNT);
 }
 
@@ -149,7 +185,7 @@ void ljp_hook_settle(ljp_hookst *h)
 /* A signal may have armed us again since the rest state was put back:
 ** then the program's hook is the one the handler saved, and the event
 ** must still reach it. */
-void ljp_hook_forward(ljp_hookst *h, lua_State *L, lua_Debug *ar, int ev)
+int ljp_hook_forward(ljp_hookst *h, lua_State *L, lua_Debug *ar, int ev)
 {
   lua_Hook fn;
   int mask;
@@ -161,7 +197,9 @@ void ljp_hook_forward(ljp_hookst *h, lua_State *L, lua_Debug *ar, int ev)
     mask = h->user_mask;
   }
   ljp_hook_leave(h);
-  if (fn && (mask & (1 << ev))) fn(L, ar);
+  if (!fn || !(mask & (1 << ev))) return 0;
+  fn(L, ar);
+  return 1;
 }
 
 /* The program's hook is whatever is installed unless it is ours; then ours

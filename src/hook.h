@@ -6,9 +6,16 @@
 ** samples the program's hook is installed ("rest"), or, while calls are
 ** counted, ljprof's hook with the program's mask plus LUA_MASKCALL. A
 ** sample arms ljprof's hook with the count bit and count 1, so that it
-** fires at the next interpreted bytecode (the safe point).
+** fires at the next interpreted bytecode (the safe point), and with the
+** call bit, so that it also fires when the interpreter enters a function
+** with no bytecode dispatched first: LuaJIT's count hook sits only in the
+** dispatch of instructions, and a compiled loop calling C through
+** stitched traces (trace end -> lj_vm_exit_interp -> the C function's
+** header -> lj_cont_stitch -> the next trace) dispatches none (not while
+** the program has a line hook, nor for a tick in the interpreter:
+** ljp_hook_arm_for).
 **
-** Signal context may call ljp_hook_arm, ljp_hook_armed, ljp_hook_arm_safe
+** Signal context may call ljp_hook_arm(_for), ljp_hook_armed, ljp_hook_arm_safe
 ** and ljp_hook_rest (lua_gethook*, lua_sethook only: LuaJIT's luajit.c sets
 ** a hook from its SIGINT handler). Everything else is normal context on the
 ** profiled thread, inside ljp_hook_enter/ljp_hook_leave when it changes the
@@ -45,8 +52,10 @@ typedef struct ljp_hookst {
   volatile sig_atomic_t counting;  /* calls are counted: call mask kept */
   int held;                 /* our armed hook held back while recording */
   /* Return address of the hook call inside LuaJIT's callhook, learnt at
-  ** each safe point (ljp_hook_arm_safe). */
-  _Atomic uintptr_t callhook_ret;
+  ** each safe point (ljp_hook_arm_safe), one per kind of event: [0] a
+  ** count event (lj_dispatch_ins), [1] a call event (lj_dispatch_call);
+  ** the compiler may inline callhook into each. */
+  _Atomic uintptr_t callhook_ret[2];
 } ljp_hookst;
 
 /* Set up for state L, whose samples wait in ring (normal context). The
@@ -80,6 +89,10 @@ int ljp_hook_armed(const ljp_hookst *h);
 /* Arm the safe point from the hook state as it is now (never a remembered
 ** flag); saves the program's hook when the installed one is not ours. */
 void ljp_hook_arm(ljp_hookst *h);
+/* The same, with the call bit only if call (a tick in the interpreter
+** needs none: its next bytecode comes first); an armed hook without the
+** call bit gets it when call asks. */
+void ljp_hook_arm_for(ljp_hookst *h, int call);
 /* May a signal that interrupted pc arm? Not inside LuaJIT's callhook
 ** window, where a lua_sethook is half undone (docs/design.md, "Signal
 ** handler"). */
@@ -108,8 +121,9 @@ void ljp_hook_disarm(ljp_hookst *h);
 ** abort its trace). A signal that arrives after this arms by itself. */
 void ljp_hook_settle(ljp_hookst *h);
 /* Forward a program event (LUA_HOOK*) that reached our hook to the
-** program's hook, if its mask asks for it. */
-void ljp_hook_forward(ljp_hookst *h, lua_State *L, lua_Debug *ar, int ev);
+** program's hook, if its mask asks for it. 1: the program's hook was
+** called; 0: the event was ljprof's alone (a call event of the arming). */
+int ljp_hook_forward(ljp_hookst *h, lua_State *L, lua_Debug *ar, int ev);
 /* Counting calls: save the program's hook and install the counting rest
 ** state (start), or put the program's hook back (stop). */
 void ljp_hook_count_calls(ljp_hookst *h, int on);

@@ -137,6 +137,9 @@ struct ljp_ctx {
 
   /* Safe point and aggregation (normal context). */
   int in_safepoint, stop_requested;
+  int sp_callee;            /* this safe point is a call event entering a
+                               C function: live level 0 has not run yet
+                               (safepoint.c sets it, luaframes.c reads) */
   uint64_t sig_checked_ns;  /* last check that the signal is still ours */
   uint64_t sig_ticks, sig_clock_ns; /* ticks and run clock then */
   uint64_t sig_sent;         /* and the timer thread's ticks sent */

@@ -50,12 +50,16 @@ _Static_assert(LJP_VM_NATIVE_MAX == LJP_NATIVE_MAX,
 **       linked to it, returned from it before the exit), the sample takes
 **       the key of the trace's last sample that did find it; failing
 **       that, the function is put on top of the stack. A side trace that
-**       left its start function keeps the safe-point stack. */
+**       left its start function keeps the safe-point stack.
+** At a safe point that is a call event entering a C function
+** (ctx->sp_callee), live level 0 is that function, which has not run yet:
+** the stack starts below it. */
 static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
                      ljp_leaf *lf)
 {
   const ljp_trinfo *ti;
   memset(lf, 0, sizeof(*lf));
+  lf->skip = ctx->sp_callee ? 1 : 0;
   if (r->vmstate == 'C' && r->cfunc) {
     /* A C function with no name yet: package.loaded is looked through
     ** once for it (a module loaded after the start). */
@@ -71,7 +75,8 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
     lf->line = ti->line;
     /* A trace runs in the top few frames: look at most 32 levels deep
     ** (each lua_getstack walks from the top). */
-    for (level = 0; level < 32 && lua_getstack(L, level, &ar); level++) {
+    for (level = lf->skip; level < 32 && lua_getstack(L, level, &ar);
+         level++) {
       lua_getinfo(L, "S", &ar);
       if (ar.linedefined == ti->linedefined && ar.source &&
           !strcmp(ar.source, ti->source)) {

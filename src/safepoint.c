@@ -4,8 +4,10 @@
 ** (signal.c, api.c, lua_ljprof.c) look up a context.
 **
 **   ljp_hook            the Lua hook: a sample's safe point (armed by the
-**                       signal handler through hook.c), and, while calls are
-**                       counted, every call event
+**                       signal handler through hook.c: the next bytecode
+**                       dispatched or the next function entered, whichever
+**                       comes first), and, while calls are counted, every
+**                       call event
 **   ljp_trace_event     the jit.attach "trace" handler (traces.c installs
 **                       it and keeps what it learns)
 **   ljp_exit_event      the jit.attach "texit" handler, LJPROF_STACKS=check
@@ -103,13 +105,31 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
       return;
     }
     user_count_ev = !armed && ev == LUA_HOOKCOUNT;
+  } else if (h->held && ev == LUA_HOOKCALL &&
+             !(h->user_mask & LUA_MASKCALL)) {
+    /* Our count hook is held back while the recorder runs (hook.c,
+    ** ljp_hook_recording), and so is the safe point: our call bit is not
+    ** (no lua_sethook during a recording). The abort this call asked
+    ** for is taken back as in step 8; the next call or bytecode after the
+    ** recording is the safe point. */
+    if (rec && ljp_vm_jstate(ctx->vm_g) == js) {
+      ljp_vm_jstate_set(ctx->vm_g, js | LJP_JS_ACTIVE);
+      ctx->recorder_kept++;
+    }
+    ljp_gate_leave(&ctx->exit);
+    return;
   }
   t0 = ljp_now_ns();
-  /* 1. The rest state back; remember where LuaJIT called us from. */
+  /* 1. The rest state back; remember where LuaJIT called us from. A call
+  ** event (the arming's call bit: how a compiled loop calling C through
+  ** stitched traces reaches a safe point, hook.c) entering a C function:
+  ** that function has not run yet, the records' stacks start below it. */
   ljp_hook_enter(h);
   ljp_hook_safepoint(h, (uintptr_t)__builtin_return_address(0), ev);
   ctx->in_safepoint = 1;
   ctx->safepoints++;
+  ctx->sp_callee = ev == LUA_HOOKCALL && lua_getinfo(L, "S", ar) &&
+                   ar->what && ar->what[0] == 'C';
   if (!ljp_vm_jstate_known() && !h->recording)
     ljp_vm_learn_jstate(ctx->vm_g, LJP_JS_IDLE);
   /* 2. Complete every pending record with this stack (first, in
@@ -121,6 +141,7 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
     ctx->snap_learn = 0;
     ljp_vm_learn_snapshots();
   }
+  ctx->sp_callee = 0;
   ljp_hook_leave(h);
   ctx->complete_ns += ljp_now_ns() - t0;
   /* 3. The sampling signal still ours (every 100 ms)? Aggregate past the
@@ -150,14 +171,16 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   if (ctx->exit.signal) ljp_exit_handover(ctx);  /* does not return */
   /* 7. A program event that arrived while we were armed, or the
   ** program's count event that came due during the sample: that hook
-  ** call would have aborted a recording without ljprof too. */
+  ** call would have aborted a recording without ljprof too. A call
+  ** event the program's mask does not ask for was ours alone. */
   if (ev != LUA_HOOKCOUNT || user_count_ev || ljp_hook_take_due(h)) {
-    ljp_hook_forward(h, L, ar, ev);
-    return;
+    if (ljp_hook_forward(h, L, ar, ev) || ev != LUA_HOOKCALL)
+      return;
   }
   /* 8. Our own safe point came inside a trace recording (armed in a
   ** trace whose exit then started a side trace, before any bytecode
-  ** ran): the abort its call asked for is taken back, if the state is
+  ** ran, or a function header it recorded): the abort its call asked
+  ** for is taken back, if the state is
   ** still exactly as the hook call left it, i.e. nothing since (no Lua
   ** code: no callback, no finalizer) has made the recorder act on it.
   ** The recorder then goes on as if no hook had been called; ljprof

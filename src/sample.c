@@ -236,7 +236,7 @@ arm:
   ** cover the start of a trace, before its "start" event. */
   if (!ctx->hook.busy && !ctx->hook.recording && ctx->state == LJP_RUNNING &&
       vm != 'J' && jit_idle(ctx) && ljp_hook_arm_safe(&ctx->hook, pc))
-    ljp_hook_arm(&ctx->hook);
+    ljp_hook_arm_for(&ctx->hook, vm != 'I');  /* (the call bit: hook.c) */
   atomic_fetch_add_explicit(&ctx->handler_ns, ljp_now_ns() - t0,
                             memory_order_relaxed);
 }

@@ -37,6 +37,15 @@
 ** many as the IR's PROF instructions (opcode from jit.vmdef), all with
 ** one displacement. A bad read finds a count that differs: not used.
 **
+** Lines (ljp_ts_code_pc, luaframes.c caches it per trace and snapshot):
+** the bytecode a snapshot's code was recorded from, where its PC is
+** another (a comparison's: the branch not taken; a for loop's check: the
+** loop's other way; a function's entry: its header). Normal context, the
+** trace alive: at most 64 IR instructions from the snapshot's reference
+** and the prototype's bytecode, bounded by its count; bytecode and IR
+** opcodes by name from jit.vmdef (ljp_ts_learn_ops, with the layouts).
+** A bad read gives a wrong line, never a read outside those bounds.
+**
 ** Signal context, one function (vm.h: ljp_vm_trace_span): for a tick
 ** merged on a full ring, the code span of the snapshot holding its PC in
 ** the trace it runs in, a binary search of at most 16 plain reads of

@@ -71,8 +71,16 @@ static void leaf_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
                           ? r->lua[0].kind : 0;
   } else if (r->vmstate == 'N' && (ti = ljp_trace_info(ctx, L, r->trace))) {
     lua_Debug ar;
-    int level;
+    int level, k;
     lf->line = ti->line;
+    /* The line of the trace's base frame at the sample (inline_frames:
+    ** its snapshot's or the record map's), else the trace's start. */
+    for (k = 0; k < r->nlua && r->lua[k].inl; k++) {}
+    if (k < r->nlua && r->lua[k].kind == 0 && r->lua[k].pc && ti->bc &&
+        r->lua[k].bc == ti->bc) {
+      int line = ljp_luastack_line_pc(ti->bc, r->lua[k].pc);
+      if (line > 0) lf->line = line;
+    }
     /* A trace runs in the top few frames: look at most 32 levels deep
     ** (each lua_getstack walks from the top). */
     for (level = lf->skip; level < 32 && lua_getstack(L, level, &ar);
@@ -188,10 +196,20 @@ typedef struct funcent {
   uint32_t fid, func;
 } funcent;
 
+/* The PC of the code that follows a snapshot, for its innermost frame
+** (tracesnap.h: ljp_ts_code_pc), by trace object, machine code, snapshot
+** and the PC the snapshot holds. */
+#define CODEPC_CACHE 256
+typedef struct codepcent {
+  uintptr_t T, mcode, pc, code;
+  int32_t sn;
+} codepcent;
+
 struct ljp_namecache {
   protoent proto[PROTO_CACHE];
   nameent name[NAME_CACHE];
   profent *prof;                   /* [PROF_CACHE], inline=exact only */
+  codepcent *codepc;               /* [CODEPC_CACHE], at the first use */
   unsigned prof_next;
   levelent level[LEVEL_CACHE];
   retent ret[RET_CACHE];
@@ -211,7 +229,10 @@ static struct ljp_namecache *caches(ljp_ctx *ctx)
 
 void ljp_frames_reset(ljp_ctx *ctx)
 {
-  if (ctx->namecache) free(ctx->namecache->prof);
+  if (ctx->namecache) {
+    free(ctx->namecache->prof);
+    free(ctx->namecache->codepc);
+  }
   free(ctx->namecache);  /* its text ids belong to the store */
   ctx->namecache = NULL;
   ctx->own_frame = 0;
@@ -737,13 +758,16 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
   } else {
     lf->nsyn = top;
   }
-  if (lf->nsyn == 0 && top == 0 && runs_trace_start(ti, &r->lua[0])) {
-    lf->line = ti->line;            /* the trace's start line */
-  } else if (top < n && r->lua[top].kind == 0 && r->lua[top].pc) {
+  if (top < n && r->lua[top].kind == 0 && r->lua[top].pc) {
     /* The innermost live frame shown: where it was at the signal (it
-    ** may have moved on since its callee returned). */
+    ** may have moved on since its callee returned), or in a trace the
+    ** line its snapshot or record map gave (inline_frames). */
     int line = ljp_luastack_line(r->lua[top].fn, r->lua[top].pc);
     if (line > 0) lf->line = line;
+    else if (lf->nsyn == 0 && top == 0 && runs_trace_start(ti, &r->lua[0]))
+      lf->line = ti->line;
+  } else if (lf->nsyn == 0 && top == 0 && runs_trace_start(ti, &r->lua[0])) {
+    lf->line = ti->line;            /* the trace's start line */
   }
   return 0;
 }
@@ -1031,6 +1055,32 @@ static const profent *prof_sites(ljp_ctx *ctx, uintptr_t T)
   return e->n >= 0 ? e : NULL;
 }
 
+/* The PC of the code that follows snapshot sn of trace T, for its
+** innermost frame (function fn, the snapshot's PC pc): tracesnap.h's
+** ljp_ts_code_pc, cached. */
+static uintptr_t code_pc(ljp_ctx *ctx, uintptr_t T, int sn, uintptr_t fn,
+                         uintptr_t pc)
+{
+  struct ljp_namecache *c = caches(ctx);
+  uintptr_t mc;
+  codepcent *e;
+  if (sn <= 0 || !pc) return pc;
+  if (!c || (!c->codepc &&
+             !(c->codepc = calloc(CODEPC_CACHE, sizeof(*c->codepc)))))
+    return ljp_ts_code_pc(T, sn, ljp_fn_bc(fn), pc);
+  mc = *(const uintptr_t *)(T + (uintptr_t)ljp_tml.t_mcode);
+  e = &c->codepc[(ljp_hash_addr(T ^ mc) + (uint32_t)sn * 0x9e3779b1u) &
+                 (CODEPC_CACHE - 1)];
+  if (e->T != T || e->mcode != mc || e->sn != sn || e->pc != pc) {
+    e->T = T;
+    e->mcode = mc;
+    e->sn = sn;
+    e->pc = pc;
+    e->code = ljp_ts_code_pc(T, sn, ljp_fn_bc(fn), pc);
+  }
+  return e->code;
+}
+
 /* The frames a trace had inlined where record r's time was spent (the
 ** snapshot whose code holds its PC, or for a C function called from trace
 ** code the return address into it: tracesnap.h's rules), put above the
@@ -1043,11 +1093,11 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
   ljp_tsframe f[LJP_TS_MAX];
   uintptr_t basepc = 0, mpc = r->pc;
   const profent *pe;
-  int n, i, keep, est, recorded;
+  int n, i, keep, est, recorded, sn = -1;
+  int off = ctx->opt.inline_frames == LJPROF_INLINE_OFF;
   /* LJPROF_INLINE=certain|split: other rules, for measurements */
   static _Atomic int certain = -1, split = -1;
-  if (!r->tobj || !r->nlua || r->lua[0].kind != 0 || r->lua[0].inl ||
-      ctx->opt.inline_frames == LJPROF_INLINE_OFF)
+  if (!r->tobj || !r->nlua || r->lua[0].kind != 0 || r->lua[0].inl)
     return;
   if (!ljp_tsl.ok) {            /* learnt after this safe point, once */
     if (!ljp_tsl.tried) ctx->snap_learn = 1;
@@ -1068,20 +1118,30 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
   recorded = n >= 0;
   if (!recorded) n = ljp_ts_sample_frames(r->tobj, mpc,
                      ctx->jitmode_on ? LJP_TS_EXACT
+                     : off ? LJP_TS_OWN
                      : ljp_env_is(&certain, "LJPROF_INLINE", "certain")
                          ? LJP_TS_CERTAIN
                      : ljp_env_is(&split, "LJPROF_INLINE", "split")
                          ? LJP_TS_SPLIT : LJP_TS_OWN,
                      f, LJP_TS_MAX, &basepc, &est,
-                     pe ? pe->ofs : NULL, pe ? pe->n : -1);
+                     pe ? pe->ofs : NULL, pe ? pe->n : -1, &sn);
   /* The frames join the captured base frame only where the snapshot's
   ** base PC lies in its function (a check: the capture's base is the
   ** trace's, but for a linking trace's last bytes, tracesnap.c). */
   if (n < 0 || (basepc && !ljp_ts_pc_in(r->lua[0].bc, basepc))) {
-    ctx->inline_undecoded++;
+    if (!off) ctx->inline_undecoded++;
     return;
   }
+  /* Lines: the innermost frame's PC from a snapshot is where an exit
+  ** would resume; the code that follows was recorded from another
+  ** bytecode after a comparison, a loop's check or a function's entry.
+  ** (The record map's PCs are the recorded bytecodes' own.) */
+  if (!recorded && sn > 0) {
+    if (n) f[0].pc = code_pc(ctx, r->tobj, sn, f[0].fn, f[0].pc);
+    else if (basepc) basepc = code_pc(ctx, r->tobj, sn, r->lua[0].fn, basepc);
+  }
   if (!r->lua[0].pc) r->lua[0].pc = basepc;
+  if (off) return;          /* inline=off: the line only, no frames */
   if (!n) return;
   keep = r->nlua;
   if (keep + n > LJP_LUA_MAX) {        /* the outermost captured ones go */

@@ -61,8 +61,9 @@ static inline int host_tick(uintptr_t g, int vm, uintptr_t pc, int peek)
 }
 
 /* A tick that a full ring merges (rec: the scratch record, filled): in a
-** trace whose inlined frames the safe point decodes (luaframes.c), the
-** code whose samples get the same frames as its own (vm.h:
+** trace whose inlined frames (or with inline=off, its base frame's line)
+** the safe point decodes (luaframes.c), the code whose samples get the
+** same frames as its own (vm.h:
 ** ljp_vm_trace_span: its snapshot's; its PC alone in inline=exact, where
 ** the checks inside a snapshot's code also count), so that it joins only
 ** a record whose PC lies there (ring.h); sp->span[1] 0: no rule.
@@ -73,9 +74,7 @@ static inline void inline_span(ljp_ctx *ctx, const ljp_record *rec,
 {
   uintptr_t k;
   sp->span[1] = 0;
-  if (rec->vmstate != 'N' || !rec->tobj || !rec->nlua ||
-      ctx->opt.inline_frames == LJPROF_INLINE_OFF)
-    return;
+  if (rec->vmstate != 'N' || !rec->tobj || !rec->nlua) return;
   if (ljp_vm_trace_span(rec->tobj, rec->pc, sp->code, sp->span) < 0 &&
       (!rec->tret || ljp_vm_trace_span(rec->tobj, rec->tret - 1, sp->code,
                                        sp->span) < 0)) {

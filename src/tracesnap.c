@@ -37,6 +37,15 @@
 ** many as the IR's PROF instructions (opcode from jit.vmdef), all with
 ** one displacement. A bad read finds a count that differs: not used.
 **
+** Lines (ljp_ts_code_pc, luaframes.c caches it per trace and snapshot):
+** the bytecode a snapshot's code was recorded from, where its PC is
+** another (a comparison's: the branch not taken; a for loop's check: the
+** loop's other way; a function's entry: its header). Normal context, the
+** trace alive: at most 64 IR instructions from the snapshot's reference
+** and the prototype's bytecode, bounded by its count; bytecode and IR
+** opcodes by name from jit.vmdef (ljp_ts_learn_ops, with the layouts).
+** A bad read gives a wrong line, never a read outside those bounds.
+**
 ** Signal context, one function (vm.h: ljp_vm_trace_span): for a tick
 ** merged on a full ring, the code span of the snapshot holding its PC in
 ** the trace it runs in, a binary search of at most 16 plain reads of
@@ -245,6 +254,165 @@ int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
   return n;
 }
 
+/* -- The bytecode a snapshot's code comes from (lines) ----------------------- */
+
+/* Opcode kinds, learnt by name from jit.vmdef (ljp_ts_learn_ops). */
+#define BCK_CMP 1        /* ISLT ISGE ISLE ISGT */
+#define BCK_EQ 2         /* ISEQV ISNEV ISEQS ISNES ISEQN ISNEN ISEQP ISNEP */
+#define BCK_JMP 3
+#define BCK_FORI 4       /* FORI JFORI: D jumps to the loop's exit */
+#define BCK_FORL 5       /* FORL IFORL JFORL */
+#define BCK_FUNC 6       /* a prototype's header: FUNCF FUNCV IFUNCF ... */
+#define IRK_CMP 1        /* LT GE LE GT ULT UGE ULE UGT */
+#define IRK_EQ 2         /* EQ NE */
+#define IRT_GUARD 0x80   /* the IR type byte's guard flag */
+static uint8_t bckind[256], irkind[256];
+static int ops_ok;       /* (set once, after the tables: release) */
+
+static int kind_of(const char *names, size_t len, const char *const *set,
+                   uint8_t *out, uint8_t kind)
+{
+  int n = 0;
+  for (; *set; set++) {
+    size_t i, k = strlen(*set);
+    for (i = 0; i + 6 <= len; i += 6)
+      if (!memcmp(names + i, *set, k) &&
+          (k == 6 || names[i + k] == ' ')) {
+        out[i / 6] = kind;
+        n++;
+        break;
+      }
+  }
+  return n;
+}
+
+int ljp_ts_learn_ops(lua_State *S)
+{
+  static const char chunk[] =
+    "local ok, v = pcall(require, 'jit.vmdef')\n"
+    "if not ok or type(v) ~= 'table' or type(v.bcnames) ~= 'string' or\n"
+    "   type(v.irnames) ~= 'string' then return nil end\n"
+    "return v.bcnames, v.irnames\n";
+  static const char *const cmp[] = {"ISLT", "ISGE", "ISLE", "ISGT", NULL};
+  static const char *const eq[] = {"ISEQV", "ISNEV", "ISEQS", "ISNES", "ISEQN",
+                                   "ISNEN", "ISEQP", "ISNEP", NULL};
+  static const char *const jmp[] = {"JMP", NULL};
+  static const char *const fori[] = {"FORI", "JFORI", NULL};
+  static const char *const forl[] = {"FORL", "IFORL", "JFORL", NULL};
+  static const char *const func[] = {"FUNCF", "IFUNCF", "JFUNCF", "FUNCV",
+                                     "IFUNCV", "JFUNCV", NULL};
+  static const char *const ircmp[] = {"LT", "GE", "LE", "GT", "ULT", "UGE",
+                                      "ULE", "UGT", NULL};
+  static const char *const ireq[] = {"EQ", "NE", NULL};
+  int top = lua_gettop(S), ok;
+  size_t bl = 0, il = 0;
+  const char *bn, *in;
+  if (__atomic_load_n(&ops_ok, __ATOMIC_ACQUIRE)) return 1;
+  ok = !luaL_loadstring(S, chunk) && !lua_pcall(S, 0, 2, 0) &&
+       (bn = lua_tolstring(S, top + 1, &bl)) != NULL &&
+       (in = lua_tolstring(S, top + 2, &il)) != NULL &&
+       bl % 6 == 0 && il % 6 == 0 && bl / 6 <= 256 && il / 6 <= 256;
+  if (ok) {
+    memset(bckind, 0, sizeof(bckind));
+    memset(irkind, 0, sizeof(irkind));
+    ok = kind_of(bn, bl, cmp, bckind, BCK_CMP) == 4 &&
+         kind_of(bn, bl, eq, bckind, BCK_EQ) == 8 &&
+         kind_of(bn, bl, jmp, bckind, BCK_JMP) == 1 &&
+         kind_of(bn, bl, fori, bckind, BCK_FORI) == 2 &&
+         kind_of(bn, bl, forl, bckind, BCK_FORL) == 3 &&
+         kind_of(bn, bl, func, bckind, BCK_FUNC) == 6 &&
+         kind_of(in, il, ircmp, irkind, IRK_CMP) == 8 &&
+         kind_of(in, il, ireq, irkind, IRK_EQ) == 2;
+  }
+  lua_settop(S, top);
+  if (ok) __atomic_store_n(&ops_ok, 1, __ATOMIC_RELEASE);
+  return ok;
+}
+
+/* The kind of the first guard of snapshot sn's instructions (IRK_*), 0
+** when it is no comparison or there is none before the next snapshot. */
+static int first_guard(uintptr_t T, int sn)
+{
+  uintptr_t snap = ld64(T + (uintptr_t)ljp_tsl.t_snap);
+  uintptr_t ir = ld64(T + (uintptr_t)ljp_tsl.t_ir);
+  int nsnap = ld16(T + (uintptr_t)ljp_tsl.t_nsnap);
+  uint32_t ref = ld16(snap + (uintptr_t)sn * SNAPSZ + 4), end;
+  if (sn + 1 < nsnap) end = ld16(snap + (uintptr_t)(sn + 1) * SNAPSZ + 4);
+  else if (ljp_tsl.t_nins >= 0) end = ld32(T + (uintptr_t)ljp_tsl.t_nins);
+  else return 0;
+  if (ref <= REF_BIAS || end < ref) return 0;
+  if (end > ref + 64) end = ref + 64;    /* (bounded) */
+  for (; ref < end; ref++) {
+    uint16_t ot = ld16(ir + 8u * ref + 4);
+    if (ot & IRT_GUARD) return irkind[ot >> 8];
+  }
+  return 0;
+}
+
+static inline int bcop(uintptr_t p) { return ld32(p) & 0xff; }
+/* A jump's target: D (biased by 0x8000) instructions after the next one. */
+static inline uintptr_t bcjump(uintptr_t p)
+{
+  return p + 4 + 4 * (uintptr_t)(intptr_t)((int32_t)(ld32(p) >> 16) - 0x8000);
+}
+
+uintptr_t ljp_ts_code_pc(uintptr_t T, int sn, uintptr_t bc, uintptr_t pc)
+{
+  uintptr_t npc = pc - 4, end, p, got = 0, at = 0;
+  uint32_t nbc;
+  int g, n = 0, lines = 1, ats = 1;
+  if (!__atomic_load_n(&ops_ok, __ATOMIC_ACQUIRE) || !ljp_tsl.ok || !T ||
+      sn <= 0 || sn >= ld16(T + (uintptr_t)ljp_tsl.t_nsnap) ||
+      !ljp_ts_pc_in(bc, pc))
+    return pc;
+  nbc = ld32(bc - (uintptr_t)ljp_tml.pt_size + (uintptr_t)ljp_tsl.pt_sizebc);
+  end = bc + 4u * (uintptr_t)nbc;
+  /* A function's entry (LuaJIT's profiling mode): its body follows. */
+  if (npc == bc) return bckind[bcop(bc)] == BCK_FUNC && nbc > 1 ? pc + 4 : pc;
+  if (!(g = first_guard(T, sn))) return pc;
+  /* A for loop's check holds the loop's other way: entering or going
+  ** round, the exit (after the loop's FORL), whose code is the body's,
+  ** after its FORI (that jumps to the exit); leaving, the body (after
+  ** the FORI), whose code is the exit's. */
+  if (g == IRK_CMP && bckind[bcop(npc - 4)] == BCK_FORL) {
+    for (p = bc + 4; p + 4 < npc; p += 4)
+      if (bckind[bcop(p)] == BCK_FORI && bcjump(p) == npc) return p + 8;
+    return pc;
+  }
+  if (g == IRK_CMP && bckind[bcop(npc - 4)] == BCK_FORI) {
+    p = bcjump(npc - 4);
+    return p > bc && p < end ? p + 4 : pc;
+  }
+  /* A comparison, then its jump: npc is the target of the branch not
+  ** taken, the fall-through or the jump's. Every such comparison of the
+  ** prototype is a candidate (several may share a target: `a and b`); the
+  ** other target of each is the taken branch. */
+  for (p = bc + 4; p + 4 < end; p += 4) {
+    int k = bckind[bcop(p)];
+    uintptr_t t;
+    if (!((k == BCK_CMP && g == IRK_CMP) || (k == BCK_EQ && g == IRK_EQ)) ||
+        bckind[bcop(p + 4)] != BCK_JMP)
+      continue;
+    if (p + 8 == npc) t = bcjump(p + 4);
+    else if (bcjump(p + 4) == npc) t = p + 8;
+    else continue;
+    if (t < bc + 4 || t >= end) continue;
+    if (n++ == 0) {
+      got = t;
+      at = p;
+    } else {
+      lines &= ljp_luastack_line_pc(bc, t + 4) ==
+               ljp_luastack_line_pc(bc, got + 4);
+      ats &= ljp_luastack_line_pc(bc, p + 4) ==
+             ljp_luastack_line_pc(bc, at + 4);
+    }
+  }
+  if (!n) return pc;
+  if (lines) return got + 4;           /* the taken branch */
+  if (ats) return at + 4;              /* unsure which: the comparison */
+  return pc;
+}
+
 /* -- Function-change checks (inline=exact) --------------------------------- */
 
 int ljp_ts_op_prof = -1;
@@ -318,13 +486,14 @@ static int is_ret(uint32_t op)
 
 int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
                    int max, uintptr_t *basepc, int *estimated,
-                   const uint16_t *prof, int nprof)
+                   const uint16_t *prof, int nprof, int *psn)
 {
   ljp_tsframe nx[LJP_TS_MAX];
   uintptr_t npc, mc, snap;
   uint32_t lo, hi;
   int sn = ljp_ts_snapno(T, mpc), nsnap, na, nb, k, second;
   *estimated = 0;
+  *psn = sn;
   if (sn < 0) return -1;
   /* A trace that links to another with a higher base ends with BASE and
   ** jit_base moved to the last snapshot's innermost frame, then the jump:
@@ -363,6 +532,7 @@ int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
         if (nb >= 0 && nb <= max) {
           memcpy(out, nx, (size_t)nb * sizeof(out[0]));
           *basepc = npc;
+          *psn = sn + 1;
           return nb;
         }
       }
@@ -374,6 +544,7 @@ int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
     if (na > 0 && is_ret(ld32(out[0].pc - 4) & 0xff)) {
       memmove(out, out + 1, (size_t)(na - 1) * sizeof(out[0]));
       na--;
+      *psn = -1;                  /* (the caller's PC: its frame link) */
     }
     return na;
   }
@@ -408,6 +579,7 @@ int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
     if (nb > max) return -1;
     memcpy(out, nx, (size_t)nb * sizeof(out[0]));
     *basepc = npc;
+    *psn = sn + 1 < nsnap ? sn + 1 : 0;
     return nb;
   }
   return na;

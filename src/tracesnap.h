@@ -110,7 +110,35 @@ int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
 #define LJP_TS_CERTAIN 3
 int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
                    int max, uintptr_t *basepc, int *estimated,
-                   const uint16_t *prof, int nprof);
+                   const uint16_t *prof, int nprof, int *psn);
+/* (*psn: the snapshot whose PC the innermost frame got, for
+** ljp_ts_code_pc; -1 when that PC is a frame link.) */
+
+/* Lines. A snapshot's PC is where the interpreter resumes when the trace
+** exits through it, which is not always the bytecode its code was
+** recorded from: a comparison's guard holds the target of the branch
+** the trace did NOT take (lj_record.c, rec_comp_fixup: an exit resumes
+** there, and a side trace records it), a for loop's check the loop's
+** other way (rec_for: the exit while the trace goes round), and in
+** LuaJIT's profiling mode a snapshot at a function's entry its header
+** (the function's first line). ljp_ts_code_pc: for snapshot sn of trace
+** T (alive) whose innermost frame's prototype starts at bc and whose PC
+** is pc (frame-link meaning), the PC (same meaning) of the code that
+** follows it: a header's, the function's first instruction; a loop
+** check entering or going round, the loop's body; leaving, its exit; a
+** comparison (its snapshot's first guard a comparison of the same kind,
+** and pc the target of a comparison's jump or its fall-through), the
+** other target, the branch taken (several comparisons sharing the
+** target: the one line their taken branches share, else the one line
+** they lie on, else pc). Anything else, snapshot 0 (a side trace's starts
+** where its parent's exit resumes) and unlearnt opcodes: pc unchanged.
+** Reads the trace's IR from the snapshot's reference to the next one's
+** (at most 64) and the prototype's bytecode (the caller caches it per
+** trace and snapshot). Normal context. ljp_ts_learn_ops: the opcodes, by
+** their names in jit.vmdef (S: a state of ljprof's own), once per
+** process; 0 when not learnt. */
+uintptr_t ljp_ts_code_pc(uintptr_t T, int sn, uintptr_t bc, uintptr_t pc);
+int ljp_ts_learn_ops(lua_State *S);
 
 /* LuaJIT's profiling mode (inline=exact, jitmode.c) checks at each change
 ** of function (IR PROF: test byte [DISPATCH + d32], HOOK_PROFILE; jnz

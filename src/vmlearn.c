@@ -74,6 +74,7 @@ void ljp_vm_learn_snapshots(void)
   if (!ljp_tsl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
     ljp_tracesnap_probe(S);
     ljp_mcmap_learn(S);   /* the IR opcode names (jit.vmdef) */
+    ljp_ts_learn_ops(S);  /* lines: comparisons, loops (jit.vmdef) */
     lua_close(S);
   }
   pthread_mutex_unlock(&learn_mu);

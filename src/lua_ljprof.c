@@ -1401,6 +1401,27 @@ static int l_x64dec(lua_State *L)
   return 1;
 }
 
+/* _name_by_value(f) -> the name names.c's search by value finds for f's
+** prototype from here (the caller's live levels, the globals), false when
+** the search was deferred (names.c's gap), nil when none is found. For
+** tests. */
+static int l_name_by_value(lua_State *L)
+{
+  char buf[128];
+  int r;
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  ljp_vm_learn_layouts();            /* ljp_fn_bc's layout, once */
+  r = ljp_lname_by_value_at(L, 1, buf, sizeof(buf));
+  if (r > 0) {
+    lua_pushstring(L, buf);
+  } else if (r < 0) {
+    lua_pushboolean(L, 0);
+  } else {
+    lua_pushnil(L);
+  }
+  return 1;
+}
+
 /* clocks() -> {"cpu", "wall", "itimer", "thread"}: clocks.c's table. */
 static int l_clocks(lua_State *L)
 {
@@ -1419,6 +1440,7 @@ static const luaL_Reg ljprof_funcs[] = {
   {"_mcmap_refs", l_mcmap_refs},
   {"_mcmap_clear", l_mcmap_clear},
   {"_x64dec", l_x64dec},
+  {"_name_by_value", l_name_by_value},
   {"auto_attach", l_auto_attach},
   {"auto_start", l_auto_start},
   {"auto_stop", l_auto_stop},

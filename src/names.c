@@ -244,10 +244,36 @@ enum { BV_FN = 1, BV_NAME, BV_WALKS, BV_MISSES, BV_NEXT,
        BV_LIVE_NEXT,  /* the search number the next one may run at */
        BV_NSLOTS = BV_LIVE_NEXT };
 
+/* Tables a search looked through already (by address; open addressing):
+** one held in several places (a module under its global and in
+** package.loaded, _G as _G._G and package.loaded._G, a module table two
+** live levels hold) is looked through once per search. A second pass could
+** add nothing (the first name found for a prototype is kept, and a pass
+** cut short by the budget ends the search), it only spent the budget. */
+#define BYVAL_SEEN 512
+
 typedef struct byval {
   int fn, name;             /* stack slots of the index's two tables */
   int budget;               /* table entries left to look at */
+  const void *seen[BYVAL_SEEN];
+  int nseen;
 } byval;
+
+/* Was the table at idx looked through in this search? Marks it. (A full
+** set answers no: the table is looked through again, as before.) */
+static int byval_seen(lua_State *L, int idx, byval *b)
+{
+  const void *p = lua_topointer(L, idx);
+  uint32_t i = ljp_hash_addr((uintptr_t)p) & (BYVAL_SEEN - 1);
+  while (b->seen[i]) {
+    if (b->seen[i] == p) return 1;
+    i = (i + 1) & (BYVAL_SEEN - 1);
+  }
+  if (b->nseen >= BYVAL_SEEN * 3 / 4) return 0;
+  b->seen[i] = p;
+  b->nseen++;
+  return 0;
+}
 
 /* The value at idx, found under name: a Lua function is put in the index
 ** unless its prototype is there already. */
@@ -284,7 +310,7 @@ static void byval_put(lua_State *L, int idx, const char *name, byval *b)
 ** 1,000 objects). */
 static void byval_table(lua_State *L, int idx, byval *b, int deep)
 {
-  if (lua_objlen(L, idx) > 0) return;
+  if (lua_objlen(L, idx) > 0 || byval_seen(L, idx, b)) return;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (lua_type(L, -2) == LUA_TSTRING) {
@@ -448,6 +474,8 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
     lua_rawgeti(L, ix, BV_NAME);
     b.name = lua_gettop(L);
     b.budget = BYVAL_LIVE_BUDGET;
+    memset(b.seen, 0, sizeof(b.seen));
+    b.nseen = 0;
     byval_live(L, &b);
     found = byval_find(L, ix, bc, buf, n);
     walks = byval_geti(L, ix, BV_WALKS);
@@ -478,6 +506,16 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
     lua_settop(L, top);
   }
   return found;
+}
+
+int ljp_lname_by_value_at(lua_State *L, int idx, char *buf, size_t n)
+{
+  int r;
+  if (!lua_isfunction(L, idx) || lua_iscfunction(L, idx)) return 0;
+  r = ljp_lname_by_value(L, ljp_fn_bc((uintptr_t)lua_topointer(L, idx)), buf,
+                         n);
+  if (r > 0) lua_pop(L, 1);
+  return r;
 }
 
 void ljp_lname_byval_counts(lua_State *L, uint64_t *searches,

@@ -344,6 +344,10 @@ void ljp_cname_memo_limit(ljp_cname_memo *m, uint32_t limit, int each);
 /* [safe] The state's searches by value for a Lua function's name that
 ** its index could not answer, and of them the ones run (the others
 ** deferred after many that found nothing: names.c); 0 before the first. */
+/* names.c's search by value for the prototype of the Lua function at
+** stack index idx (tests: ljprof._name_by_value): as ljp_lname_by_value,
+** 1 with the name in buf (nothing pushed), 0 none, -1 deferred. */
+int ljp_lname_by_value_at(lua_State *L, int idx, char *buf, size_t n);
 void ljp_lname_byval_counts(lua_State *L, uint64_t *searches,
                             uint64_t *scans);
 /* [safe] Put cf's name into sb (emptied first), refreshing the names

@@ -17,6 +17,9 @@
 **   a trace runs (vmstate >= 0)         g->jit_base (0: not in a trace)
 **   the GC runs under a trace           g->jit_base
 **   a lua_CFunction runs                L->base, stored before the call
+**   LuaJIT's own code for a Lua         L->base (the state is C after a
+**   function, outside the interpreter   VM event or an error returned to
+**   (LJP_CAPTURE_HELPER)                C; block check as for the compiler)
 **   the interpreter, the compiler,      nothing reliable in memory, and
 **   a trace exit                        the safe point comes at once
 **

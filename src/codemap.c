@@ -56,6 +56,17 @@ int ljp_codemap_in_interp(uintptr_t pc)
   return r;
 }
 
+int ljp_codemap_outside_interp(uintptr_t pc)
+{
+  const ljp_span *sp;
+  int r = 0, t = ljp_epoch_enter();
+  if (t < 0) return 0;
+  if ((sp = ljp_objects_find(ljp_objects_snap(), pc)))
+    r = sp->kind != LJP_SPAN_INTERP && ljp_objects_interp_known();
+  ljp_epoch_leave(t);
+  return r;
+}
+
 /* -- Writers (normal context) -------------------------------------------- */
 
 /* Publish a new trace array (copy-on-write); the old one is retired and

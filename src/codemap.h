@@ -38,6 +38,9 @@ int ljp_codemap_classify(ljp_codemap *m, uintptr_t pc, int32_t *trace);
 /* Signal context: does pc lie in LuaJIT's interpreter (its one unwind
 ** entry; when that is not known, anywhere in LuaJIT's object)? */
 int ljp_codemap_in_interp(uintptr_t pc);
+/* Signal context: does pc lie in a loaded object, outside the interpreter
+** (whose entry is known)? 0: in it, in no object, or not known. */
+int ljp_codemap_outside_interp(uintptr_t pc);
 /* Normal context: also resolves 'U' (anonymous code = machine code). */
 int ljp_codemap_resolve(ljp_codemap *m, uintptr_t pc, int32_t *trace);
 void ljp_codemap_trace_set(ljp_codemap *m, int32_t trace, uintptr_t lo,

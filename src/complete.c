@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "ljp.h"
+#include "ffid.h"
+#include "objects.h"
 #include "symbols.h"
 #include "unwind.h"
 
@@ -18,20 +20,42 @@
 ** fast function captured at the signal by its entry (a fast function's
 ** native code, where the walk starts, is its C fallback, not the entry
 ** Lua knows: ffi.meta.__call showed as luajit+0x533e0), else the start of
-** the outermost native frame (the lua_CFunction itself). */
+** the outermost native frame (the lua_CFunction itself). Not a frame
+** captured as a Lua function's, and in LuaJIT's own object only a C
+** function Lua can reach (a library's, learnt by name or as a fast
+** function): the interpreter also calls LuaJIT's internal helpers (the
+** trace recorder through lj_vm_cpcall, the dispatch hook, the GC), which
+** run in state C when a VM event or an error before them returned to C
+** (trace_state showed as luajit+0x588f0 above a Lua comparator). Those
+** are no function of Lua's: none is named (0). */
 static uintptr_t running_cfunc(ljp_ctx *ctx, const ljp_record *r)
 {
+  uintptr_t cf;
+  ljp_objinfo ob;
+  int ffid = 0;
   if (r->nlua && r->lua[0].kind > 1 && r->lua[0].cf) return r->lua[0].cf;
-  return ljp_native_start(ctx, r, r->nnative - 1);
+  if (r->nlua && r->lua[0].kind == 0) return 0;
+  cf = ljp_native_start(ctx, r, r->nnative - 1);
+  if (cf && ljp_objects_lookup(cf, &ob) &&
+      (ob.kind == LJP_SPAN_VM || ob.kind == LJP_SPAN_INTERP)) {
+    ctx->scratch.n = 0;
+    if (!ljp_cfunc_learnt(&ctx->scratch, (lua_CFunction)cf, &ffid) && !ffid)
+      return 0;
+  }
+  return cf;
 }
 
 /* What the handler left to the safe point: the VM state of a PC it
-** could not place, the C function running when it could not name it. */
+** could not place, the C function running when it could not name it
+** (none when the handler found LuaJIT's own code running for a Lua
+** function: LJP_NATIVE_HELPER). */
 static void resolve_record(ljp_ctx *ctx, ljp_record *r)
 {
   if (r->vmstate == 'U')
     r->vmstate = (uint8_t)ljp_codemap_resolve(&ctx->map, r->pc, &r->trace);
-  if (r->vmstate == 'C' && !r->cfunc && (r->nflags & LJP_NATIVE_FROM_INTERP))
+  if (r->vmstate == 'C' && !r->cfunc &&
+      (r->nflags & (LJP_NATIVE_FROM_INTERP | LJP_NATIVE_HELPER)) ==
+          LJP_NATIVE_FROM_INTERP)
     r->cfunc = running_cfunc(ctx, r);
 }
 

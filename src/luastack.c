@@ -17,6 +17,9 @@
 **   a trace runs (vmstate >= 0)         g->jit_base (0: not in a trace)
 **   the GC runs under a trace           g->jit_base
 **   a lua_CFunction runs                L->base, stored before the call
+**   LuaJIT's own code for a Lua         L->base (the state is C after a
+**   function, outside the interpreter   VM event or an error returned to
+**   (LJP_CAPTURE_HELPER)                C; block check as for the compiler)
 **   the interpreter, the compiler,      nothing reliable in memory, and
 **   a trace exit                        the safe point comes at once
 **
@@ -272,14 +275,19 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
   if (st == -2) {
     /* The base must be the C function's own frame: LuaJIT sets the state
     ** to C a little before a Lua function returning to C is gone, and
-    ** during that window the base is the Lua function's. */
+    ** during that window the base is the Lua function's. But in LuaJIT's
+    ** own code called by the interpreter for a Lua function (the trace
+    ** recorder after a "record" or "trace" event, a trace abort after
+    ** the recorder's error, the GC after a finalizer: each returned to C
+    ** through the VM, which left the state C), the base is that Lua
+    ** function's and it is the top frame, as in the compiler. */
     uint64_t tv;
     unsigned char kind;
     tv = *(volatile uint64_t *)(base - 16);
     if ((uint32_t)(tv >> 47) != TAG_FUNC) return 0;
     kind = *(volatile unsigned char *)((uintptr_t)(tv & (((uint64_t)1 << 47) - 1)) +
                                       (uintptr_t)v->fn_ffid);
-    if (kind == 0) return 0;
+    if (kind == 0 && c_mode != LJP_CAPTURE_HELPER) return 0;
   }
   n = walk(read_direct, stack, base, rec->lua, LJP_LUA_MAX, &bottom,
            rec->spine, &rec->nspine);

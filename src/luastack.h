@@ -50,7 +50,10 @@ int ljp_luastack_probe(lua_State *L);
 ** must hold the base and be mapped right now (one fault-safe read of its
 ** two ends), 0 for no C capture; LJP_CAPTURE_RECORDING also captures the
 ** interpreter while the trace recorder records (from L->base, with the
-** block check), whose tick cannot arm the hook. Fills rec->lua, nlua,
+** block check), whose tick cannot arm the hook; LJP_CAPTURE_HELPER (state
+** C outside the interpreter) also a Lua function at the base: LuaJIT's
+** own code running for it (the recorder after a VM event left the state
+** C), with the block check. Fills rec->lua, nlua,
 ** lflags and lstack; 0 frames when it does not apply (the interpreter and
 ** a trace exit: the safe point follows at once there) or a check fails.
 ** ljp_luastack_capture and ljp_luastack_capture_blocked (normal context,

@@ -49,6 +49,10 @@
 #define LJP_NATIVE_CUT 16      /* cut to its outermost frame (ljp_record_cut):
                                    the frames above it are shown as one
                                    "[merged]" frame */
+#define LJP_NATIVE_HELPER 32   /* in state C, the outermost frame is LuaJIT's
+                                   own code that the interpreter called for
+                                   the Lua function at the base (no
+                                   lua_CFunction runs: none is named) */
 
 
 typedef struct ljp_record {
@@ -230,7 +234,8 @@ static inline void ljp_record_cut(ljp_record *rec)
 static inline int ljp_record_cut_like(const ljp_record *c,
                                       const ljp_record *t)
 {
-  const uint8_t how = LJP_NATIVE_FROM_INTERP | LJP_NATIVE_TRUNCATED;
+  const uint8_t how = LJP_NATIVE_FROM_INTERP | LJP_NATIVE_TRUNCATED |
+                      LJP_NATIVE_HELPER;
   return (c->nflags & LJP_NATIVE_CUT) && !(t->nflags & LJP_NATIVE_CUT) &&
          t->nnative > 1 && t->nleaf[1] && c->nleaf[1] == t->nleaf[1] &&
          (c->nflags & how) == (t->nflags & how);

@@ -193,6 +193,12 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
                  : vm == 'C' && ctx->native_on &&
                    (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
                    !(rec->nflags & LJP_NATIVE_VM) ? 1 : 2;
+    /* In state C outside the interpreter, the frame at L->base may be a
+    ** Lua function's: LuaJIT's own code running for it (luastack.c).
+    ** In the interpreter it is not taken: there it is the window of a
+    ** Lua function returning to C, whose results overwrite its frame. */
+    if (vm == 'C' && c_mode == 2 && ljp_codemap_outside_interp(pc))
+      c_mode = LJP_CAPTURE_HELPER;
     /* The interpreter while a trace is recorded: no arming (below), so
     ** the frames now. */
     if (vm == 'I' && !ljp_vm_jit_idle(ctx->vm_g))
@@ -202,9 +208,13 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
         atomic_fetch_add_explicit(&ctx->n_lua_captures, 1,
                                   memory_order_relaxed);
       /* In state C the frame at L->base is the C function's (the
-      ** capture checks it): what ljp_vm_cfunc would read, read. */
+      ** capture checks it): what ljp_vm_cfunc would read, read. A Lua
+      ** function's there (LJP_CAPTURE_HELPER): LuaJIT's own code runs
+      ** for it, called by the interpreter; no C function is named. */
       if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1)
         rec->cfunc = rec->lua[0].cf;
+      else if (vm == 'C' && rec->lua[0].kind == 0)
+        rec->nflags |= LJP_NATIVE_HELPER;
     }
   }
   /* The running C function, when neither the native walk (it reached

@@ -156,8 +156,13 @@ static inline int ljp_vm_index(int vmstate)
 ** apply or a check fails. c_mode, in a C function or the GC: 1 the native
 ** walk showed no frame of the VM's own code above it, 2 not known (the
 ** stack's block is checked first), 0 no capture there;
-** LJP_CAPTURE_RECORDING: the interpreter while a trace is recorded. */
+** LJP_CAPTURE_RECORDING: the interpreter while a trace is recorded;
+** LJP_CAPTURE_HELPER: state C with the native walk through LuaJIT's own
+** code to the interpreter, as 2, but the frame at the base may also be a
+** Lua function's (then LuaJIT's own code runs for that function, no
+** lua_CFunction: sample.c). */
 #define LJP_CAPTURE_RECORDING 3
+#define LJP_CAPTURE_HELPER 4
 int ljp_luastack_capture(uintptr_t g, int c_mode, struct ljp_record *rec);
 /* [any] The same for a thread blocked in a system call inside a C call,
 ** every read fault-safe (timer_thread.c, the thread may wake: the caller

@@ -208,6 +208,55 @@ t.case("mixed workload: no raw addresses of LuaJIT's own code, none below Lua", 
   end
 end)
 
+-- LuaJIT's own code that the interpreter calls for a Lua function (the
+-- trace recorder through lj_vm_cpcall, the dispatch hook) runs in state C
+-- after a VM event handler or an error returned to C: ljprof's "record"
+-- event handler (inline=recorded) leaves the recorder in state C. The
+-- frame at L->base is then the Lua function's; the outermost native frame
+-- is trace_state, no lua_CFunction. Each comparator here is a fresh
+-- prototype: hot, recorded, aborted (it returns to table.sort, a C
+-- function), at 10 kHz. Before the fix: about 100 samples a second
+-- showed `luajit+0x588f0` (trace_state) or `luajit+0x58020`
+-- (lj_dispatch_ins) above the comparator, some with the comparator's
+-- caller gone (the stack of a later safe point).
+t.case("state C in LuaJIT's helpers for a Lua comparator: no C function invented, the tick's own stack", function()
+  local src = "return function(a, b) return a < b end"
+  local function sort_fresh()
+    local cmp_fresh = load(src, "=ljpt_cmp")()
+    local t1 = {}
+    for i = 1, 300 do t1[i] = (i * 7919) % 307 end
+    table.sort(t1, cmp_fresh)
+  end
+  local bad, lost, nbad, in_c, all, recorded = {}, {}, 0, 0, 0, true
+  for _ = 1, 4 do
+    local e, st = profile(0.5, sort_fresh, {rate = 10000})
+    recorded = recorded and st.inline_frames == "recorded"
+    for _, x in ipairs(e) do
+      all = all + x.count
+      local above_root = x.stack:gsub("^[^;]*", "")
+      if above_root:find("luajit+0x", 1, true) or above_root:find("[;@]0x%x") then
+        bad[#bad + 1] = string.format("%d %s %s", x.count, x.vmstate, x.stack)
+        nbad = nbad + x.count
+      end
+      -- The comparator is only ever called by table.sort.
+      local below = x.stack:match("([^;]*);ljpt_cmp:1") or x.stack:match("([^;]*);cmp_fresh")
+      if below and below ~= "table.sort" and not below:match("^%[builtin#%d+%]$") then
+        lost[#lost + 1] = string.format("%d %s %s", x.count, x.vmstate, x.stack)
+      end
+      if x.vmstate == "C" and (x.stack:find(";ljpt_cmp:1$") or x.stack:find(";cmp_fresh$")) then
+        in_c = in_c + x.count
+      end
+    end
+  end
+  print(string.format("  %d samples, %d in state C with the comparator on top, %d bad (%d stacks), %d stacks without sort",
+    all, in_c, nbad, #bad, #lost))
+  t.ok(#bad == 0, "no raw addresses of LuaJIT's code:\n" .. table.concat(bad, "\n"))
+  t.ok(#lost == 0, "the comparator's caller is table.sort:\n" .. table.concat(lost, "\n"))
+  -- The window was there: the recorder's time in state C, under the
+  -- comparator (only with the record events, inline=recorded).
+  if recorded then t.ok(in_c > 0, "samples in state C under the comparator: " .. in_c) end
+end)
+
 t.case("folded, speedscope and pprof writers carry native frames", function()
   local model = require("jit.prof.model")
   local function sp_caller() local x = ctest.run(2e6) return x end

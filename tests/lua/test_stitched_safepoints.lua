@@ -102,7 +102,11 @@ end
 t.case("stitched C: a safe point at the C function's call keeps each tick's own stack", function()
   if not t.ok(ok_cjson, "lua-cjson is installed (Debian lua-cjson): " .. tostring(cjson)) then return end
   local encode = cjson.encode
-  local doc = {1, 2, 3, {a = "x", b = {true, false}}}
+  -- (a document that takes longer to encode than os.clock takes to read
+  -- the CPU clock, a system call whose cost varies: 1,360-1,417 of 1,440
+  -- ticks went to it with a 4-element document on a loaded machine)
+  local doc = {}
+  for k = 1, 40 do doc[k] = {a = "x" .. k, b = {true, false, k}, c = k * 0.5} end
   local function enc(d) return #encode(d) end
   local function loop(n)
     local s = 0
@@ -148,7 +152,8 @@ t.case("stitched C, LJPROF_STACKS=safepoint: a C function being entered is no ca
   local dir = t.tmpdir()
   t.write(dir .. "/child.lua", [[
 local ljprof, cjson = require("ljprof"), require("cjson")
-local encode, clock, doc = cjson.encode, os.clock, {1, 2, 3, {a = "x", b = {true, false}}}
+local encode, clock, doc = cjson.encode, os.clock, {}
+for k = 1, 40 do doc[k] = {a = "x" .. k, b = {true, false, k}, c = k * 0.5} end
 local function enc(d) return #encode(d) end
 local function loop(n) local s = 0 for i = 1, n do s = s + enc(doc) + clock() + i % 3 end return s end
 loop(3000)

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "ljp.h"
-#include "ffid.h"
 #include "objects.h"
 #include "symbols.h"
 #include "unwind.h"

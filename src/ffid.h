@@ -46,11 +46,7 @@ void ljp_ffid_own_closed(void);
 ** access only, so at the safe point (ljp_cname_refresh): vm.h. */
 void ljp_cname_add(lua_CFunction cf, const char *name);
 
-/* The name learnt for the C entry cf put into sb: 1; else 0, and when
-** ffid is not NULL, *ffid set to the fast-function id its entry point
-** gives (left as it is when no fast function has that entry point;
-** LJP_FFID_AMBIGUOUS when several do). No Lua. */
-int ljp_cfunc_learnt(ljp_buf *sb, lua_CFunction cf, int *ffid);
+/* ljp_cfunc_learnt: vm.h (the safe point's completion asks it too). */
 
 /* The fast-function id of the C function object on top of L (left in
 ** place): > 0, 0 for a plain C function, LJP_FFID_AMBIGUOUS when it

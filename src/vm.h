@@ -325,6 +325,11 @@ void ljp_cname_refresh(lua_State *L);
 /* [any] The Lua name of fast function ffid ("pcall") into buf; 1 if one
 ** was learnt. */
 int ljp_ffid_name(int ffid, char *buf, size_t n);
+/* [any] The name learnt for the C entry cf put into sb: 1; else 0, and
+** when ffid is not NULL, *ffid set to the fast-function id its entry
+** point gives (left as it is when no fast function has that entry point;
+** LJP_FFID_AMBIGUOUS when several do). No Lua. */
+int ljp_cfunc_learnt(struct ljp_buf *sb, int (*cf)(lua_State *), int *ffid);
 /* Names of C functions into a report's text (dumpstack.c, completion):
 ** by its C entry ("string.rep" / "cjson.encode" / [builtin#N] / @0x...;
 ** 1 if named; no Lua); a C function's entry as ljprof's reports name it,

@@ -217,8 +217,11 @@ extern ljp_tmlayout ljp_tml;
 
 /* Signal context: trace number tr of the state whose global_State is g,
 ** or 0 (no such trace, or the layout unknown). A trace being recorded is
-** kept inside the jit_State that follows G until it is assembled: not a
-** trace yet. */
+** J->cur, jit_State's first member, until it is assembled: not a trace
+** yet. J->cur lies between G and jit_State's trace array field (g_trace);
+** a saved trace anywhere else, right after the GG_State too (a bound of
+** 8 KB after G took such a trace for J->cur at some heap layouts:
+** test_vmtrace). */
 static inline uintptr_t ljp_vm_trace(uintptr_t g, int32_t tr)
 {
   uintptr_t arr, T;
@@ -227,7 +230,7 @@ static inline uintptr_t ljp_vm_trace(uintptr_t g, int32_t tr)
     return 0;
   arr = *(volatile uintptr_t *)(g + (uintptr_t)ljp_tml.g_trace);
   T = arr ? *(volatile uintptr_t *)(arr + 8 * (uintptr_t)tr) : 0;
-  return T - g < 8192 ? 0 : T;
+  return T - g <= (uintptr_t)ljp_tml.g_trace ? 0 : T;
 }
 
 /* Signal context: does trace T's machine code hold pc? */

@@ -15,7 +15,7 @@
 #include "check.h"
 
 typedef struct acc {
-  long calls, samples, compared, mismatched;
+  long calls, samples, compared, mismatched, host;
   int vm_ok;
 } acc;
 
@@ -28,6 +28,21 @@ static void cb(void *data, lua_State *L, int samples, int vmstate)
   a->calls++;
   a->samples += samples;
   if (!strchr("NICGJ", vmstate)) a->vm_ok = 0;
+  /* The documented exception (docs/usage.md, "start, stop and dumpstack
+  ** behave exactly as in jit.profile, with one exception"): ticks that
+  ** found no Lua call active (here: in luaL_dostring's parser, before its
+  ** lua_pcall; seen once in a sanitized CI run) come in a call of their
+  ** own whose dumpstack is [host], where jit.profile reads the live stack
+  ** of a later safe point. */
+  {
+    size_t lh;
+    const char *h = ljprof_dumpstack(L, "f", 1, &lh);
+    if (lh == 6 && !memcmp(h, "[host]", 6)) {
+      a->host += samples;
+      if (vmstate != 'C') a->vm_ok = 0;
+      return;
+    }
+  }
   for (i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
     for (j = 0; j < sizeof(depths) / sizeof(depths[0]); j++) {
       size_t l1, l2;
@@ -191,8 +206,9 @@ int main(void)
   ljprof_stop(L);                       /* no-op */
   CHECK(!ljprof_running(L));
   ljprof_get_stats(L, &st);
-  printf("capi: %ld callbacks, %ld samples, %ld comparisons, %ld mismatches\n",
-         a.calls, a.samples, a.compared, a.mismatched);
+  printf("capi: %ld callbacks, %ld samples (%ld host ticks), %ld comparisons, "
+         "%ld mismatches\n", a.calls, a.samples, a.host, a.compared,
+         a.mismatched);
   /* Ticks measure CPU time (~0.3 s of work: ~300 at 1 ms); callbacks may
   ** be far fewer when they are slow (sanitizers, load): ticks arriving
   ** during a callback are delivered together with the next one. */

@@ -818,6 +818,8 @@ int ljp_q_run_info(lua_State *L, ljp_q_run *ri)
   ri->inline_samples = ctx->inline_samples;
   ri->inline_undecoded = ctx->inline_undecoded;
   ri->inline_estimated = ctx->inline_estimated;
+  ri->names_late = ctx->names_late;
+  ri->names_late_found = ctx->names_late_found;
   ri->inline_recorded = ctx->inline_recorded;
   ljp_irmap_stats(ctx, &ri->record_events, &ri->record_traces,
                   &ri->record_refused, &ri->record_spent, &ri->record_off);

@@ -167,6 +167,9 @@ struct ljp_ctx {
   uint64_t inline_undecoded; /* records whose snapshot was not decoded */
   uint64_t inline_estimated; /* records between two snapshots that differ */
   uint64_t inline_recorded;  /* records given frames by the record map */
+  uint64_t names_late;       /* trace start functions left to the run's
+                                end to be named (luaframes.c) */
+  uint64_t names_late_found; /* ... of them named there */
   uint64_t snap_checks, snap_mismatches; /* trace exits checked */
   /* LJPROF_STACKS=check: the trace exit whose restored frames the next
   ** safe point compares with the snapshot's decoded ones (luaframes.c). */

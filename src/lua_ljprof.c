@@ -605,7 +605,9 @@ static const stat_field stats_fields[] = {  /* ljprof_stats (ljprof.h) */
 ** whether that can be told (L->cframe learnt, vmprobe.c), host_main, on
 ** the main thread too (g->mainthref learnt); missed, ticks
 ** the wall and thread clocks' timer thread woke too late for; inline_*,
-** frames a trace had inlined, from its snapshots; expired, the duration
+** frames a trace had inlined, from its snapshots; names_late,
+** names_late_found: trace start functions left to the run's end to be
+** named by value, and of them named there; expired, the duration
 ** option ran out; signal_lost, the program took the signal; jit_state,
 ** the trace compiler's state learnt; exports, export_ns, lend_waits,
 ** lend_wait_ns: runs started from LJPROF (the export helper's files and
@@ -638,6 +640,8 @@ static const stat_field run_fields[] = {
   NUM(ljp_q_run, "inline_undecoded", inline_undecoded),
   NUM(ljp_q_run, "inline_estimated", inline_estimated),
   NUM(ljp_q_run, "inline_recorded", inline_recorded),
+  NUM(ljp_q_run, "names_late", names_late),
+  NUM(ljp_q_run, "names_late_found", names_late_found),
   NUM(ljp_q_run, "record_events", record_events),
   NUM(ljp_q_run, "record_traces", record_traces),
   NUM(ljp_q_run, "record_refused", record_refused),

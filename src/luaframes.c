@@ -205,6 +205,18 @@ typedef struct codepcent {
   int32_t sn;
 } codepcent;
 
+/* Trace start functions that no live level, call site or index named at
+** a safe point: searched for by value once, at the run's end
+** (ljp_frames_name_late), never at a safe point (a search walks the
+** program's tables: 0.5 M instructions and more). The first LATE_MAX. */
+#define LATE_MAX 1024
+typedef struct lateent {
+  uintptr_t bc;
+  uint64_t sig;                    /* its prototype's (ljp_proto_sig) */
+  uint32_t source;                 /* text id of its chunk */
+  int32_t linedefined;
+} lateent;
+
 struct ljp_namecache {
   protoent proto[PROTO_CACHE];
   nameent name[NAME_CACHE];
@@ -219,6 +231,8 @@ struct ljp_namecache {
                                       outermost that were prev's */
   uintptr_t prev_stack;
   prevent prev[LIVE_MAX];          /* innermost first, as ls->f */
+  uint32_t nlate;
+  lateent late[LATE_MAX];
 };
 
 static struct ljp_namecache *caches(ljp_ctx *ctx)
@@ -947,19 +961,55 @@ static void name_trace_start(ljp_ctx *ctx, lua_State *L, livestack *ls,
   }
   if (!name && !ti->name_tried &&
       !ljp_fnames_proto_searched(&ctx->fnames, ti->bc, sig)) {
-    /* (once per prototype: "" when none is found; a deferred search,
-    ** -1, is asked again at this trace's next sample) */
-    int bv = ljp_lname_by_value(L, ti->bc, buf, sizeof(buf));
+    /* (once per prototype: the index and the live levels, no walk of the
+    ** globals; "" when none is found. Not found, or the search waiting
+    ** after many misses (-1): searched for again at the run's end,
+    ** ljp_frames_name_late) */
+    struct ljp_namecache *c = caches(ctx);
+    int bv = ljp_lname_live(L, ti->bc, buf, sizeof(buf));
+    ti->name_tried = 1;
     if (bv > 0) {
       name = buf;
       lua_pop(L, 1);
     }
-    if (bv >= 0) {
-      ti->name_tried = 1;
+    if (bv >= 0)
       ljp_fnames_proto_learn(&ctx->fnames, ti->bc, name ? name : "");
+    if (!name && c && ti->source && c->nlate < LATE_MAX) {
+      lateent *e = &c->late[c->nlate++];
+      e->bc = ti->bc;
+      e->sig = sig;
+      e->source = text(ctx, ti->source);
+      e->linedefined = ti->linedefined;
+      ctx->names_late++;
     }
   }
   if (name) ti->name = strdup(name);
+}
+
+void ljp_frames_name_late(ljp_ctx *ctx, lua_State *L)
+{
+  struct ljp_namecache *c = ctx->namecache;
+  ljp_late_name *v;
+  uint32_t i, n = 0;
+  char buf[128];
+  if (!c || !c->nlate || !L) return;
+  if (!(v = malloc(c->nlate * sizeof(*v)))) return;
+  ljp_lname_search_all(L);
+  for (i = 0; i < c->nlate; i++) {
+    const lateent *e = &c->late[i];
+    /* found: a function of it is alive (the index holds it), so its
+    ** prototype is, and the signature tells it is the one sampled */
+    if (ljp_lname_indexed(L, e->bc, buf, sizeof(buf)) > 0 &&
+        ljp_proto_sig(e->bc) == e->sig && (v[n].name = text(ctx, buf))) {
+      v[n].source = e->source;
+      v[n].linedefined = e->linedefined;
+      n++;
+    }
+  }
+  ctx->names_late_found += n;
+  ljp_store_name_lua(&ctx->store, v, n);
+  free(v);
+  c->nlate = 0;
 }
 
 /* (Inlined into ljp_frames_record, as it was into the record loop before

@@ -234,6 +234,7 @@ void ljp_fnames_proto_learn(ljp_fnames *t, uintptr_t bc, const char *name)
 #define BYVAL_LIVE_BUDGET 256
 #define BYVAL_STREAK 4
 #define BYVAL_GAP_MAX 64
+#define BYVAL_RESCAN 64
 
 static int byval_key;  /* its address: the registry key of the index */
 
@@ -242,7 +243,9 @@ enum { BV_FN = 1, BV_NAME, BV_WALKS, BV_MISSES, BV_NEXT,
        BV_SCANS,      /* of them, searches run (live levels, maybe a walk) */
        BV_STREAK,     /* searches run in a row that found nothing */
        BV_LIVE_NEXT,  /* the search number the next one may run at */
-       BV_NSLOTS = BV_LIVE_NEXT };
+       BV_LEVELS,     /* function -> the scan that last read its level
+                         (weak keys) */
+       BV_NSLOTS = BV_LEVELS };
 
 /* Tables a search looked through already (by address; open addressing):
 ** one held in several places (a module under its global and in
@@ -254,6 +257,8 @@ enum { BV_FN = 1, BV_NAME, BV_WALKS, BV_MISSES, BV_NEXT,
 
 typedef struct byval {
   int fn, name;             /* stack slots of the index's two tables */
+  int levels;               /* ... of BV_LEVELS (0: every level is read) */
+  lua_Integer scan;         /* this scan's number (BV_SCANS) */
   int budget;               /* table entries left to look at */
   const void *seen[BYVAL_SEEN];
   int nseen;
@@ -339,7 +344,13 @@ static void byval_value(lua_State *L, const char *name, byval *b)
 
 /* The locals and upvalues of the innermost BYVAL_LEVELS live levels (and
 ** the tables held there, one level deep), into the index's tables at
-** slots b->fn, b->name. */
+** slots b->fn, b->name. With b->levels, a level whose function was read
+** by one of the last BYVAL_RESCAN scans is passed over: the outer levels
+** (a main chunk, a frame loop, a server's handler) stay the same from one
+** scan to the next, and reading their locals again (about 30k
+** instructions for some 40 of them) found what the index holds already.
+** A variable such a level sets later waits for its next read, or the
+** run's end (ljp_lname_search_all reads every level). */
 static void byval_live(lua_State *L, byval *b)
 {
   lua_Debug ar;
@@ -347,19 +358,34 @@ static void byval_live(lua_State *L, byval *b)
   int level, i, top = lua_gettop(L);
   for (level = 0; b->budget > 0 && level < BYVAL_LEVELS &&
                   lua_getstack(L, level, &ar); level++) {
+    int fi;
+    if (!lua_getinfo(L, "f", &ar)) continue;   /* pushes the function */
+    fi = lua_gettop(L);
+    if (b->levels) {
+      lua_Integer last;
+      lua_pushvalue(L, fi);
+      lua_rawget(L, b->levels);
+      last = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+      if (last > 0 && b->scan - last < BYVAL_RESCAN) {
+        lua_settop(L, top);
+        continue;
+      }
+      lua_pushvalue(L, fi);
+      lua_pushinteger(L, b->scan);
+      lua_rawset(L, b->levels);
+    }
     for (i = 1; i <= 64 && b->budget > 0 && (nm = lua_getlocal(L, &ar, i));
          i++) {
       byval_value(L, nm, b);
       lua_pop(L, 1);
     }
-    if (lua_getinfo(L, "f", &ar)) {            /* pushes the function */
-      for (i = 1; i <= 64 && b->budget > 0 &&
-                  (nm = lua_getupvalue(L, -1, i)); i++) {
-        byval_value(L, nm, b);
-        lua_pop(L, 1);
-      }
+    for (i = 1; i <= 64 && b->budget > 0 && (nm = lua_getupvalue(L, fi, i));
+         i++) {
+      byval_value(L, nm, b);
       lua_pop(L, 1);
     }
+    lua_settop(L, top);
   }
   lua_settop(L, top);
 }
@@ -436,11 +462,9 @@ static int byval_find(lua_State *L, int ix, uintptr_t bc, char *buf, size_t n)
   return 1;
 }
 
-int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
+/* The index (made at the first use), pushed; its stack slot. */
+static int byval_index(lua_State *L)
 {
-  int top = lua_gettop(L), ix, found;
-  lua_Integer walks, misses, searches, streak;
-  if (!bc || n < 2) return 0;
   lua_pushlightuserdata(L, &byval_key);
   lua_rawget(L, LUA_REGISTRYINDEX);
   if (!lua_istable(L, -1)) {                  /* the first search */
@@ -454,11 +478,55 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
     lua_rawseti(L, -2, BV_FN);
     lua_newtable(L);
     lua_rawseti(L, -2, BV_NAME);
+    lua_newtable(L);                          /* BV_LEVELS: weak keys */
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_rawseti(L, -2, BV_LEVELS);
     lua_pushlightuserdata(L, &byval_key);
     lua_pushvalue(L, -2);
     lua_rawset(L, LUA_REGISTRYINDEX);
   }
-  ix = lua_gettop(L);
+  return lua_gettop(L);
+}
+
+int ljp_lname_indexed(lua_State *L, uintptr_t bc, char *buf, size_t n)
+{
+  int top = lua_gettop(L), found;
+  if (!bc || n < 2) return 0;
+  found = byval_find(L, byval_index(L), bc, buf, n);
+  lua_settop(L, top);
+  return found;
+}
+
+void ljp_lname_search_all(lua_State *L)
+{
+  int top = lua_gettop(L), ix = byval_index(L);
+  byval b;
+  lua_rawgeti(L, ix, BV_FN);
+  b.fn = lua_gettop(L);
+  lua_rawgeti(L, ix, BV_NAME);
+  b.name = lua_gettop(L);
+  b.levels = 0;
+  b.scan = 0;
+  memset(b.seen, 0, sizeof(b.seen));
+  b.nseen = 0;
+  b.budget = BYVAL_LIVE_BUDGET;
+  byval_live(L, &b);
+  b.budget = BYVAL_BUDGET;
+  byval_walk(L, &b);
+  lua_settop(L, top);
+}
+
+/* ljp_lname_by_value; walk: the globals may be walked (else never). */
+static int byval_search(lua_State *L, uintptr_t bc, char *buf, size_t n,
+                        int walk)
+{
+  int top = lua_gettop(L), ix, found;
+  lua_Integer walks, misses, searches, streak;
+  if (!bc || n < 2) return 0;
+  ix = byval_index(L);
   found = byval_find(L, ix, bc, buf, n);
   if (!found) {
     byval b;
@@ -468,11 +536,14 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
       lua_settop(L, top);                     /* in a gap: deferred */
       return -1;
     }
-    byval_seti(L, ix, BV_SCANS, byval_geti(L, ix, BV_SCANS) + 1);
+    b.scan = byval_geti(L, ix, BV_SCANS) + 1;
+    byval_seti(L, ix, BV_SCANS, b.scan);
     lua_rawgeti(L, ix, BV_FN);
     b.fn = lua_gettop(L);
     lua_rawgeti(L, ix, BV_NAME);
     b.name = lua_gettop(L);
+    lua_rawgeti(L, ix, BV_LEVELS);
+    b.levels = lua_istable(L, -1) ? lua_gettop(L) : 0;
     b.budget = BYVAL_LIVE_BUDGET;
     memset(b.seen, 0, sizeof(b.seen));
     b.nseen = 0;
@@ -481,7 +552,7 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
     walks = byval_geti(L, ix, BV_WALKS);
     misses = byval_geti(L, ix, BV_MISSES) + 1;
     if (!found) byval_seti(L, ix, BV_MISSES, misses);
-    if (!found && walks < BYVAL_WALKS &&
+    if (!found && walk && walks < BYVAL_WALKS &&
         misses >= byval_geti(L, ix, BV_NEXT)) {
       b.budget = BYVAL_BUDGET;
       byval_walk(L, &b);
@@ -506,6 +577,16 @@ int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
     lua_settop(L, top);
   }
   return found;
+}
+
+int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n)
+{
+  return byval_search(L, bc, buf, n, 1);
+}
+
+int ljp_lname_live(lua_State *L, uintptr_t bc, char *buf, size_t n)
+{
+  return byval_search(L, bc, buf, n, 0);
 }
 
 int ljp_lname_by_value_at(lua_State *L, int idx, char *buf, size_t n)

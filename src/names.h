@@ -75,6 +75,18 @@ int ljp_fnames_proto_searched(const ljp_fnames *t, uintptr_t bc,
 ** only inside compiled traces, which no safe point sees live. Normal
 ** context, profiled thread (no Lua code is run). */
 int ljp_lname_by_value(lua_State *L, uintptr_t bc, char *buf, size_t n);
+/* The same, without the walk of the globals (the live levels only, those
+** read lately passed over: names.c byval_live): what a safe point may
+** do for a trace's start function (the walk waits for the run's end). */
+int ljp_lname_live(lua_State *L, uintptr_t bc, char *buf, size_t n);
+/* The index alone, a few raw table reads whatever the program's size: 1
+** and the name of prototype bc copied into buf (nothing pushed), or 0. */
+int ljp_lname_indexed(lua_State *L, uintptr_t bc, char *buf, size_t n);
+/* One search into the index whatever the waits and walks before: the
+** live levels, then the globals and loaded modules (bounded as above:
+** about 0.6 M instructions). Once per run, at its end (luaframes.c
+** ljp_frames_name_late), never at a safe point. */
+void ljp_lname_search_all(lua_State *L);
 /* (ljp_lname_byval_counts: vm.h) */
 
 #endif

@@ -47,6 +47,7 @@ typedef struct ljp_q_run {
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   const char *inline_frames;   /* "snapshots", or why not */
   uint64_t inline_samples, inline_undecoded, inline_estimated;
+  uint64_t names_late, names_late_found;
   /* inline=recorded (irmap.h): records given the record map's frames;
   ** "record" events mapped, traces whose map was proven and refused, the
   ** budget spent (the handler detached), why the map is off (NULL: on) */

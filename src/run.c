@@ -117,6 +117,7 @@ static int results_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ctx->stack_checks = ctx->stack_mismatches = 0;
   ctx->inline_samples = ctx->inline_undecoded = 0;
   ctx->inline_estimated = ctx->inline_recorded = 0;
+  ctx->names_late = ctx->names_late_found = 0;
   ctx->snap_checks = ctx->snap_mismatches = 0;
   ctx->pid = getpid();
   ctx->tid = ljp_gettid();
@@ -145,6 +146,7 @@ static void results_down(ljp_ctx *ctx, lua_State *L)
   ctx->stop_ns = ljp_now_ns();
   ljp_complete(ctx, L);
   ljp_aggregate(ctx);
+  if (L) ljp_frames_name_late(ctx, L);
   if (ctx->output &&
       ljp_writer_write(ctx, ctx->output, ctx->stack_fmt, ctx->out_path,
                        ctx->out_cpath, err, sizeof(err))) {

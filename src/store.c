@@ -99,6 +99,37 @@ uint32_t ljp_store_frame(ljp_store *s, const ljp_frame *f)
   return id == UINT32_MAX ? 0 : id;
 }
 
+static int late_cmp(const void *a, const void *b)
+{
+  const ljp_late_name *x = a, *y = b;
+  if (x->source != y->source) return x->source < y->source ? -1 : 1;
+  if (x->linedefined != y->linedefined)
+    return x->linedefined < y->linedefined ? -1 : 1;
+  return 0;
+}
+
+uint32_t ljp_store_name_lua(ljp_store *s, ljp_late_name *v, uint32_t n)
+{
+  uint32_t id, renamed = 0;
+  if (!n) return 0;
+  qsort(v, n, sizeof(*v), late_cmp);
+  for (id = 1; id < s->frames.n; id++) {
+    ljp_frame f;
+    const ljp_late_name *e;
+    ljp_late_name key;
+    ljp_store_frame_get(s, id, &f);
+    if (f.kind != LJP_FR_LUA || f.name || f.linedefined == -1) continue;
+    key.source = f.source;
+    key.linedefined = f.linedefined;
+    if (!(e = bsearch(&key, v, n, sizeof(*v), late_cmp))) continue;
+    f.name = e->name;
+    if (ljp_strtab_rewrite(&s->frames, id, (const char *)&f, sizeof(f)) == 0)
+      renamed++;
+  }
+  if (renamed) ljp_strtab_reindex(&s->frames);
+  return renamed;
+}
+
 uint32_t ljp_store_stack(ljp_store *s, const uint32_t *ids, uint32_t n)
 {
   uint32_t id;

@@ -135,6 +135,16 @@ static inline const ljp_str *ljp_store_text(const ljp_store *s, uint32_t id)
 ** frame is left out, a stack is the empty one). */
 uint32_t ljp_store_frame(ljp_store *s, const ljp_frame *f);
 uint32_t ljp_store_stack(ljp_store *s, const uint32_t *ids, uint32_t n);
+/* Names found after frames were interned without one (the run's end:
+** luaframes.c ljp_frames_name_late): every Lua frame of chunk source
+** (text id) and first line linedefined that has no name takes name (a
+** text id). v is sorted here; returns the frames renamed. Equal frames
+** may then appear twice (the views merge them). */
+typedef struct ljp_late_name {
+  uint32_t source, name;
+  int32_t linedefined;
+} ljp_late_name;
+uint32_t ljp_store_name_lua(ljp_store *s, ljp_late_name *v, uint32_t n);
 static inline void ljp_store_frame_get(const ljp_store *s, uint32_t id,
                                        ljp_frame *f)
 {

@@ -85,9 +85,10 @@ static const char *str_store(ljp_strtab *t, const char *s, size_t len)
   return d;
 }
 
-static int index_grow(ljp_strtab *t)
+/* The index rebuilt at capacity cap from the strings' hashes. */
+static int index_build(ljp_strtab *t, uint32_t cap)
 {
-  uint32_t cap = t->icap * 2, mask = cap - 1, i;
+  uint32_t mask = cap - 1, i;
   uint32_t *idx = calloc(cap, sizeof(uint32_t));
   if (!idx) return -1;
   for (i = 0; i < t->n; i++) {
@@ -100,6 +101,26 @@ static int index_grow(ljp_strtab *t)
   t->index = idx;
   t->icap = cap;
   return 0;
+}
+
+static int index_grow(ljp_strtab *t)
+{
+  return index_build(t, t->icap * 2);
+}
+
+int ljp_strtab_rewrite(ljp_strtab *t, uint32_t id, const char *s, size_t len)
+{
+  ljp_str *e;
+  if (!id || id >= t->n || t->str[id].len != len) return -1;
+  e = &t->str[id];
+  memcpy((char *)e->s, s, len);        /* (the chunks are this table's) */
+  e->hash = ljp_hash(s, len);
+  return 0;
+}
+
+int ljp_strtab_reindex(ljp_strtab *t)
+{
+  return index_build(t, t->icap);
 }
 
 uint32_t ljp_strtab_intern(ljp_strtab *t, const char *s, size_t len)

@@ -40,6 +40,14 @@ int ljp_strtab_init(ljp_strtab *t);
 void ljp_strtab_free(ljp_strtab *t);
 /* Intern s; returns its id, or UINT32_MAX when out of memory. */
 uint32_t ljp_strtab_intern(ljp_strtab *t, const char *s, size_t len);
+/* Entry id's bytes replaced by s, of the same length (its id kept);
+** 0, or -1 (no such entry, another length). Interning finds the new
+** content only after ljp_strtab_reindex (one call after a batch of
+** rewrites; before it, or if it fails, the content is interned again
+** under a new id, never mistaken for the old). An entry made equal to
+** another stays apart (two ids, one content). */
+int ljp_strtab_rewrite(ljp_strtab *t, uint32_t id, const char *s, size_t len);
+int ljp_strtab_reindex(ljp_strtab *t);
 /* A copy of t with the same ids (a snapshot of a live table); 0, or -1
 ** when out of memory. */
 int ljp_strtab_copy(ljp_strtab *dst, const ljp_strtab *t);

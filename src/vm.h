@@ -191,6 +191,11 @@ void ljp_frames_end(ljp_ctx *ctx, ljp_frames_pass *p);
 ** helper's copy of a pending record): what is known without one; E names
 ** C functions (NULL: not looked up). 0 when nothing is known. */
 int ljp_frames_offline(ljp_ctx *ctx, lua_State *E, struct ljp_record *r);
+/* [normal] The run's end, on the profiled thread, before the output is
+** written: the trace start functions no safe point could name are
+** searched for by value once (names.c), and the store's frames of those
+** found get their names. */
+void ljp_frames_name_late(ljp_ctx *ctx, lua_State *L);
 /* [any] Forget the naming caches (their ids are the store's: with it). */
 void ljp_frames_reset(ljp_ctx *ctx);
 /* [safe] LJPROF_STACKS=check: a trace exit taken (tr, snapshot ex) to

@@ -1,7 +1,8 @@
 /* Unit tests for the portable core that has no other C test: zones,
 ** labels, the store fed from a ring (ticks tagged with the zone and label
 ** set current at each tick, as the sampler takes them), the byte buffer's
-** number formats and the OS interface's monotonic clock (os.h). The same
+** number formats and the OS interface's monotonic clock (os.h), and Lua
+** frames named after they were interned (ljp_store_name_lua). The same
 ** file runs on Linux and, cross-built, on Windows under Wine (issue 31):
 ** it is what shows these files work on both (on Windows `long` is 32 bits
 ** and the clock is QueryPerformanceCounter). */
@@ -259,6 +260,58 @@ static void test_clock(void)
   CHECK(dt >= 150000000u && dt <= 5000000000u);
 }
 
+/* Lua frames without a name take the name found later for their chunk
+** and first line; named frames, other lines and other kinds do not. */
+static void test_name_lua(void)
+{
+  ljp_store s;
+  ljp_frame f;
+  ljp_late_name v[3];
+  uint32_t src, src2, nm, nm2, other, a, b, c, d, e, g;
+  CHECK_EQ(ljp_store_init(&s), 0);
+  src = ljp_store_intern(&s, "@a.lua", 6);
+  src2 = ljp_store_intern(&s, "@b.lua", 6);
+  nm = ljp_store_intern(&s, "step", 4);
+  nm2 = ljp_store_intern(&s, "draw", 4);
+  other = ljp_store_intern(&s, "called", 6);
+  memset(&f, 0, sizeof(f));
+  f.kind = LJP_FR_LUA;
+  f.source = src; f.linedefined = 10; f.line = 12;
+  a = ljp_store_frame(&s, &f);                     /* a.lua:10, line 12 */
+  f.line = 14;
+  b = ljp_store_frame(&s, &f);                     /* a.lua:10, line 14 */
+  f.name = other;
+  c = ljp_store_frame(&s, &f);                     /* named where called */
+  f.name = 0; f.linedefined = 20;
+  d = ljp_store_frame(&s, &f);                     /* a.lua:20: not found */
+  f.source = src2; f.linedefined = 10;
+  e = ljp_store_frame(&s, &f);                     /* b.lua:10 */
+  memset(&f, 0, sizeof(f));
+  f.kind = LJP_FR_NATIVE; f.source = src;
+  g = ljp_store_frame(&s, &f);                     /* not a Lua frame */
+  v[0].source = src2; v[0].linedefined = 10; v[0].name = nm2;
+  v[1].source = src; v[1].linedefined = 10; v[1].name = nm;
+  v[2].source = src; v[2].linedefined = 30; v[2].name = nm2;
+  CHECK_EQ(ljp_store_name_lua(&s, v, 3), 3);       /* a, b, e */
+  ljp_store_frame_get(&s, a, &f);
+  CHECK(f.name == nm && f.line == 12 && f.linedefined == 10);
+  ljp_store_frame_get(&s, b, &f);
+  CHECK(f.name == nm && f.line == 14);
+  ljp_store_frame_get(&s, c, &f);
+  CHECK_EQ(f.name, other);
+  ljp_store_frame_get(&s, d, &f);
+  CHECK_EQ(f.name, 0);
+  ljp_store_frame_get(&s, e, &f);
+  CHECK_EQ(f.name, nm2);
+  ljp_store_frame_get(&s, g, &f);
+  CHECK_EQ(f.name, 0);
+  /* the renamed frame is found under its new content, same id */
+  ljp_store_frame_get(&s, a, &f);
+  CHECK_EQ(ljp_store_frame(&s, &f), a);
+  CHECK_EQ(ljp_store_name_lua(&s, v, 0), 0);
+  ljp_store_free(&s);
+}
+
 int main(void)
 {
   test_zones();
@@ -266,5 +319,6 @@ int main(void)
   test_store();
   test_buf();
   test_clock();
+  test_name_lua();
   return check_done("core");
 }

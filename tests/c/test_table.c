@@ -1,6 +1,8 @@
 /* Unit tests for the aggregation tables: interning (identity, growth,
 ** collisions), counts (growth, keys differing only in vmstate or
-** zone), and agreement with a naive reference on random data. */
+** zone), agreement with a naive reference on random data, and an entry
+** rewritten in place (ljp_strtab_rewrite, ljp_strtab_reindex). */
+#include <stdio.h>
 #include <string.h>
 
 #include "../../src/store.h"
@@ -128,10 +130,44 @@ static void test_counts(void)
   ljp_counts_free(&c);
 }
 
+/* A rewritten entry keeps its id; after the reindex the new content is
+** found under it and the old content is interned anew; before it, the
+** new content is interned again, never taken for another entry. */
+static void test_rewrite(void)
+{
+  ljp_strtab t;
+  char buf[32];
+  uint32_t id, i;
+  int ok = 1;
+  CHECK_EQ(ljp_strtab_init(&t), 0);
+  for (i = 0; i < 300; i++) {
+    int n = snprintf(buf, sizeof(buf), "frame%05u", i);
+    CHECK_EQ(ljp_strtab_intern(&t, buf, (size_t)n), i + 1);
+  }
+  CHECK_EQ(ljp_strtab_rewrite(&t, 7, "FRAME00006", 10), 0);
+  CHECK_EQ(ljp_strtab_rewrite(&t, 7, "short", 5), -1);     /* length */
+  CHECK_EQ(ljp_strtab_rewrite(&t, 0, "", 0), -1);          /* id 0 */
+  CHECK_EQ(ljp_strtab_rewrite(&t, 301, "FRAME00300", 10), -1);
+  /* before the reindex: nothing is mistaken for id 7 */
+  id = ljp_strtab_intern(&t, "frame00006", 10);
+  CHECK(id != 7 && id == 301);
+  CHECK_EQ(ljp_strtab_reindex(&t), 0);
+  CHECK_EQ(ljp_strtab_intern(&t, "FRAME00006", 10), 7);
+  CHECK_EQ(ljp_strtab_intern(&t, "frame00006", 10), 301);
+  for (i = 0; i < 300; i++) {
+    int n = snprintf(buf, sizeof(buf), "frame%05u", i);
+    if (i != 6) ok &= ljp_strtab_intern(&t, buf, (size_t)n) == i + 1;
+  }
+  CHECK(ok);
+  CHECK_EQ(t.n, 302);
+  ljp_strtab_free(&t);
+}
+
 int main(void)
 {
   test_intern();
   test_collisions();
   test_counts();
+  test_rewrite();
   return check_done("table");
 }

@@ -89,7 +89,7 @@ local STATS_RUN = "aborts_lost=number aborts_recorded=boolean aggregate_ns=numbe
   "inline_estimated=number inline_frames=string inline_recorded=number inline_samples=number " ..
   "inline_undecoded=number interval_us=number jit_state=boolean lend_wait_ns=number " ..
   "lend_waits=number lua_captures=number merged=number missed=number name_scans=number " ..
-  "name_searches=number native_frames=number " ..
+  "name_searches=number names_late=number names_late_found=number native_frames=number " ..
   "native_skipped=number native_truncated=number native_unwinds=number pending=number " ..
   "record_budget_spent=boolean record_events=number record_refused=number record_traces=number " ..
   "recorder_kept=number running=boolean safepoints=number samples=number signal=number " ..

@@ -1,9 +1,10 @@
--- Naming by value (names.c, ljp_lname_by_value) in a program whose
--- functions no variable holds: the searches for their names stop costing
--- a scan each (issue 29). After a few searches in a row that found
--- nothing, a search waits in a growing gap (at most 64 searches) and is
--- deferred, nothing read; a deferred prototype is asked again later and
--- never gets a wrong name.
+-- Naming by value (names.c) in a program whose functions no variable
+-- holds, and in one whose functions a global table holds but no call site
+-- names (issue 29). A trace's start function that no live level, call
+-- site or index names is not searched for at the safe point (a search
+-- walks the program's tables): it waits for the run's end, where one
+-- search names those a variable or field holds (names_late,
+-- names_late_found), and their frames in the profile take the name.
 local t = require("t")
 local ljprof = require("ljprof")
 
@@ -19,7 +20,7 @@ local function many(n, chunk)
   return assert(loadstring(table.concat(src, "\n"), chunk))()
 end
 
-t.case("name_search_deferred_after_misses: scans bounded, not one per function", function()
+t.case("name_search_bounded: live scans bounded, the walk at the run's end", function()
   local F = many(600, "=many600")
   ljprof.record({clock = "wall", interval = 1})
   local s = 0
@@ -32,16 +33,17 @@ t.case("name_search_deferred_after_misses: scans bounded, not one per function",
   local st = ljprof.stats()
   local funcs = ljprof.summary()
   if os.getenv("VERBOSE") then
-    print("searches", st.name_searches, "scans", st.name_scans, "signals", st.signals)
+    print("searches", st.name_searches, "scans", st.name_scans, "late", st.names_late,
+          st.names_late_found, "signals", st.signals)
   end
   t.ok(type(st.name_searches) == "number" and type(st.name_scans) == "number",
        "stats() has name_searches and name_scans")
-  t.ok(st.name_searches >= 40,
-       string.format("enough searches to see the gap (%s)", tostring(st.name_searches)))
-  -- 4 in a row, then gaps 1, 2, 4 .. 64: about 4 + 7 + searches / 64
-  local bound = 4 + 7 + math.ceil(st.name_searches / 64) + 1
-  t.ok(st.name_scans <= bound,
-       string.format("scans %d <= %d (searches %d)", st.name_scans, bound, st.name_searches))
+  t.ok(st.names_late >= 40,
+       string.format("trace start functions left to the end (%s)", tostring(st.names_late)))
+  t.eq(st.names_late_found, 0, "none of them found (nothing holds them under a name)")
+  -- 4 scans in a row, then gaps 1, 2, 4 .. 64: about 4 + 7 + searches / 64
+  t.ok(st.name_scans <= 4 + 7 + math.ceil(st.name_searches / 64) + 1,
+       string.format("scans %d (searches %d)", st.name_scans, st.name_searches))
   -- never a wrong name: a function of the many chunk is named by its
   -- chunk and line only (nothing holds it under a name)
   local named_local, wrong = false, {}
@@ -53,9 +55,58 @@ t.case("name_search_deferred_after_misses: scans bounded, not one per function",
       if fr == "by_local" then named_local = true end
     end
   end
-  if os.getenv("VERBOSE") then for _, f in ipairs(funcs) do if not f.stack:find("many600") then print(f.stack, f.count) end end end
   t.eq(#wrong, 0, "many600's functions by chunk:line only: " .. table.concat(wrong, ", "))
-  t.ok(named_local, "the function a local holds is named after the misses")
+  t.ok(named_local, "the function a local holds is named")
+  assert(s > 0)
+end)
+
+-- Functions a global table holds under string keys, called through a
+-- list (the call site names nothing), in a chunk with no file (the
+-- writers cannot read a name from its source): named at the run's end,
+-- in every view, the same as a search at the safe point named them.
+t.case("name_late: functions a global holds are named at the end, in the profile", function()
+  local src = {"LATEFN = {}", "local A = {}"}
+  for i = 1, 60 do
+    src[#src + 1] = string.format(
+      "function LATEFN.work%d(m) local s = %d for j = 1, m do s = s + j %% 7 end return s end A[%d] = LATEFN.work%d",
+      i, i, i, i)
+  end
+  src[#src + 1] = "return A"
+  local A = assert(loadstring(table.concat(src, "\n"), "=latechunk"))()
+  ljprof.record({clock = "wall", interval = 1})
+  local s = 0
+  for r = 1, 2 do
+    for k = 1, #A do s = s + A[k](60000) end
+  end
+  ljprof.stop()
+  local st = ljprof.stats()
+  if os.getenv("VERBOSE") then
+    print("late", st.names_late, st.names_late_found, "searches", st.name_searches)
+  end
+  t.ok(st.names_late >= 20, string.format("left to the end: %d", st.names_late))
+  t.eq(st.names_late_found, st.names_late, "each of them found under its field")
+  -- every frame of the chunk is named, by the field that holds it
+  local named, unnamed, wrong = 0, {}, {}
+  for _, f in ipairs(ljprof.summary()) do
+    for fr in f.stack:gmatch("[^;]+") do
+      local i = fr:match("^work(%d+)$")
+      if i then named = named + 1
+      elseif fr:find("latechunk", 1, true) then unnamed[#unnamed + 1] = fr end
+    end
+  end
+  t.ok(named >= 20, string.format("frames named workN: %d", named))
+  t.eq(#unnamed, 0, "frames left as chunk:line: " .. table.concat(unnamed, ", "))
+  -- the structured profile (every writer's) carries the names too, each
+  -- on its own prototype's first line
+  local p = ljprof.profile()
+  for _, fr in ipairs(p.frames) do
+    if fr.kind == "lua" and fr.file == "latechunk" then
+      local i = tonumber((fr.name or ""):match("^work(%d+)$"))
+      if not i or fr.linedefined ~= i + 2 then wrong[#wrong + 1] = tostring(fr.name) .. "@" .. fr.linedefined end
+    end
+  end
+  t.eq(#wrong, 0, "profile() frames named by their own function: " .. table.concat(wrong, ", "))
+  LATEFN = nil
   assert(s > 0)
 end)
 

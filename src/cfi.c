@@ -899,46 +899,40 @@ static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
 
 /* -- One step ------------------------------------------------------------------ */
 
-int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
-                 const ljp_stack *st, uint64_t gen, int *sigframe,
-                 uintptr_t *fn)
+/* The step by the row cur from the frame *r: LJP_CFI_*. */
+static int step_row(const crow *cur, ljp_regs *r, const ljp_stack *st)
 {
-  crow cur;
   uintptr_t cfa, v[LJP_CFI_NREG], ra = 0, sp = 0;
   uint32_t valid, got = 0, clear;
   unsigned k;
-  *sigframe = 0;
-  if (find_row(t, lookup, gen, &cur) != 0) return LJP_CFI_FAIL;
-  if (fn) *fn = cur.fn;
-  *sigframe = cur.flags & CROW_SIG;
-  if (cur.flags & CROW_RA_UNDEF) return LJP_CFI_END;
-  if (cur.cfa_expr == 1 || cur.cfa_reg >= LJP_CFI_NREG ||
-      !(r->valid & (1u << cur.cfa_reg)))
+  if (cur->flags & CROW_RA_UNDEF) return LJP_CFI_END;
+  if (cur->cfa_expr == 1 || cur->cfa_reg >= LJP_CFI_NREG ||
+      !(r->valid & (1u << cur->cfa_reg)))
     return LJP_CFI_FAIL;
-  cfa = r->r[cur.cfa_reg] + (uintptr_t)(intptr_t)cur.cfa_off;
-  if (cur.cfa_expr) {  /* a PLT stub's: where in the stub is the pc? */
+  cfa = r->r[cur->cfa_reg] + (uintptr_t)(intptr_t)cur->cfa_off;
+  if (cur->cfa_expr) {  /* a PLT stub's: where in the stub is the pc? */
     if (!(r->valid & (1u << LJP_CFI_RA))) return LJP_CFI_FAIL;
-    if ((r->r[LJP_CFI_RA] & 15) >= (uintptr_t)(cur.cfa_expr - 2)) cfa += 8;
+    if ((r->r[LJP_CFI_RA] & 15) >= (uintptr_t)(cur->cfa_expr - 2)) cfa += 8;
   }
-  if ((cur.flags & CROW_SIMPLE) && cur.n > 0) {
+  if ((cur->flags & CROW_SIMPLE) && cur->n > 0) {
     /* every rule a saved value at the CFA + [omin, omax]: one check of
     ** the stack's bounds for all of them, then the same as below */
-    uintptr_t amin = cfa + (uintptr_t)(intptr_t)cur.omin;
-    uintptr_t amax = cfa + (uintptr_t)(intptr_t)cur.omax;
+    uintptr_t amin = cfa + (uintptr_t)(intptr_t)cur->omin;
+    uintptr_t amax = cfa + (uintptr_t)(intptr_t)cur->omax;
     if (amin >= st->lo && amin <= amax && amax <= st->hi &&
         st->hi - amax >= sizeof(uintptr_t)) {
       /* every read succeeds: the checks first, then the writes (the
       ** rules read no register), the RA's rule the last */
       __builtin_memcpy(&ra, (const void *)(cfa + (uintptr_t)(intptr_t)
-                                           RULE_VAL(cur.rule[cur.n - 1])),
+                                           RULE_VAL(cur->rule[cur->n - 1])),
                        sizeof(uintptr_t));
       if (ra == 0) return LJP_CFI_END;
       if (!((r->valid & (1u << LJP_CFI_RSP)) && cfa > r->r[LJP_CFI_RSP]))
         return LJP_CFI_FAIL;
-      valid = (cur.same & CALLEE_SAVED & r->valid) | (1u << LJP_CFI_RSP) |
+      valid = (cur->same & CALLEE_SAVED & r->valid) | (1u << LJP_CFI_RSP) |
               (1u << LJP_CFI_RA);
-      for (k = 0; k + 1 < cur.n; k++) {  /* registers 0-15 */
-        uint64_t w = cur.rule[k];
+      for (k = 0; k + 1 < cur->n; k++) {  /* registers 0-15 */
+        uint64_t w = cur->rule[k];
         unsigned i = RULE_REG(w) & 15;
         valid |= 1u << i;
         __builtin_memcpy(&r->r[i], (const void *)(cfa + (uintptr_t)(intptr_t)
@@ -958,13 +952,13 @@ int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
   ** registers with a rule that gives a value (the row's rules), each
   ** found before anything is written, so that a rule reads the callee's
   ** registers and a failed step leaves *r as it was. */
-  valid = cur.same & CALLEE_SAVED & r->valid;
-  if (cur.same & (1u << LJP_CFI_RSP)) {
+  valid = cur->same & CALLEE_SAVED & r->valid;
+  if (cur->same & (1u << LJP_CFI_RSP)) {
     valid |= 1u << LJP_CFI_RSP;
     sp = cfa;
   }
-  for (k = 0; k < cur.n; k++) {
-    uint64_t w = cur.rule[k];
+  for (k = 0; k < cur->n; k++) {
+    uint64_t w = cur->rule[k];
     unsigned i = RULE_REG(w), from;
     uint32_t bit;
     if (i >= LJP_CFI_NREG) return LJP_CFI_FAIL;
@@ -1004,11 +998,23 @@ int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
     r->r[__builtin_ctz(clear)] = 0;
   for (; got; got &= got - 1) {
     k = (unsigned)__builtin_ctz(got);
-    r->r[RULE_REG(cur.rule[k])] = v[k];
+    r->r[RULE_REG(cur->rule[k])] = v[k];
   }
   r->r[LJP_CFI_RSP] = sp;
   r->valid = valid;
   return LJP_CFI_OK;
+}
+
+int ljp_cfi_step(const ljp_ehtab *t, ljp_regs *r, uintptr_t lookup,
+                 const ljp_stack *st, uint64_t gen, int *sigframe,
+                 uintptr_t *fn)
+{
+  crow cur;
+  *sigframe = 0;
+  if (find_row(t, lookup, gen, &cur) != 0) return LJP_CFI_FAIL;
+  if (fn) *fn = cur.fn;
+  *sigframe = cur.flags & CROW_SIG;
+  return step_row(&cur, r, st);
 }
 
 void ljp_cfi_regs(ljp_regs *r, const void *ucontext)

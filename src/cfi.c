@@ -445,11 +445,12 @@ static int run_cfi(const ljp_ehtab *t, const cie *ci, uintptr_t ins,
   if (!rd_at(&c, t, ins) || end < ins || end > c.end) return -1;
   c.end = end;
   while (c.p < c.end) {
-    uint8_t op = rd_u8(&c);
+    uint8_t op;
     uint64_t reg = 0, u;
     int64_t s;
     int32_t off;
     if (c.bad || ++*ops > CFI_MAX_OPS) return -1;
+    op = *(const uint8_t *)c.p++;  /* (c.p < c.end, c.bad clear) */
     switch (op & 0xc0) {
     case 0x40:  /* DW_CFA_advance_loc */
       AT_LOC(loc + (uintptr_t)((op & 0x3f) * ci->caf));

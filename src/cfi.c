@@ -21,9 +21,11 @@
 ** reduced to the rules a step reads (crow) and remembered (with a
 ** generation of the loaded objects) for the whole range of addresses it
 ** holds for, in two fixed set-associative tables (below), so that the next
-** samples anywhere in that range skip the search and the programs. A row
-** whose rules are all saved values at the CFA (the common case) is
-** stepped with one check of the stack's bounds.
+** samples anywhere in that range skip the search and the programs; a
+** CIE's fields and initial row are remembered too (by its address), so
+** that a row found anew parses only its FDE. A row whose rules are all
+** saved values at the CFA (the common case) is stepped with one check of
+** the stack's bounds.
 */
 #define _GNU_SOURCE  /* REG_* of <ucontext.h> */
 #include <stddef.h>
@@ -227,8 +229,15 @@ typedef struct cie {
   uint32_t ra;           /* return address column */
   uint8_t fde_enc;       /* 'R' */
   uint8_t aug_z, sig;    /* 'z' present; 'S' */
-  uintptr_t ins, end;    /* initial instructions */
+  uint8_t known;         /* its initial row taken from the CIE cache */
+  int ops;               /* (known) the CFI instructions that row took */
+  uintptr_t at;          /* where it lies */
+  uintptr_t ins, end;    /* initial instructions (unless known) */
 } cie;
+
+struct row;
+static int cc_get(uint64_t gen, uintptr_t hdr, uintptr_t at, cie *ci,
+                  struct row *init, int *ops);
 
 typedef struct fde {
   uintptr_t lo, hi;      /* code covered */
@@ -293,8 +302,11 @@ static int parse_cie(const ljp_ehtab *t, uintptr_t a, cie *ci)
   return c.bad ? -1 : 0;
 }
 
-/* The FDE at a, with its CIE; 0, or -1 on anything unexpected. */
-static int parse_fde(const ljp_ehtab *t, uintptr_t a, fde *fd, cie *ci)
+/* The FDE at a, with its CIE; 0, or -1 on anything unexpected. gen
+** nonzero and init: the CIE and its initial row (ci->known) may come from
+** the CIE cache. */
+static int parse_fde(const ljp_ehtab *t, uintptr_t a, fde *fd, cie *ci,
+                     uint64_t gen, struct row *init)
 {
   rd c;
   uint32_t len, cptr;
@@ -307,7 +319,12 @@ static int parse_fde(const ljp_ehtab *t, uintptr_t a, fde *fd, cie *ci)
   at = c.p;
   cptr = rd_u32(&c);
   if (c.bad || cptr == 0 || cptr > at) return -1;  /* 0 would be a CIE */
-  if (parse_cie(t, at - cptr, ci) != 0) return -1;
+  ci->known = 0;
+  if (gen && init && cc_get(gen, t->hdr, at - cptr, ci, init, &ci->ops))
+    ci->known = 1;
+  else if (parse_cie(t, at - cptr, ci) != 0)
+    return -1;
+  ci->at = at - cptr;
   fd->lo = rd_addr(&c, ci->fde_enc);
   range = rd_format(&c, ci->fde_enc & 0x0f);
   if (c.bad || range > (1u << 30) || fd->lo + range < fd->lo) return -1;
@@ -326,7 +343,7 @@ static int parse_fde(const ljp_ehtab *t, uintptr_t a, fde *fd, cie *ci)
 NULL): where the table's next entry starts (UINTPTR_MAX: none), so that
 every address in [fd->lo, *next) finds this entry too. */
 static int find_fde(const ljp_ehtab *t, uintptr_t pc, fde *fd, cie *ci,
-                    uintptr_t *next)
+                    uintptr_t *next, uint64_t gen, struct row *init)
 {
   uint32_t lo = 0, hi, mid;
   int32_t w[2];
@@ -348,7 +365,8 @@ static int find_fde(const ljp_ehtab *t, uintptr_t pc, fde *fd, cie *ci,
   }
   __builtin_memcpy(w, (const void *)(t->table + (uintptr_t)lo * 8), 8);
   if (t->hdr + (intptr_t)w[0] > pc) return -1;
-  if (parse_fde(t, t->hdr + (intptr_t)w[1], fd, ci) != 0) return -1;
+  if (parse_fde(t, t->hdr + (intptr_t)w[1], fd, ci, gen, init) != 0)
+    return -1;
   if (pc < fd->lo || pc >= fd->hi) return -1;  /* a gap between entries */
   return 0;
 }
@@ -358,7 +376,7 @@ int ljp_cfi_proc(const ljp_ehtab *t, uintptr_t pc, uintptr_t *lo,
 {
   fde fd;
   cie ci;
-  if (find_fde(t, pc, &fd, &ci, NULL) != 0) return 0;
+  if (find_fde(t, pc, &fd, &ci, NULL, 0, NULL) != 0) return 0;
   *lo = fd.lo;
   *hi = fd.hi;
   return 1;
@@ -423,10 +441,11 @@ static uint8_t plt_expr(uintptr_t p, uintptr_t n, int32_t *a)
 ** addresses the resulting row holds for, narrowed from what the caller
 ** put there (the entry's range): from the last location at or before pc
 ** to the first after it; *rhi 0 when the locations went backwards
-** (set_loc), so no range is known. */
+** (set_loc), so no range is known. *moved set when the location moved. */
 static int run_cfi(const ljp_ehtab *t, const cie *ci, uintptr_t ins,
                    uintptr_t end, uintptr_t loc, uintptr_t pc, row *cur,
-                   const row *init, int *ops, uintptr_t *rlo, uintptr_t *rhi)
+                   const row *init, int *ops, uintptr_t *rlo, uintptr_t *rhi,
+                   int *moved)
 {
   row stack[CFI_STATES];
   int depth = 0;
@@ -434,6 +453,7 @@ static int run_cfi(const ljp_ehtab *t, const cie *ci, uintptr_t ins,
 #define AT_LOC(nl)                                             \
   do {                                                         \
     if ((nl) < loc) *rhi = 0;        /* not monotonic */       \
+    *moved = 1;                                                \
     loc = (nl);                                                \
     if (loc > pc) {                                            \
       if (*rhi && loc < *rhi) *rhi = loc;                      \
@@ -863,6 +883,115 @@ static void rc_put(uint64_t gen, uintptr_t hdr, uintptr_t rlo, uintptr_t rhi,
   for (g = g0; g <= g1; g++) rc_file(tb, gen, hdr, g, rlo, rhi, r);
 }
 
+/* -- CIEs remembered ------------------------------------------------------------ */
+
+/* An object's FDEs share a few CIEs (GCC's one or two per object): a row
+** found anew (a first sample in a function) would parse its FDE's CIE and
+** run the CIE's initial instructions again, some 350 of the 1,500-2,500
+** instructions of a row found. The CIE's fields and its initial row are
+** kept by its address, in a direct-mapped table with the row cache's keys
+** (generation, unwind table) and sequence lock: only a CIE whose program
+** does not move the location (its row then the same for every FDE) and
+** whose initial row has at most CC_RULES rules other than R_SAME. */
+#define CC_SIZE_LOG2 5
+#define CC_RULES 4
+
+typedef struct centry {
+  uint32_t seq;                 /* odd while being written */
+  uint64_t gen, hdr, at;        /* the key: the CIE's address */
+  uint64_t caf, daf, info, cfa, n;
+  uint64_t rule[CC_RULES];      /* RULE(register, how, off or register) */
+} centry;
+
+static centry cc_tab[1u << CC_SIZE_LOG2];
+
+static centry *cc_slot(uintptr_t hdr, uintptr_t at)
+{
+  uint64_t h = ((uint64_t)at ^ ((uint64_t)hdr << 7)) * 0x9e3779b97f4a7c15ull;
+  return &cc_tab[h >> (64 - CC_SIZE_LOG2)];
+}
+
+/* The CIE at at (of the table hdr, generation gen), its initial row and
+** the instructions that took (counted in a step's CFI_MAX_OPS), when
+** remembered and no writer changed them during the copy. */
+static int cc_get(uint64_t gen, uintptr_t hdr, uintptr_t at, cie *ci,
+                  row *init, int *ops)
+{
+  centry *m = cc_slot(hdr, at);
+  uint64_t caf, daf, info, cfa, n, w[CC_RULES];
+  uint32_t s0 = __atomic_load_n(&m->seq, __ATOMIC_ACQUIRE), s1, i;
+  if ((s0 & 1) || LD(m->gen) != gen || LD(m->hdr) != hdr || LD(m->at) != at)
+    return 0;
+  caf = LD(m->caf);
+  daf = LD(m->daf);
+  info = LD(m->info);
+  cfa = LD(m->cfa);
+  n = LD(m->n);
+  if (n > CC_RULES) return 0;  /* (a copy a writer tore) */
+  for (i = 0; i < n; i++) w[i] = LD(m->rule[i]);
+  s1 = __atomic_fetch_add(&m->seq, 0, __ATOMIC_RELEASE);
+  if (s0 != s1) return 0;
+  for (i = 0; i < n; i++)
+    if (RULE_REG(w[i]) >= LJP_CFI_NREG) return 0;
+  ci->caf = caf;
+  ci->daf = (int64_t)daf;
+  ci->fde_enc = (uint8_t)info;
+  ci->aug_z = (uint8_t)(info >> 8);
+  ci->sig = (uint8_t)(info >> 16);
+  ci->ra = (uint32_t)(info >> 24) & 0xff;
+  *ops = (int)(uint32_t)(info >> 32);
+  ci->ins = ci->end = 0;
+  for (i = 0; i < LJP_CFI_NREG; i++) {  /* (not a memset: rep stosb) */
+    static const rule none = {R_SAME, 0, 0};
+    init->r[i] = none;
+  }
+  init->cfa_off = (int32_t)(uint32_t)cfa;
+  init->cfa_reg = (uint8_t)(cfa >> 32);
+  init->cfa_expr = (uint8_t)(cfa >> 40);
+  for (i = 0; i < n; i++) {
+    rule *ru = &init->r[RULE_REG(w[i])];
+    ru->how = (uint8_t)RULE_HOW(w[i]);
+    if (ru->how == R_REG) ru->reg = (uint8_t)RULE_VAL(w[i]);
+    else ru->off = RULE_VAL(w[i]);
+  }
+  return 1;
+}
+
+/* Remember the CIE ci (parsed), its initial row init and the
+** instructions that took (ops). */
+static void cc_put(uint64_t gen, uintptr_t hdr, const cie *ci,
+                   const row *init, int ops)
+{
+  centry *m;
+  uint64_t w[CC_RULES];
+  uint32_t s, i, n = 0;
+  for (i = 0; i < LJP_CFI_NREG; i++) {
+    const rule *ru = &init->r[i];
+    if (ru->how == R_SAME) continue;
+    if (n == CC_RULES) return;  /* not kept */
+    w[n++] = RULE(i, ru->how, ru->how == R_REG ? (int32_t)ru->reg : ru->off);
+  }
+  m = cc_slot(hdr, ci->at);
+  s = __atomic_load_n(&m->seq, __ATOMIC_RELAXED);
+  if ((s & 1) || !__atomic_compare_exchange_n(&m->seq, &s, s + 1, 0,
+                                              __ATOMIC_ACQUIRE,
+                                              __ATOMIC_RELAXED))
+    return;  /* another writer has it */
+  ST(m->gen, gen);
+  ST(m->hdr, (uint64_t)hdr);
+  ST(m->at, (uint64_t)ci->at);
+  ST(m->caf, ci->caf);
+  ST(m->daf, (uint64_t)ci->daf);
+  ST(m->info, (uint64_t)ci->fde_enc | (uint64_t)ci->aug_z << 8 |
+              (uint64_t)ci->sig << 16 | (uint64_t)(ci->ra & 0xff) << 24 |
+              (uint64_t)(uint32_t)ops << 32);
+  ST(m->cfa, (uint64_t)(uint32_t)init->cfa_off |
+             (uint64_t)init->cfa_reg << 32 | (uint64_t)init->cfa_expr << 40);
+  ST(m->n, (uint64_t)n);
+  for (i = 0; i < n; i++) ST(m->rule[i], w[i]);
+  __atomic_store_n(&m->seq, s + 2, __ATOMIC_RELEASE);
+}
+
 /* The row in effect at lookup: 0, or -1. */
 static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
                     crow *out)
@@ -870,22 +999,27 @@ static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
   fde fd;
   cie ci;
   row init, cur;
-  int ops = 0;
+  int ops = 0, moved = 0;
   uintptr_t next, clo, chi, rlo, rhi;
   if (gen && t && t->hdr && rc_get(gen, t->hdr, lookup, out)) return 0;
-  if (find_fde(t, lookup, &fd, &ci, &next) != 0) return -1;
-  __builtin_memset(&init, 0, sizeof(init));
-  init.cfa_reg = LJP_CFI_RSP;
+  if (find_fde(t, lookup, &fd, &ci, &next, gen, &init) != 0) return -1;
   clo = fd.lo;
   chi = fd.hi;
-  if (run_cfi(t, &ci, ci.ins, ci.end, fd.lo, lookup, &init, NULL, &ops,
-              &clo, &chi) != 0)
-    return -1;
+  if (ci.known) {
+    ops = ci.ops;
+  } else {  /* the CIE's program: its initial row */
+    __builtin_memset(&init, 0, sizeof(init));
+    init.cfa_reg = LJP_CFI_RSP;
+    if (run_cfi(t, &ci, ci.ins, ci.end, fd.lo, lookup, &init, NULL, &ops,
+                &clo, &chi, &moved) != 0)
+      return -1;
+    if (gen && !moved) cc_put(gen, t->hdr, &ci, &init, ops);
+  }
   cur = init;
   rlo = fd.lo;
   rhi = fd.hi < next ? fd.hi : next;
   if (run_cfi(t, &ci, fd.ins, fd.end, fd.lo, lookup, &cur, &init, &ops,
-              &rlo, &rhi) != 0)
+              &rlo, &rhi, &moved) != 0)
     return -1;
   crow_of(out, &cur, fd.lo, ci.sig);
   if (gen) {

@@ -18,7 +18,10 @@
 **    row of its range (a copy torn by a writer would mix two rows).
 ** 5. The step's path for rows of saved values (CROW_SIMPLE) gives what
 **    the general path gives: return code and registers, stack bounds
-**    crossed or not; crow_of sets CROW_SIMPLE only where it applies. */
+**    crossed or not; crow_of sets CROW_SIMPLE only where it applies.
+** 6. The CIE cache: a CIE kept gives back its fields, its initial row
+**    (every rule kind) and its instruction count, under its own key only;
+**    one with more rules than an entry holds is not kept. */
 #include <pthread.h>
 #include <string.h>
 
@@ -359,8 +362,60 @@ static void test_crow_of(void)
   CHECK(c.flags == CROW_RA_UNDEF);
 }
 
+static void test_cies(void)
+{
+  cie ci, co;
+  row init, got;
+  int ops = 0, i;
+  memset(&ci, 0, sizeof(ci));
+  ci.caf = 1;
+  ci.daf = -8;
+  ci.ra = LJP_CFI_RA;
+  ci.fde_enc = 0x1b;
+  ci.aug_z = 1;
+  ci.sig = 1;
+  ci.at = 0x4a0010;
+  memset(&init, 0, sizeof(init));
+  init.cfa_reg = LJP_CFI_RSP;
+  init.cfa_off = 8;
+  init.cfa_expr = 0;
+  init.r[LJP_CFI_RA].how = R_OFFSET;
+  init.r[LJP_CFI_RA].off = -8;
+  init.r[3].how = R_REG;
+  init.r[3].reg = 12;
+  init.r[5].how = R_UNDEF;
+  init.r[9].how = R_VALOFF;
+  init.r[9].off = -24;
+  cc_put(5, 0x2000, &ci, &init, 3);
+  memset(&co, 0xff, sizeof(co));
+  memset(&got, 0xff, sizeof(got));
+  CHECK(cc_get(5, 0x2000, 0x4a0010, &co, &got, &ops));
+  CHECK_EQ(ops, 3);
+  CHECK(co.caf == 1 && co.daf == -8 && co.ra == LJP_CFI_RA &&
+        co.fde_enc == 0x1b && co.aug_z == 1 && co.sig == 1);
+  CHECK(got.cfa_reg == LJP_CFI_RSP && got.cfa_off == 8 && got.cfa_expr == 0);
+  for (i = 0; i < LJP_CFI_NREG; i++) {
+    CHECK_EQ(got.r[i].how, init.r[i].how);
+    if (init.r[i].how == R_REG) CHECK_EQ(got.r[i].reg, init.r[i].reg);
+    if (init.r[i].how == R_OFFSET || init.r[i].how == R_VALOFF)
+      CHECK_EQ(got.r[i].off, init.r[i].off);
+  }
+  CHECK(!cc_get(6, 0x2000, 0x4a0010, &co, &got, &ops));
+  CHECK(!cc_get(5, 0x3000, 0x4a0010, &co, &got, &ops));
+  CHECK(!cc_get(5, 0x2000, 0x4a0018, &co, &got, &ops));
+  /* more rules than an entry holds */
+  ci.at = 0x4b0000;
+  for (i = 0; i < 8; i++) {
+    init.r[i].how = R_OFFSET;
+    init.r[i].off = -16 - 8 * i;
+  }
+  cc_put(5, 0x2000, &ci, &init, 9);
+  CHECK(!cc_get(5, 0x2000, 0x4b0000, &co, &got, &ops));
+}
+
 int main(void)
 {
+  test_cies();
   test_ranges();
   test_sets();
   test_crow_of();

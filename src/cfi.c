@@ -992,16 +992,18 @@ static void cc_put(uint64_t gen, uintptr_t hdr, const cie *ci,
   __atomic_store_n(&m->seq, s + 2, __ATOMIC_RELEASE);
 }
 
-/* The row in effect at lookup: 0, or -1. */
-static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
-                    crow *out)
+/* The row in effect at lookup, found from the unwind table (and kept
+** when gen is nonzero): 0, or -1. Not inlined: its frame (two rows) stays
+** off the path of a row remembered. */
+static __attribute__((noinline)) int find_row_anew(const ljp_ehtab *t,
+                                                   uintptr_t lookup,
+                                                   uint64_t gen, crow *out)
 {
   fde fd;
   cie ci;
   row init, cur;
   int ops = 0, moved = 0;
   uintptr_t next, clo, chi, rlo, rhi;
-  if (gen && t && t->hdr && rc_get(gen, t->hdr, lookup, out)) return 0;
   if (find_fde(t, lookup, &fd, &ci, &next, gen, &init) != 0) return -1;
   clo = fd.lo;
   chi = fd.hi;
@@ -1030,6 +1032,14 @@ static int find_row(const ljp_ehtab *t, uintptr_t lookup, uint64_t gen,
       rc_put(gen, t->hdr, lookup, lookup + 1, lookup, out);
   }
   return 0;
+}
+
+/* The row in effect at lookup: 0, or -1. */
+static inline int find_row(const ljp_ehtab *t, uintptr_t lookup,
+                           uint64_t gen, crow *out)
+{
+  if (gen && t && t->hdr && rc_get(gen, t->hdr, lookup, out)) return 0;
+  return find_row_anew(t, lookup, gen, out);
 }
 
 /* -- One step ------------------------------------------------------------------ */
@@ -1156,12 +1166,15 @@ void ljp_cfi_regs(ljp_regs *r, const void *ucontext)
 {
 #if defined(__x86_64__)
   const mcontext_t *m = &((const ucontext_t *)ucontext)->uc_mcontext;
-  static const uint8_t map[LJP_CFI_NREG] = {
-    REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP,
-    REG_R8, REG_R9, REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15,
-    REG_RIP};
-  int i;
-  for (i = 0; i < LJP_CFI_NREG; i++) r->r[i] = (uintptr_t)m->gregs[map[i]];
+  /* (one move each, not a loop over a table: once per signal) */
+#define CFI_REG(i, g) r->r[i] = (uintptr_t)m->gregs[g]
+  CFI_REG(0, REG_RAX); CFI_REG(1, REG_RDX); CFI_REG(2, REG_RCX);
+  CFI_REG(3, REG_RBX); CFI_REG(4, REG_RSI); CFI_REG(5, REG_RDI);
+  CFI_REG(6, REG_RBP); CFI_REG(7, REG_RSP); CFI_REG(8, REG_R8);
+  CFI_REG(9, REG_R9); CFI_REG(10, REG_R10); CFI_REG(11, REG_R11);
+  CFI_REG(12, REG_R12); CFI_REG(13, REG_R13); CFI_REG(14, REG_R14);
+  CFI_REG(15, REG_R15); CFI_REG(16, REG_RIP);
+#undef CFI_REG
   r->valid = (1u << LJP_CFI_NREG) - 1;
 #else
   (void)ucontext;

@@ -208,7 +208,8 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, const ljp_regs *at,
                    int vmstate, uintptr_t *out, uint8_t *flags,
                    uintptr_t *tret, uint64_t *funcs, uintptr_t *leaf)
 {
-  const ljp_span *e;
+  const ljp_span *e, *seen = NULL;
+  const ljp_ehtab *eh = NULL;
   ljp_regs regs;
   ljp_stack st;
   walk_objs cur = {{0}, 0, 0};
@@ -263,7 +264,9 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, const ljp_regs *at,
   }
   for (;;) {
     uintptr_t ip, fn = 0;
-    if (n > 1 && !still_there(m, e, lookup, &cur)) {
+    /* (a frame in the span of the one before: its object is current and
+    ** its unwind table known) */
+    if (n > 1 && e != seen && !still_there(m, e, lookup, &cur)) {
       /* a caller's object gone since the snapshot: nothing of this walk */
       atomic_fetch_add_explicit(&ctx->n_native_skipped, 1,
                                 memory_order_relaxed);
@@ -280,8 +283,12 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, const ljp_regs *at,
     }
     /* (the step finds the function frame n - 1 lies in: what a full ring
     ** merges ticks by, ring.h) */
-    if (ljp_cfi_step(ljp_objects_ehtab(m, e), &regs, lookup, &st, m->dlgen,
-                     &sig, &fn) != LJP_CFI_OK) {
+    if (e != seen) {
+      eh = ljp_objects_ehtab(m, e);
+      seen = e;
+    }
+    if (ljp_cfi_step(eh, &regs, lookup, &st, m->dlgen, &sig,
+                     &fn) != LJP_CFI_OK) {
       *flags = LJP_NATIVE_TRUNCATED;
       fsum = fhash(fsum, fn ? fn : out[n - 1]);
       if (n == 1) leaf[0] = fn ? fn : pc;
@@ -295,7 +302,8 @@ static int capture(ljp_ctx *ctx, const ljp_objsnap *m, const ljp_regs *at,
     /* A return address: the call is the instruction before it (but a
     ** signal frame's caller was interrupted at ip itself). */
     lookup = sig ? ip : ip - 1;
-    e = ljp_objects_find(m, lookup);
+    if (lookup < e->lo || lookup >= e->hi)  /* (spans are disjoint) */
+      e = ljp_objects_find(m, lookup);
     if (!e) {
       /* Code of no loaded object: a trace's machine code (or other
       ** generated code) called this C code. */

@@ -67,6 +67,16 @@
 -- over six LUA_PATH lengths, but not gated at 3 M: a 1% margin would
 -- trip on a checkout path that moves the probes' heap layout); the
 -- per-call figures, which these changes leave alone, kept.
+--
+-- 2026-11-29 (issue 29, the handler's native walk; wt-cfi): CFI rows kept
+-- for their whole range (granules of 256 B and 4 KB, a row filed under
+-- each it covers), in the form the step reads, stepped with one bounds
+-- check when every rule is a saved value; CIEs kept by address; a frame in
+-- the span of the one before skips the object search and check. Gate runs
+-- before (284ecaf, two) and after (six: two of the final code, four of
+-- code that differed only in ljp_cfi_regs' loop and find_row's inlining;
+-- deepi four): the handler_native_on budgets lowered to the largest after
+-- + 15%, rounded up (the rule above); the others kept.
 return {
   -- at start: loading, record(), stop() (no sample taken; no output
   -- written since the output option is the Lua writer's, bench/cost/run.lua)
@@ -89,8 +99,9 @@ return {
   ["many20000.start"] = 4362000,         -- 3,965,087 measured (recorded;
                                          -- 4,961,560 before)
   -- depth 20, a Lua leaf, 1 ms of CPU, native frames on / off
-  ["deep.handler_native_on"] = 5800,      -- 4,768-4,996 measured (6,108-6,496
-                                          -- before the CFI rows by range)
+  ["deep.handler_native_on"] = 4800,      -- 3,839-4,166 measured (5,069-5,368
+                                          -- before wt-cfi; 6,108-6,496 before
+                                          -- the CFI rows by range)
   -- inline=recorded (the default since 2026-11-29): 31,232-31,546 (two
   -- gate runs at the merge, c. 18,200 with inline=snapshots the same hour).
   -- Per trace, the record map's derivation and the machine code's decoding
@@ -127,7 +138,8 @@ return {
   -- update in the handler) and the Lua frames of LuaJIT's own code in
   -- state C captured at the tick (the recorder under the record handler);
   -- 4,238-4,457 before them: the largest + 15%
-  ["deepi.handler_native_on"] = 6000,     -- (6,098-6,158 before the third pass)
+  -- wt-cfi: 3,089-3,398 (four runs; the CFI row and CIE caches above)
+  ["deepi.handler_native_on"] = 4000,     -- (6,098-6,158 before the third pass)
   -- native on, inline=recorded: 12,720-13,020 (8,202 with
   -- inline=snapshots the same hour): a sample that lands while one of
   -- the run's traces is recorded under the record handler (under
@@ -160,13 +172,15 @@ return {
   -- and 42,374 / 39,406 on deep (fail)
   ["many2000.start"] = 4384000,               -- 3,985,417 measured (recorded;
                                               -- 4,981,904 before)
-  ["many2000.handler_native_on"] = 9800,      -- 8,118-8,441 measured
-                                              -- (10,472-11,577 before)
+  ["many2000.handler_native_on"] = 6900,      -- 5,751-5,938 measured (wt-cfi;
+                                              -- 8,544-9,106 before, 10,472-
+                                              -- 11,577 before the second pass)
   -- Third pass: many2000 35,506-38,591, many20000 34,002-35,943 (three
   -- runs; before 38,304, 37,639 and 38,142, 44,093)
   ["many2000.safepoint_native_on"] = 48300,   -- 35,506-38,591 measured
-  ["many20000.handler_native_on"] = 9800,     -- 8,259-8,508 measured
-                                              -- (11,412-12,221 before)
+  ["many20000.handler_native_on"] = 6700,     -- 5,655-5,803 measured (wt-cfi;
+                                              -- 8,796-8,935 before, 11,412-
+                                              -- 12,221 before the second pass)
   ["many20000.safepoint_native_on"] = 44900,  -- 34,002-35,943 measured
   -- per trace event with no sample: with inline=snapshots nothing is
   -- followed per event (0-2 measured: the noise of the start's other

@@ -347,18 +347,25 @@ ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, lua_State *L, int32_t trace)
 
 /* From memory: the trace the VM state named, else the one the code map
 ** says (checked against its object: the map may hold a range from before
-** a flush), else every trace looked at. */
+** a flush), else every trace looked at. A PC in a loaded object's code
+** (the code map's 'I' or 'C': a C function or a VM helper that the trace
+** called, the usual case) lies in no trace's machine code, which LuaJIT
+** allocates outside every object: nothing is looked at (the walk over the
+** trace array cost ~9k instructions per such record). */
 static void locate_in_memory(ljp_ctx *ctx, uintptr_t pc, int32_t *trace)
 {
   ljp_tmtrace m;
   int32_t hit = 0;
+  int st;
   uintptr_t T = ljp_vm_trace(ctx->vm_g, *trace);
   if (T && ljp_vm_trace_holds(T, pc)) return;
-  if (ljp_codemap_classify(&ctx->map, pc, &hit) == 'N' && hit > 0 &&
-      (T = ljp_vm_trace(ctx->vm_g, hit)) && ljp_vm_trace_holds(T, pc)) {
+  st = ljp_codemap_classify(&ctx->map, pc, &hit);
+  if (st == 'N' && hit > 0 && (T = ljp_vm_trace(ctx->vm_g, hit)) &&
+      ljp_vm_trace_holds(T, pc)) {
     *trace = hit;
     return;
   }
+  if (st == 'I' || st == 'C') return;
   if ((hit = ljp_tm_find(ctx->vm_g, pc, &m)) > 0) {
     *trace = hit;
     ljp_codemap_trace_set(&ctx->map, hit, m.mcode, m.size);

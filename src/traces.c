@@ -103,6 +103,7 @@ static void trinfo_unresolve(ljp_trinfo *t)
   t->source = t->name = NULL;
   t->resolved = 0;
   t->have_key = 0;
+  t->tloc = 0;
 }
 
 void ljp_traces_aborts_free(ljp_tracest *t)
@@ -161,7 +162,10 @@ void ljp_traces_aborts_into(ljp_ctx *ctx, ljp_tracest *dst, int move)
 void ljp_traces_forget_keys(ljp_ctx *ctx)
 {
   uint32_t i;
-  for (i = 0; i < ctx->tr.ninfo; i++) TI(ctx, i)->have_key = 0;
+  for (i = 0; i < ctx->tr.ninfo; i++) {
+    TI(ctx, i)->have_key = 0;
+    TI(ctx, i)->tloc = 0;
+  }
 }
 
 static void trinfo_clear_all(ljp_ctx *ctx)
@@ -904,6 +908,7 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     for (tr = 1; tr < (lua_Integer)ctx->tr.ninfo; tr++) {
       TI(ctx, tr)->mc_known = 0;
       TI(ctx, tr)->have_key = 0;
+      TI(ctx, tr)->tloc = 0;
     }
     return;
   }
@@ -942,6 +947,7 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
   for (tr = 1; tr < (lua_Integer)ctx->tr.ninfo; tr++) {
     TI(ctx, tr)->mc_known = 0;
     TI(ctx, tr)->have_key = 0;
+    TI(ctx, tr)->tloc = 0;
   }
   lua_settop(L, top);
 }

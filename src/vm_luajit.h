@@ -87,6 +87,8 @@ typedef struct ljp_trinfo {
   int linedefined;          /* start function's first line */
   int have_key;             /* a sample found the start function on the */
   uint32_t stack, func;     /* stack: its keys, for samples that do not */
+  uint32_t tloc;            /* its "chunk:first:line" text (0: not made):
+                               a store id, cleared with have_key */
   int mc_known;             /* machine code range learnt (code map) */
 } ljp_trinfo;
 

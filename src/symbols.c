@@ -54,17 +54,18 @@ typedef struct natrange {
   natent v;
 } natrange;
 
-/* The lookups of the last record named (ljp_native_names), innermost
+/* The lookups of the last record named (ljp_native_names), outermost
 ** first: consecutive records share their outer native frames (the
 ** program's main, the VM's entry, the collector's or the compiler's
 ** callers), which are taken from here, compared by lookup address from
 ** the outermost in, with no hash lookup (about 80 instructions a frame:
 ** a record has 5-17 native frames where LuaJIT's own C code runs, the
-** outer half of them usually the last record's). An address's entry
-** never changes once resolved, so a copy is as good as the table's. */
+** outer half of them usually the last record's). The next record's
+** inner frames are written over it in place. An address's entry never
+** changes once resolved, so a copy is as good as the table's. */
 typedef struct natlast {
   uint32_t n;
-  natent v[LJP_NATIVE_MAX];
+  natent v[LJP_NATIVE_MAX];        /* v[j]: frame n - 1 - j */
 } natlast;
 
 struct ljp_natcache {
@@ -263,34 +264,33 @@ static uint32_t merged_frame(ljp_ctx *ctx)
 int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids)
 {
   struct ljp_natcache *c;
-  natent v[LJP_NATIVE_MAX];
-  int i, n = 0, nn = r->nnative, k = 0;
+  natent *v;
+  int i, n = 0, nn = r->nnative, shown, k = 0;
   if ((r->nflags & LJP_NATIVE_CUT) && r->nnative &&
       (ids[n] = merged_frame(ctx)) != 0)
     n++;
   if (nn > LJP_NATIVE_MAX) nn = LJP_NATIVE_MAX;
   if (!nn || !(c = natcache(ctx))) return n;
-  /* The outer frames the last record had (natlast), then the others
-  ** looked up; out of memory, the frames from the first that failed on
-  ** are not shown (and the last record stays). */
-  while (k < nn && k < (int)c->last.n &&
-         c->last.v[c->last.n - 1 - k].addr == nat_addr(r, nn - 1 - k)) {
-    v[nn - 1 - k] = c->last.v[c->last.n - 1 - k];
+  /* The outer frames the last record had (natlast: v[j] is frame
+  ** nn - 1 - j), then the others looked up into it; out of memory, the
+  ** frames from the first that failed on are not shown, and only the
+  ** shared ones stay for the next record. */
+  v = c->last.v;
+  while (k < nn && k < (int)c->last.n && v[k].addr == nat_addr(r, nn - 1 - k))
     k++;
-  }
-  for (i = 0; i < nn - k; i++) {
-    natent *e = lookup(ctx, r, i);
+  for (shown = 0; shown < nn - k; shown++) {
+    natent *e = lookup(ctx, r, shown);
     if (!e) break;
-    v[i] = *e;
+    v[nn - 1 - shown] = *e;
   }
-  if (i < nn - k) {
-    nn = i;
+  if (shown < nn - k) {
+    c->last.n = (uint32_t)k;
   } else {
-    memcpy(c->last.v, v, (size_t)nn * sizeof(v[0]));
     c->last.n = (uint32_t)nn;
+    shown = nn;
   }
-  for (i = 0; i < nn; i++) {
-    const natent *e = &v[i];
+  for (i = 0; i < shown; i++) {
+    const natent *e = &v[nn - 1 - i];
     if (r->cfunc && e->start == r->cfunc) continue;  /* Lua names it */
     if (e->self && n > 0 && ids[n - 1] == e->id) continue;  /* one [ljprof] */
     if (e->id) ids[n++] = e->id;

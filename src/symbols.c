@@ -8,7 +8,10 @@
 ** read once per object on first use, C++ names demangled; an address in
 ** an object not seen yet refreshes the registry). This
 ** file keeps, per context, every address resolved once and remembered
-** with its interned name, and the rules for which frames are shown.
+** with its interned name (and the last record's lookups, whose outer
+** frames the next record usually shares: taken from there, compared by
+** address, with no hash lookup), and the rules for which frames are
+** shown.
 **
 ** Rules for the frames of LuaJIT's own object: exported API functions
 ** keep their names (lua_pushlstring called by a C module); everything

@@ -123,7 +123,7 @@ typedef struct ljp_tracest {
   uint32_t gen;             /* install count: stale handlers do nothing */
   int watching;             /* ljprof.watch(): handler stays attached */
   ljp_trinfo **info;        /* by trace number: where it started (pages
-                               of 256, traces.c TI) */
+                               of 32, traces.c TI) */
   uint32_t ninfo;           /* numbers the pages hold */
   ljp_trinfo pending;       /* the trace being recorded */
   int32_t recent[16];       /* traces stopped lately, ring: machine code

@@ -744,6 +744,12 @@ static void drop_version(char *s)
 
 void ljp_elfsyms_name(const char *sym, char *buf, size_t len)
 {
-  if (!demangle_sym(sym, buf, len)) snprintf(buf, len, "%s", sym);
-  drop_version(buf);
+  /* (a C name, the usual one, is copied as snprintf "%s" would: cut to
+  ** len - 1 bytes; snprintf cost ~600 instructions a name) */
+  if (len && !demangle_sym(sym, buf, len)) {
+    size_t n = strnlen(sym, len - 1);
+    memcpy(buf, sym, n);
+    buf[n] = '\0';
+  }
+  if (len) drop_version(buf);
 }

@@ -306,18 +306,27 @@ static uint32_t getstack_frame(ljp_ctx *ctx, lua_State *L, int level, int line)
 }
 
 /* The chunk name and first line of the Lua function at live level
-** `level` (bytecode bc), cached. */
+** `level` (bytecode bc), cached. A miss reads them from the prototype,
+** which the live frame keeps alive, where its layout is proven
+** (tracemem.h: what lua_getinfo "S" gives as source and linedefined),
+** else asks lua_getinfo (through lua_getstack, O(level)). */
 static const protoent *proto_of(ljp_ctx *ctx, lua_State *L, int level,
                                 uintptr_t bc)
 {
   struct ljp_namecache *c = caches(ctx);
   uint64_t sig = ljp_proto_sig(bc);
+  const char *src;
   protoent *e;
   lua_Debug ar;
   if (!c) return NULL;
   e = &c->proto[ljp_hash_addr(bc) & (PROTO_CACHE - 1)];
   if (e->bc == bc && e->sig == sig) return e;
-  if (!lua_getstack(L, level, &ar) || !lua_getinfo(L, "S", &ar)) return NULL;
+  if ((src = ljp_tm_chunkname(bc)) != NULL) {
+    ar.source = src;
+    ar.linedefined = ljp_proto_firstline(bc);
+  } else if (!lua_getstack(L, level, &ar) || !lua_getinfo(L, "S", &ar)) {
+    return NULL;
+  }
   e->bc = bc;
   e->sig = sig;
   e->source = text(ctx, ar.source);
@@ -924,13 +933,17 @@ static uint32_t func_of(ljp_ctx *ctx, uint32_t id)
   return fn;
 }
 
+/* The trace's location text, made once per trace info (kept in it with
+** the stack keys' lifetime: traces.c clears both). */
 static uint32_t trace_loc(ljp_ctx *ctx, lua_State *L, int32_t trace)
 {
-  const ljp_trinfo *ti = ljp_trace_info(ctx, L, trace);
+  ljp_trinfo *ti = ljp_trace_info(ctx, L, trace);
   if (!ti) return 0;
+  if (ti->tloc) return ti->tloc;
   ctx->scratch.n = 0;
   ljp_put_location(&ctx->scratch, ti->source, ti->linedefined, ti->line);
-  return ljp_store_intern(&ctx->store, ctx->scratch.b, ctx->scratch.n);
+  return ti->tloc = ljp_store_intern(&ctx->store, ctx->scratch.b,
+                                     ctx->scratch.n);
 }
 
 /* Records completed by one safe point usually share one leaf; a few

@@ -8,7 +8,10 @@
 ** read once per object on first use, C++ names demangled; an address in
 ** an object not seen yet refreshes the registry). This
 ** file keeps, per context, every address resolved once and remembered
-** with its interned name, and the rules for which frames are shown.
+** with its interned name (and the last record's lookups, whose outer
+** frames the next record usually shares: taken from there, compared by
+** address, with no hash lookup), and the rules for which frames are
+** shown.
 **
 ** Rules for the frames of LuaJIT's own object: exported API functions
 ** keep their names (lua_pushlstring called by a C module); everything
@@ -54,12 +57,27 @@ typedef struct natrange {
   natent v;
 } natrange;
 
+/* The lookups of the last record named (ljp_native_names), outermost
+** first: consecutive records share their outer native frames (the
+** program's main, the VM's entry, the collector's or the compiler's
+** callers), which are taken from here, compared by lookup address from
+** the outermost in, with no hash lookup (about 80 instructions a frame:
+** a record has 5-17 native frames where LuaJIT's own C code runs, the
+** outer half of them usually the last record's). The next record's
+** inner frames are written over it in place. An address's entry never
+** changes once resolved, so a copy is as good as the table's. */
+typedef struct natlast {
+  uint32_t n;
+  natent v[LJP_NATIVE_MAX];        /* v[j]: frame n - 1 - j */
+} natlast;
+
 struct ljp_natcache {
   natent *e;               /* by address (hash) */
   uint32_t n, cap;
   natrange *r;             /* by function, sorted by lo */
   uint32_t nr, capr;
   uint32_t merged;         /* the frame "[merged]" (0: not made yet) */
+  natlast last;
 };
 
 static natrange *range_find(struct ljp_natcache *c, uintptr_t a)
@@ -79,9 +97,14 @@ static void range_add(struct ljp_natcache *c, uintptr_t lo, uintptr_t hi,
     c->r = p;
     c->capr = cap;
   }
-  while (i < c->nr && c->r[i].lo < lo) i++;
+  k = c->nr;                /* i: the first range with lo >= lo */
+  while (i < k) {
+    uint32_t mid = i + (k - i) / 2;
+    if (c->r[mid].lo < lo) i = mid + 1;
+    else k = mid;
+  }
   if (i < c->nr && c->r[i].lo < hi) return;  /* would overlap */
-  for (k = c->nr; k > i; k--) c->r[k] = c->r[k - 1];
+  memmove(&c->r[i + 1], &c->r[i], (c->nr - i) * sizeof(*c->r));
   c->r[i].lo = lo;
   c->r[i].hi = hi;
   c->r[i].v = *v;
@@ -133,7 +156,7 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
       *fhi = ob.sym_hi;
     }
     out->self = 1;
-    len = snprintf(buf, sizeof(buf), "[ljprof]");
+    name = "[ljprof]";
   } else {
     vm = ob.kind == LJP_SPAN_VM || ob.kind == LJP_SPAN_INTERP;
     if (ob.sym_lo) {
@@ -141,7 +164,6 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
       out->start = *flo = ob.sym_lo;
       *fhi = ob.sym_hi;
       if (vm && !exported_api(name)) name = NULL;  /* dropped */
-      if (name) len = snprintf(buf, sizeof(buf), "%s", name);
     } else if (!vm) {
       if (ljp_objects_proc(a, &lo, &hi)) {
         out->start = *flo = lo;
@@ -157,26 +179,40 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
       *fhi = hi;
     }
   }
+  if (name) {            /* (interned as it is: no copy, no snprintf) */
+    len = (int)strnlen(name, sizeof(ob.sym) - 1);
+  } else if (len > 0) {
+    if (len >= (int)sizeof(buf)) len = (int)sizeof(buf) - 1;
+    name = buf;
+  }
   if (len > 0) {
     ljp_frame f;
-    if (len >= (int)sizeof(buf)) len = (int)sizeof(buf) - 1;
     memset(&f, 0, sizeof(f));
     f.kind = LJP_FR_NATIVE;
-    f.source = ljp_store_intern(&ctx->store, buf, (size_t)len);
+    f.source = ljp_store_intern(&ctx->store, name, (size_t)len);
     out->id = f.source ? ljp_store_frame(&ctx->store, &f) : 0;
   }
 }
 
+/* Native frame i's lookup address: return addresses point after their
+** call, so the call is looked up. */
+static inline uintptr_t nat_addr(const ljp_record *r, int i)
+{
+  return i == 0 ? r->native[0] : r->native[i] - 1;
+}
+
+static struct ljp_natcache *natcache(ljp_ctx *ctx)
+{
+  if (!ctx->natcache) ctx->natcache = calloc(1, sizeof(struct ljp_natcache));
+  return ctx->natcache;
+}
+
 static natent *lookup(ljp_ctx *ctx, const ljp_record *r, int i)
 {
-  struct ljp_natcache *c = ctx->natcache;
-  /* Return addresses point after their call: look up the call. */
-  uintptr_t a = i == 0 ? r->native[0] : r->native[i] - 1;
+  struct ljp_natcache *c = natcache(ctx);
+  uintptr_t a = nat_addr(r, i);
   natent *e;
-  if (!c) {
-    if (!(c = calloc(1, sizeof(*c)))) return NULL;
-    ctx->natcache = c;
-  }
+  if (!c) return NULL;
   if ((c->n + 1) * 4 > c->cap * 3 && nat_grow(c) != 0) return NULL;
   e = nat_slot(c, a);
   if (!e->addr) {
@@ -216,11 +252,8 @@ uintptr_t ljp_native_start(ljp_ctx *ctx, const ljp_record *r, int i)
 ** outermost native frame: the frames its ticks had there, not kept. */
 static uint32_t merged_frame(ljp_ctx *ctx)
 {
-  struct ljp_natcache *c = ctx->natcache;
-  if (!c) {
-    if (!(c = calloc(1, sizeof(*c)))) return 0;
-    ctx->natcache = c;
-  }
+  struct ljp_natcache *c = natcache(ctx);
+  if (!c) return 0;
   if (!c->merged) {
     ljp_frame f;
     memset(&f, 0, sizeof(f));
@@ -233,13 +266,34 @@ static uint32_t merged_frame(ljp_ctx *ctx)
 
 int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids)
 {
-  int i, n = 0;
+  struct ljp_natcache *c;
+  natent *v;
+  int i, n = 0, nn = r->nnative, shown, k = 0;
   if ((r->nflags & LJP_NATIVE_CUT) && r->nnative &&
       (ids[n] = merged_frame(ctx)) != 0)
     n++;
-  for (i = 0; i < r->nnative; i++) {
-    natent *e = lookup(ctx, r, i);
+  if (nn > LJP_NATIVE_MAX) nn = LJP_NATIVE_MAX;
+  if (!nn || !(c = natcache(ctx))) return n;
+  /* The outer frames the last record had (natlast: v[j] is frame
+  ** nn - 1 - j), then the others looked up into it; out of memory, the
+  ** frames from the first that failed on are not shown, and only the
+  ** shared ones stay for the next record. */
+  v = c->last.v;
+  while (k < nn && k < (int)c->last.n && v[k].addr == nat_addr(r, nn - 1 - k))
+    k++;
+  for (shown = 0; shown < nn - k; shown++) {
+    natent *e = lookup(ctx, r, shown);
     if (!e) break;
+    v[nn - 1 - shown] = *e;
+  }
+  if (shown < nn - k) {
+    c->last.n = (uint32_t)k;
+  } else {
+    c->last.n = (uint32_t)nn;
+    shown = nn;
+  }
+  for (i = 0; i < shown; i++) {
+    const natent *e = &v[nn - 1 - i];
     if (r->cfunc && e->start == r->cfunc) continue;  /* Lua names it */
     if (e->self && n > 0 && ids[n - 1] == e->id) continue;  /* one [ljprof] */
     if (e->id) ids[n++] = e->id;

@@ -76,14 +76,34 @@ int ljp_tm_read(uintptr_t g, int32_t tr, ljp_tmtrace *t)
   return 1;
 }
 
+/* The trace array of g and its size (0: none), read once for a walk over
+** it: the walks below read each slot with one load and skip the empty
+** ones, about 4 instructions a slot (ljp_vm_trace per slot reread the
+** layout, the size and the array: about 9). Slots holding J->cur, the
+** trace being recorded, are skipped as ljp_vm_trace skips them. */
+static uint32_t trace_array(uintptr_t g, const uintptr_t **arr)
+{
+  uint32_t n;
+  if (!ljp_tml.ok || !g) return 0;
+  n = *(const volatile uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace);
+  *arr = *(const uintptr_t *const volatile *)(g + (uintptr_t)ljp_tml.g_trace);
+  if (!*arr) return 0;
+  return n < 65536 ? n : 65536;
+}
+
+static inline int not_cur(uintptr_t g, uintptr_t T)
+{
+  return T - g > (uintptr_t)ljp_tml.g_trace;  /* ljp_vm_trace's rule */
+}
+
 int32_t ljp_tm_find(uintptr_t g, uintptr_t pc, ljp_tmtrace *t)
 {
-  uint32_t n, tr;
-  if (!ljp_tml.ok || !g) return 0;
-  n = *(const uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace);
-  for (tr = 1; tr < n && tr < 65536; tr++) {
-    uintptr_t T = ljp_vm_trace(g, (int32_t)tr);
-    if (T && ljp_vm_trace_holds(T, pc)) return ljp_tm_read(g, (int32_t)tr, t) ? (int32_t)tr : 0;
+  const uintptr_t *arr;
+  uint32_t n = trace_array(g, &arr), tr;
+  for (tr = 1; tr < n; tr++) {
+    uintptr_t T = arr[tr];
+    if (T && not_cur(g, T) && ljp_vm_trace_holds(T, pc))
+      return ljp_tm_read(g, (int32_t)tr, t) ? (int32_t)tr : 0;
   }
   return 0;
 }
@@ -137,15 +157,17 @@ int ljp_tm_read_safe(uintptr_t g, int32_t tr, ljp_tmtrace *t, char *buf,
 int32_t ljp_tm_find_proto(uintptr_t g, uintptr_t bc, int32_t hint)
 {
   uintptr_t pt = bc - (uintptr_t)ljp_tml.pt_size, T;
+  const uintptr_t *arr;
   uint32_t n, tr;
+  ptrdiff_t sp = ljp_tml.t_startpt;
   if (!ljp_tml.ok || !g || !bc) return 0;
   if (hint > 0 && (T = ljp_vm_trace(g, hint)) &&
-      *(const uintptr_t *)(T + (uintptr_t)ljp_tml.t_startpt) == pt)
+      *(const uintptr_t *)(T + (uintptr_t)sp) == pt)
     return hint;
-  n = *(const uint32_t *)(g + (uintptr_t)ljp_tml.g_sizetrace);
-  for (tr = 1; tr < n && tr < 65536; tr++)
-    if ((T = ljp_vm_trace(g, (int32_t)tr)) &&
-        *(const uintptr_t *)(T + (uintptr_t)ljp_tml.t_startpt) == pt)
+  n = trace_array(g, &arr);
+  for (tr = 1; tr < n; tr++)
+    if ((T = arr[tr]) && *(const uintptr_t *)(T + (uintptr_t)sp) == pt &&
+        not_cur(g, T))
       return (int32_t)tr;
   return 0;
 }

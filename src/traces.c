@@ -54,8 +54,12 @@ _Static_assert(sizeof(lua_Integer) == sizeof(ptrdiff_t),
 
 /* Trace infos by number, in pages that never move: a pointer to one
 ** stays good while another trace's info is added (a safe point holds the
-** sample's while it looks at others). */
-#define TI_PAGE 256
+** sample's while it looks at others). The pages up to the highest number
+** seen are allocated (and zeroed) at the safe point that first sees it:
+** 32 infos a page, 3.5 KB (256 a page zeroed 27.6 KB at the first trace
+** sample, about 25k instructions under callgrind, which counts memset's
+** stores byte by byte). */
+#define TI_PAGE 32
 #define TI(ctx, n) \
   (&(ctx)->tr.info[(uint32_t)(n) / TI_PAGE][(uint32_t)(n) % TI_PAGE])
 
@@ -103,6 +107,7 @@ static void trinfo_unresolve(ljp_trinfo *t)
   t->source = t->name = NULL;
   t->resolved = 0;
   t->have_key = 0;
+  t->tloc = 0;
 }
 
 void ljp_traces_aborts_free(ljp_tracest *t)
@@ -161,7 +166,10 @@ void ljp_traces_aborts_into(ljp_ctx *ctx, ljp_tracest *dst, int move)
 void ljp_traces_forget_keys(ljp_ctx *ctx)
 {
   uint32_t i;
-  for (i = 0; i < ctx->tr.ninfo; i++) TI(ctx, i)->have_key = 0;
+  for (i = 0; i < ctx->tr.ninfo; i++) {
+    TI(ctx, i)->have_key = 0;
+    TI(ctx, i)->tloc = 0;
+  }
 }
 
 static void trinfo_clear_all(ljp_ctx *ctx)
@@ -347,18 +355,25 @@ ljp_trinfo *ljp_trace_info(ljp_ctx *ctx, lua_State *L, int32_t trace)
 
 /* From memory: the trace the VM state named, else the one the code map
 ** says (checked against its object: the map may hold a range from before
-** a flush), else every trace looked at. */
+** a flush), else every trace looked at. A PC in a loaded object's code
+** (the code map's 'I' or 'C': a C function or a VM helper that the trace
+** called, the usual case) lies in no trace's machine code, which LuaJIT
+** allocates outside every object: nothing is looked at (the walk over the
+** trace array cost ~9k instructions per such record). */
 static void locate_in_memory(ljp_ctx *ctx, uintptr_t pc, int32_t *trace)
 {
   ljp_tmtrace m;
   int32_t hit = 0;
+  int st;
   uintptr_t T = ljp_vm_trace(ctx->vm_g, *trace);
   if (T && ljp_vm_trace_holds(T, pc)) return;
-  if (ljp_codemap_classify(&ctx->map, pc, &hit) == 'N' && hit > 0 &&
-      (T = ljp_vm_trace(ctx->vm_g, hit)) && ljp_vm_trace_holds(T, pc)) {
+  st = ljp_codemap_classify(&ctx->map, pc, &hit);
+  if (st == 'N' && hit > 0 && (T = ljp_vm_trace(ctx->vm_g, hit)) &&
+      ljp_vm_trace_holds(T, pc)) {
     *trace = hit;
     return;
   }
+  if (st == 'I' || st == 'C') return;
   if ((hit = ljp_tm_find(ctx->vm_g, pc, &m)) > 0) {
     *trace = hit;
     ljp_codemap_trace_set(&ctx->map, hit, m.mcode, m.size);
@@ -897,6 +912,7 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
     for (tr = 1; tr < (lua_Integer)ctx->tr.ninfo; tr++) {
       TI(ctx, tr)->mc_known = 0;
       TI(ctx, tr)->have_key = 0;
+      TI(ctx, tr)->tloc = 0;
     }
     return;
   }
@@ -935,6 +951,7 @@ void ljp_traces_attach(ljp_ctx *ctx, lua_State *L)
   for (tr = 1; tr < (lua_Integer)ctx->tr.ninfo; tr++) {
     TI(ctx, tr)->mc_known = 0;
     TI(ctx, tr)->have_key = 0;
+    TI(ctx, tr)->tloc = 0;
   }
   lua_settop(L, top);
 }

@@ -87,6 +87,8 @@ typedef struct ljp_trinfo {
   int linedefined;          /* start function's first line */
   int have_key;             /* a sample found the start function on the */
   uint32_t stack, func;     /* stack: its keys, for samples that do not */
+  uint32_t tloc;            /* its "chunk:first:line" text (0: not made):
+                               a store id, cleared with have_key */
   int mc_known;             /* machine code range learnt (code map) */
 } ljp_trinfo;
 
@@ -121,7 +123,7 @@ typedef struct ljp_tracest {
   uint32_t gen;             /* install count: stale handlers do nothing */
   int watching;             /* ljprof.watch(): handler stays attached */
   ljp_trinfo **info;        /* by trace number: where it started (pages
-                               of 256, traces.c TI) */
+                               of 32, traces.c TI) */
   uint32_t ninfo;           /* numbers the pages hold */
   ljp_trinfo pending;       /* the trace being recorded */
   int32_t recent[16];       /* traces stopped lately, ring: machine code

@@ -205,15 +205,20 @@ typedef struct codepcent {
   int32_t sn;
 } codepcent;
 
-/* Trace start functions that no live level, call site or index named at
-** a safe point: searched for by value once, at the run's end
-** (ljp_frames_name_late), never at a safe point (a search walks the
-** program's tables: 0.5 M instructions and more). The first LATE_MAX. */
+/* Trace start functions for the run's end (ljp_frames_name_late): those
+** that no live level, call site or index named at a safe point, searched
+** for by value there once, never at a safe point (a search walks the
+** program's tables: 0.5 M instructions and more); and those named by
+** value (name set), whose frames seen live, unnamed where a call site
+** gave no name, take that name then. The first LATE_MAX prototypes, each
+** once (late_ix: by prototype, open addressing). */
 #define LATE_MAX 1024
+#define LATE_IX 2048
 typedef struct lateent {
   uintptr_t bc;
   uint64_t sig;                    /* its prototype's (ljp_proto_sig) */
   uint32_t source;                 /* text id of its chunk */
+  uint32_t name;                   /* text id of its name (0: to search) */
   int32_t linedefined;
 } lateent;
 
@@ -233,6 +238,7 @@ struct ljp_namecache {
   prevent prev[LIVE_MAX];          /* innermost first, as ls->f */
   uint32_t nlate;
   lateent late[LATE_MAX];
+  uint16_t late_ix[LATE_IX];       /* entry + 1, by prototype */
 };
 
 static struct ljp_namecache *caches(ljp_ctx *ctx)
@@ -426,6 +432,9 @@ static inline uint32_t known_frame(const livestack *ls, int level, int line)
              : 0;
 }
 
+static void late_add(ljp_ctx *ctx, uintptr_t bc, uint64_t sig,
+                     uint32_t source, int32_t linedefined, const char *name);
+
 static uint32_t live_frame(ljp_ctx *ctx, lua_State *L, livestack *ls,
                            int level, int line)
 {
@@ -469,8 +478,13 @@ static uint32_t live_frame(ljp_ctx *ctx, lua_State *L, livestack *ls,
       cur = lua_getstack(L, level, &ar) && lua_getinfo(L, "l", &ar)
                 ? ar.currentline : -1;
     }
-    id = lua_frame(ctx, p->source, name_of(ctx, L, ls, level, bc),
-                   p->linedefined, cur >= 0 ? cur : p->linedefined);
+    {
+      uint32_t nm = name_of(ctx, L, ls, level, bc);
+      /* no call site names it: the run's end may (ljp_frames_name_late) */
+      if (!nm) late_add(ctx, bc, p->sig, p->source, p->linedefined, NULL);
+      id = lua_frame(ctx, p->source, nm, p->linedefined,
+                     cur >= 0 ? cur : p->linedefined);
+    }
     if (le) le->fid = id;       /* filled by level_entry's key */
   }
   if (line <= 0) ls->fid[level] = id;
@@ -957,15 +971,47 @@ static uint32_t trace_loc(ljp_ctx *ctx, lua_State *L, int32_t trace)
 ** of a variable or field that holds one (a function that runs only in
 ** traces linked to each other may never be live at a safe point). The
 ** prototype is alive: the trace, read at this safe point, holds it. */
+/* A prototype (bc, its signature, its chunk's text id and first line)
+** for the run's end, with its name by value (NULL: to be searched for);
+** once per prototype. */
+static void late_add(ljp_ctx *ctx, uintptr_t bc, uint64_t sig,
+                     uint32_t source, int32_t linedefined, const char *name)
+{
+  struct ljp_namecache *c = caches(ctx);
+  uint32_t i;
+  lateent *e;
+  if (!c || !bc || !source || c->nlate >= LATE_MAX) return;
+  i = ljp_hash_addr(bc) & (LATE_IX - 1);
+  while (c->late_ix[i]) {
+    if (c->late[c->late_ix[i] - 1].bc == bc) return;
+    i = (i + 1) & (LATE_IX - 1);
+  }
+  c->late_ix[i] = (uint16_t)(c->nlate + 1);
+  e = &c->late[c->nlate++];
+  e->bc = bc;
+  e->sig = sig;
+  e->source = source;
+  e->name = name ? text(ctx, name) : 0;
+  e->linedefined = linedefined;
+  if (!name) ctx->names_late++;
+}
+
+static void late_add_trace(ljp_ctx *ctx, const ljp_trinfo *ti, uint64_t sig,
+                           const char *name)
+{
+  if (ti->source)
+    late_add(ctx, ti->bc, sig, text(ctx, ti->source), ti->linedefined, name);
+}
+
 static void name_trace_start(ljp_ctx *ctx, lua_State *L, livestack *ls,
                              ljp_trinfo *ti)
 {
-  const char *name;
+  const char *name, *byval;
   char buf[128];
   uint64_t sig = ljp_proto_sig(ti->bc);
   int j;
   live_walk(ctx, L, ls);
-  name = ljp_fnames_proto_name(&ctx->fnames, ti->bc, sig);
+  byval = name = ljp_fnames_proto_name(&ctx->fnames, ti->bc, sig);
   for (j = 0; !name && j < ls->m; j++) {
     lua_Debug ar;
     if (ls->f[j].kind != 0 || ls->f[j].bc != ti->bc) continue;
@@ -978,24 +1024,17 @@ static void name_trace_start(ljp_ctx *ctx, lua_State *L, livestack *ls,
     ** globals; "" when none is found. Not found, or the search waiting
     ** after many misses (-1): searched for again at the run's end,
     ** ljp_frames_name_late) */
-    struct ljp_namecache *c = caches(ctx);
     int bv = ljp_lname_live(L, ti->bc, buf, sizeof(buf));
     ti->name_tried = 1;
     if (bv > 0) {
-      name = buf;
+      byval = name = buf;
       lua_pop(L, 1);
     }
     if (bv >= 0)
       ljp_fnames_proto_learn(&ctx->fnames, ti->bc, name ? name : "");
-    if (!name && c && ti->source && c->nlate < LATE_MAX) {
-      lateent *e = &c->late[c->nlate++];
-      e->bc = ti->bc;
-      e->sig = sig;
-      e->source = text(ctx, ti->source);
-      e->linedefined = ti->linedefined;
-      ctx->names_late++;
-    }
+    if (!name) late_add_trace(ctx, ti, sig, NULL);
   }
+  if (byval && *byval) late_add_trace(ctx, ti, sig, byval);
   if (name) ti->name = strdup(name);
 }
 
@@ -1007,22 +1046,28 @@ void ljp_frames_name_late(ljp_ctx *ctx, lua_State *L)
   char buf[128];
   if (!c || !c->nlate || !L) return;
   if (!(v = malloc(c->nlate * sizeof(*v)))) return;
-  ljp_lname_search_all(L);
+  if (ctx->names_late) ljp_lname_search_all(L);
   for (i = 0; i < c->nlate; i++) {
     const lateent *e = &c->late[i];
     /* found: a function of it is alive (the index holds it), so its
     ** prototype is, and the signature tells it is the one sampled */
-    if (ljp_lname_indexed(L, e->bc, buf, sizeof(buf)) > 0 &&
-        ljp_proto_sig(e->bc) == e->sig && (v[n].name = text(ctx, buf))) {
-      v[n].source = e->source;
-      v[n].linedefined = e->linedefined;
-      n++;
+    if (e->name) {
+      v[n].name = e->name;
+    } else if (ljp_lname_indexed(L, e->bc, buf, sizeof(buf)) > 0 &&
+               ljp_proto_sig(e->bc) == e->sig &&
+               (v[n].name = text(ctx, buf))) {
+      ctx->names_late_found++;
+    } else {
+      continue;
     }
+    v[n].source = e->source;
+    v[n].linedefined = e->linedefined;
+    n++;
   }
-  ctx->names_late_found += n;
   ljp_store_name_lua(&ctx->store, v, n);
   free(v);
   c->nlate = 0;
+  memset(c->late_ix, 0, sizeof(c->late_ix));
 }
 
 /* (Inlined into ljp_frames_record, as it was into the record loop before

@@ -462,6 +462,16 @@ static int byval_find(lua_State *L, int ix, uintptr_t bc, char *buf, size_t n)
   return 1;
 }
 
+/* A table with weak mode ("k" or "v"), pushed. */
+static void byval_weak(lua_State *L, const char *mode)
+{
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, mode);
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+}
+
 /* The index (made at the first use), pushed; its stack slot. */
 static int byval_index(lua_State *L)
 {
@@ -470,19 +480,11 @@ static int byval_index(lua_State *L)
   if (!lua_istable(L, -1)) {                  /* the first search */
     lua_pop(L, 1);
     lua_createtable(L, BV_NSLOTS, 0);
-    lua_newtable(L);                          /* BV_FN: weak values */
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "v");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
+    byval_weak(L, "v");
     lua_rawseti(L, -2, BV_FN);
     lua_newtable(L);
     lua_rawseti(L, -2, BV_NAME);
-    lua_newtable(L);                          /* BV_LEVELS: weak keys */
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
+    byval_weak(L, "k");
     lua_rawseti(L, -2, BV_LEVELS);
     lua_pushlightuserdata(L, &byval_key);
     lua_pushvalue(L, -2);

@@ -1,10 +1,11 @@
 -- Naming by value (names.c) in a program whose functions no variable
 -- holds, and in one whose functions a global table holds but no call site
--- names (issue 29). A trace's start function that no live level, call
--- site or index names is not searched for at the safe point (a search
--- walks the program's tables): it waits for the run's end, where one
--- search names those a variable or field holds (names_late,
--- names_late_found), and their frames in the profile take the name.
+-- names (issue 29). A function that no live level, call site or index
+-- names (a trace's start function, a live frame called through a list) is
+-- not searched for in the program's tables at a safe point: it waits for
+-- the run's end, where one search names those a variable or field holds
+-- (names_late, names_late_found), and their frames in the profile take
+-- the name.
 local t = require("t")
 local ljprof = require("ljprof")
 
@@ -39,8 +40,7 @@ t.case("name_search_bounded: live scans bounded, the walk at the run's end", fun
   t.ok(type(st.name_searches) == "number" and type(st.name_scans) == "number",
        "stats() has name_searches and name_scans")
   t.ok(st.names_late >= 40,
-       string.format("trace start functions left to the end (%s)", tostring(st.names_late)))
-  t.eq(st.names_late_found, 0, "none of them found (nothing holds them under a name)")
+       string.format("functions left to the end (%s)", tostring(st.names_late)))
   -- 4 scans in a row, then gaps 1, 2, 4 .. 64: about 4 + 7 + searches / 64
   t.ok(st.name_scans <= 4 + 7 + math.ceil(st.name_searches / 64) + 1,
        string.format("scans %d (searches %d)", st.name_scans, st.name_searches))
@@ -83,8 +83,8 @@ t.case("name_late: functions a global holds are named at the end, in the profile
   if os.getenv("VERBOSE") then
     print("late", st.names_late, st.names_late_found, "searches", st.name_searches)
   end
-  t.ok(st.names_late >= 20, string.format("left to the end: %d", st.names_late))
-  t.eq(st.names_late_found, st.names_late, "each of them found under its field")
+  t.ok(st.names_late >= 20 and st.names_late_found >= 20,
+       string.format("left to the end: %d, found there: %d", st.names_late, st.names_late_found))
   -- every frame of the chunk is named, by the field that holds it
   local named, unnamed, wrong = 0, {}, {}
   for _, f in ipairs(ljprof.summary()) do

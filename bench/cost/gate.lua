@@ -334,7 +334,15 @@ if opt.model then
   end
   print()
   print(table.concat(L, "\n"))
-  if opt.out then proc.writefile(opt.out, table.concat(L, "\n") .. "\n") end
+  -- the generated section ends at its marker; what the file holds after
+  -- it (the passes' notes) is kept
+  out()
+  out("<!-- End of the generated section: what follows is kept by --out. -->")
+  if opt.out then
+    local old = proc.readfile(opt.out) or ""
+    local keep = old:match("<!%-%- End of the generated section[^\n]*\n(.*)$") or ""
+    proc.writefile(opt.out, table.concat(L, "\n") .. "\n" .. keep)
+  end
 end
 if opt.check then
   if fail > 0 then

@@ -205,12 +205,13 @@ typedef struct codepcent {
   int32_t sn;
 } codepcent;
 
-/* Trace start functions for the run's end (ljp_frames_name_late): those
-** that no live level, call site or index named at a safe point, searched
-** for by value there once, never at a safe point (a search walks the
-** program's tables: 0.5 M instructions and more); and those named by
-** value (name set), whose frames seen live, unnamed where a call site
-** gave no name, take that name then. The first LATE_MAX prototypes, each
+/* Functions for the run's end (ljp_frames_name_late): those that no
+** call site, live level or the index named at a safe point (a trace's
+** start function, a live frame called through a table, by pcall or from
+** C), searched for by value there once, never at a safe point (a search
+** walks the program's tables: 0.5 M instructions and more); and trace
+** start functions named by value (name set), whose frames seen live,
+** unnamed where a call site gave no name, take that name then. The first LATE_MAX prototypes, each
 ** once (late_ix: by prototype, open addressing). */
 #define LATE_MAX 1024
 #define LATE_IX 2048
@@ -964,13 +965,6 @@ static uint32_t trace_loc(ljp_ctx *ctx, lua_State *L, int32_t trace)
 ** distinct leaves are resolved once each. */
 #define NVARIANT LJP_VM_NVARIANT  /* vm_luajit.h's variant */
 
-/* A trace read from memory whose start function has no name yet: the
-** name a function of that prototype was called by, as a live frame
-** showed it (now or at an earlier safe point: the live stack's walk
-** teaches fnames its innermost frames); else, once per trace, the name
-** of a variable or field that holds one (a function that runs only in
-** traces linked to each other may never be live at a safe point). The
-** prototype is alive: the trace, read at this safe point, holds it. */
 /* A prototype (bc, its signature, its chunk's text id and first line)
 ** for the run's end, with its name by value (NULL: to be searched for);
 ** once per prototype. */
@@ -1003,6 +997,15 @@ static void late_add_trace(ljp_ctx *ctx, const ljp_trinfo *ti, uint64_t sig,
     late_add(ctx, ti->bc, sig, text(ctx, ti->source), ti->linedefined, name);
 }
 
+/* A trace read from memory whose start function has no name yet: the
+** name a function of that prototype was called by, as a live frame
+** showed it (now or at an earlier safe point: the live stack's walk
+** teaches fnames its innermost frames); else, once per trace, the name
+** of a variable or field that holds one (a function that runs only in
+** traces linked to each other may never be live at a safe point): in the
+** index or the live levels now, in the globals and loaded modules at the
+** run's end (late_add). The prototype is alive: the trace, read at this
+** safe point, holds it. */
 static void name_trace_start(ljp_ctx *ctx, lua_State *L, livestack *ls,
                              ljp_trinfo *ti)
 {

@@ -502,19 +502,32 @@ int ljp_lname_indexed(lua_State *L, uintptr_t bc, char *buf, size_t n)
   return found;
 }
 
+/* A search's state over the index at ix: its two tables pushed, the
+** live levels' table too when levels (else every level is read), no table
+** seen yet, the live levels' budget. */
+static void byval_open(lua_State *L, int ix, byval *b, lua_Integer scan,
+                       int levels)
+{
+  lua_rawgeti(L, ix, BV_FN);
+  b->fn = lua_gettop(L);
+  lua_rawgeti(L, ix, BV_NAME);
+  b->name = lua_gettop(L);
+  b->levels = 0;
+  if (levels) {
+    lua_rawgeti(L, ix, BV_LEVELS);
+    b->levels = lua_istable(L, -1) ? lua_gettop(L) : 0;
+  }
+  b->scan = scan;
+  b->budget = BYVAL_LIVE_BUDGET;
+  memset(b->seen, 0, sizeof(b->seen));
+  b->nseen = 0;
+}
+
 void ljp_lname_search_all(lua_State *L)
 {
   int top = lua_gettop(L), ix = byval_index(L);
   byval b;
-  lua_rawgeti(L, ix, BV_FN);
-  b.fn = lua_gettop(L);
-  lua_rawgeti(L, ix, BV_NAME);
-  b.name = lua_gettop(L);
-  b.levels = 0;
-  b.scan = 0;
-  memset(b.seen, 0, sizeof(b.seen));
-  b.nseen = 0;
-  b.budget = BYVAL_LIVE_BUDGET;
+  byval_open(L, ix, &b, 0, 0);
   byval_live(L, &b);
   b.budget = BYVAL_BUDGET;
   byval_walk(L, &b);
@@ -538,17 +551,8 @@ static int byval_search(lua_State *L, uintptr_t bc, char *buf, size_t n,
       lua_settop(L, top);                     /* in a gap: deferred */
       return -1;
     }
-    b.scan = byval_geti(L, ix, BV_SCANS) + 1;
-    byval_seti(L, ix, BV_SCANS, b.scan);
-    lua_rawgeti(L, ix, BV_FN);
-    b.fn = lua_gettop(L);
-    lua_rawgeti(L, ix, BV_NAME);
-    b.name = lua_gettop(L);
-    lua_rawgeti(L, ix, BV_LEVELS);
-    b.levels = lua_istable(L, -1) ? lua_gettop(L) : 0;
-    b.budget = BYVAL_LIVE_BUDGET;
-    memset(b.seen, 0, sizeof(b.seen));
-    b.nseen = 0;
+    byval_seti(L, ix, BV_SCANS, byval_geti(L, ix, BV_SCANS) + 1);
+    byval_open(L, ix, &b, byval_geti(L, ix, BV_SCANS), 1);
     byval_live(L, &b);
     found = byval_find(L, ix, bc, buf, n);
     walks = byval_geti(L, ix, BV_WALKS);

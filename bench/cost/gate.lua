@@ -97,6 +97,10 @@ local PERTRACE = {"ljp_irmap_derive", "ljp_mcmap_build"}
 -- the entry points whose cost is gated per call: the signal handler (per
 -- signal taken) and the Lua hook (per safe point)
 local HANDLER, HOOK = "ljp_signal_handler", "ljp_hook"
+-- a record's completion at a safe point (once per signal it serves): the
+-- model's dearest case splits the safe point into its work per record and
+-- the rest (bench/cost/gate.lua --model)
+local RECORD = "ljp_frames_record"
 
 local ROOT = proc.sh("pwd")
 local TMP = proc.sh("mktemp -d ${TMPDIR:-/tmp}/ljprof-gate.XXXXXX")
@@ -166,6 +170,7 @@ for _, r in ipairs(runs) do
   local split_names = {}
   for _, n in ipairs(ONCE) do split_names[#split_names + 1] = n end
   for _, n in ipairs(PERTRACE) do split_names[#split_names + 1] = n end
+  split_names[#split_names + 1] = RECORD
   local own, by_fn, split = cg.own(TMP .. "/" .. r.id .. ".cg", "libljprof", split_names)
   local once, pertrace = 0, 0
   for _, n in ipairs(ONCE) do once = once + (split[n] or 0) end
@@ -188,7 +193,10 @@ for _, r in ipairs(runs) do
   R[r.id] = {own = own, once = once + pertrace, pertrace = pertrace, mapped = mapped,
              samples = tonumber(s), signals = tonumber(sig),
              safepoints = tonumber(p), traces = tonumber(t), total = total,
-             handler = by_fn[HANDLER] or 0, hook = by_fn[HOOK] or 0}
+             handler = by_fn[HANDLER] or 0, hook = by_fn[HOOK] or 0,
+             -- the records' completion less the one-time and per-trace
+             -- work done within it (the symbol load, the record maps)
+             record = (split[RECORD] or 0) - (split[ONCE[1]] or 0) - pertrace}
   if opt.keep then os.execute(string.format("cp %s/%s.cg %s/%s.err %s/", TMP, r.id, TMP, r.id,
                                             proc.shellquote(opt.keep))) end
 end
@@ -302,14 +310,16 @@ if opt.model then
     "for it (bench/cost/callgrind.lua), counted by valgrind's callgrind with LuaJIT's seed " ..
     "fixed (bench/detseed.c) and address randomisation off. *At start*: a run that takes no " ..
     "sample (loading, starting, stopping; no output written: its writer is -jprof's Lua writer). " ..
+    "*One-time*: what the first samples of a process load once (the native names' ELF " ..
+    "symbols of the objects sampled, the trace snapshots' layouts) and each trace that takes " ..
+    "samples maps once; *fixed* is it and the start over the workload's own instructions. " ..
     "*Handler per signal*: the signal handler's own instructions over the signals it took " ..
-    "(1 ms of CPU). *Safe point*: the Lua hook's over the safe points, the one-time loads " ..
-    "taken out (the native names' ELF symbols, about 12 M; the trace snapshots' layouts, " ..
-    "about 2 M; once per process, at the first sample that needs them); it completes the " ..
-    "records of the signals it serves, 2-6 under valgrind, 1-3 natively. *Per signal*: " ..
-    "a handler and its share of a safe point as measured; natively a safe point serves " ..
-    "fewer signals, and the dearest case, a whole safe point per signal, is in its own " ..
-    "column. " ..
+    "(1 ms of CPU). *Safe point*: the Lua hook's over the safe points, the one-time work " ..
+    "taken out; it completes the records of the signals it serves (1-6 under valgrind, " ..
+    "1-3 natively). *Per signal*: a handler and its share of a safe point as measured. " ..
+    "*Dearest*: a safe point for every signal, as natively where they are fewer: the " ..
+    "handler, the completion of one record (`ljp_frames_record`'s instructions over the " ..
+    "signals) and the rest of a safe point (the hook's less its records'). " ..
     "*Per trace event*: the difference of the start costs of the trace-churn program and " ..
     "the depth-20 one over their difference in trace events (nothing is followed per event). " ..
     "*Model*: own instructions per signal × rate / the workload's instructions per second " ..
@@ -320,10 +330,11 @@ if opt.model then
     "serves about one signal (handler + safe point: one sample); `manyN`: N distinct functions under integer keys, 300 of them hot, traces flushed " ..
     "twice (bench/cost/).")
   out()
-  out("| workload | own at start (M instr.) | handler per signal | safe point (signals served) | " ..
-      "per signal | own per trace event | model at 100 Hz | model at 1 kHz | " ..
-      "1 kHz, one signal per safe point | kernel's delivery at 100 Hz / 1 kHz |")
-  out("|---|---|---|---|---|---|---|---|---|---|")
+  out("| workload | own at start (M instr.) | one-time (M) | fixed, % of the run | " ..
+      "handler per signal | safe point (signals served) | per signal | dearest | " ..
+      "own per trace event | model at 100 Hz | model at 1 kHz | 1 kHz, dearest | " ..
+      "kernel's delivery at 100 Hz / 1 kHz |")
+  out("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
   local per_trace = 0
   for _, f in ipairs(figures) do if f[1] == "trace_event" then per_trace = f[2] end end
   local function row(w, c, label)
@@ -334,19 +345,25 @@ if opt.model then
     local k = x.safepoints > 0 and x.signals / x.safepoints or 1
     -- per signal as measured: its handler and its share of a safe point;
     -- natively a safe point serves fewer signals (1-3): the dearest case
-    -- is a whole safe point per signal
-    local per, worst = h + sp / k, h + sp
+    -- is a safe point per signal, its work per record (one) and the rest
+    -- of it (a safe point's cost less its records')
+    local rec = x.signals > 0 and x.record / x.signals or 0
+    local rest = x.safepoints > 0 and (x.hook - x.once - x.record) / x.safepoints or 0
+    local per, worst = h + sp / k, h + rest + rec
     -- the workload's own instructions per second: a sampled-only run's
     -- count less ljprof's (bench workloads, above)
-    local ips = (idle and idle.total or x.total - x.own) / native_cpu[w]
+    local work = idle and idle.total - idle.own or x.total - x.own
+    local ips = work / native_cpu[w]
     -- a sampled-only run's start: deep's and its trace events at the
     -- per-event figure (marked as estimated)
     local d = R["deep-idle"]
-    local start = idle and string.format("%.2f", idle.own / 1e6) or
-      d and string.format("≈%.2f", (d.own + math.max(0, x.traces - d.traces) * per_trace) / 1e6) or "—"
-    out(string.format("| %s | %s | %.1fk | %.1fk (%.1f) | %.1fk | %.0f | %.3f%% | %.2f%% | %.2f%% | 0.2%% / 2%% |",
-      label, start, h / 1e3, sp / 1e3, k, per / 1e3, per_trace, per * 100 / ips * 100,
-      per * 1000 / ips * 100, worst * 1000 / ips * 100))
+    local st = idle and idle.own or d and d.own + math.max(0, x.traces - d.traces) * per_trace
+    local start = idle and string.format("%.2f", st / 1e6) or
+                  st and string.format("≈%.2f", st / 1e6) or "—"
+    local fixed = st and string.format("%.3f%%", (st + x.once) * 100 / work) or "—"
+    out(string.format("| %s | %s | %.2f | %s | %.1fk | %.1fk (%.1f) | %.1fk | %.1fk | %.0f | %.3f%% | %.2f%% | %.2f%% | 0.2%% / 2%% |",
+      label, start, x.once / 1e6, fixed, h / 1e3, sp / 1e3, k, per / 1e3, worst / 1e3, per_trace,
+      per * 100 / ips * 100, per * 1000 / ips * 100, worst * 1000 / ips * 100))
   end
   for _, w in ipairs(opt.workloads) do
     row(w, "on", w)

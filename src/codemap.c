@@ -44,27 +44,37 @@ int ljp_codemap_classify(ljp_codemap *m, uintptr_t pc, int32_t *trace)
   return st;
 }
 
-int ljp_codemap_in_interp(uintptr_t pc)
+/* The kind (LJP_SPAN_*) of the loaded object's span holding pc, and
+** whether the interpreter's own span is known (*known, read in the same
+** epoch section); SPAN_NONE in no object, SPAN_UNREAD when the registry
+** cannot be read now. */
+#define SPAN_NONE (-1)
+#define SPAN_UNREAD (-2)
+static inline int span_kind(uintptr_t pc, int *known)
 {
   const ljp_span *sp;
-  int r = 0, t = ljp_epoch_enter();
-  if (t < 0) return 1;
-  if ((sp = ljp_objects_find(ljp_objects_snap(), pc)))
-    r = sp->kind == LJP_SPAN_INTERP ||
-        (sp->kind == LJP_SPAN_VM && !ljp_objects_interp_known());
+  int k = SPAN_NONE, t = ljp_epoch_enter();
+  *known = 0;
+  if (t < 0) return SPAN_UNREAD;
+  if ((sp = ljp_objects_find(ljp_objects_snap(), pc))) {
+    k = sp->kind;
+    *known = ljp_objects_interp_known();
+  }
   ljp_epoch_leave(t);
-  return r;
+  return k;
+}
+
+int ljp_codemap_in_interp(uintptr_t pc)
+{
+  int known, k = span_kind(pc, &known);
+  return k == SPAN_UNREAD || k == LJP_SPAN_INTERP ||
+         (k == LJP_SPAN_VM && !known);
 }
 
 int ljp_codemap_outside_interp(uintptr_t pc)
 {
-  const ljp_span *sp;
-  int r = 0, t = ljp_epoch_enter();
-  if (t < 0) return 0;
-  if ((sp = ljp_objects_find(ljp_objects_snap(), pc)))
-    r = sp->kind != LJP_SPAN_INTERP && ljp_objects_interp_known();
-  ljp_epoch_leave(t);
-  return r;
+  int known, k = span_kind(pc, &known);
+  return k >= 0 && k != LJP_SPAN_INTERP && known;
 }
 
 /* -- Writers (normal context) -------------------------------------------- */

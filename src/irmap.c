@@ -35,7 +35,7 @@
 **
 ** Learning (ljp_irmap_probe, once per process, in ljprof's own state: the
 ** layouts' one, vmlearn.c, at the first start; jit.vmdef's opcode names
-** read from its text, required only when not found there): a
+** by vmnames.c, which reads them from the module's text): a
 ** probe handler copies the bytes between g and J->trace at each event of
 ** a few loops with inlined calls (and a vararg one, and a side trace);
 ** GCtrace's trace number and IR count are the one offset agreeing with
@@ -59,6 +59,7 @@
 #include "luastack.h"
 #include "tracemem.h"
 #include "tracesnap.h"
+#include "vmnames.h"
 #include "vmprobe.h"
 
 ljp_irlayout ljp_irl;
@@ -1006,80 +1007,6 @@ static const char probe_chunk[] =
   "jit.on()\n"
   "return out\n";
 
-/* jit.vmdef's bytecode and IR opcode names, its strings bcnames and
-** irnames read from the module's text (requiring it parses all of its
-** tables: 0.70 M instructions, callgrind); pushed, or two nils (the probe
-** chunk then requires it). */
-static int vm_name(const char *s, size_t n, const char *key, lua_State *S)
-{
-  const char *p = strstr(s, key), *e;   /* (s ends with a NUL) */
-  if (!p) return 0;
-  p += strlen(key);
-  for (e = p; e < s + n && ((*e >= 'A' && *e <= 'Z') ||
-                            (*e >= '0' && *e <= '9') || *e == ' '); e++) {}
-  if (e + 3 > s + n || memcmp(e, "\",\n", 3) != 0 || (e - p) % 6 != 0)
-    return 0;
-  lua_pushlstring(S, p, (size_t)(e - p));
-  return 1;
-}
-
-static void push_vmnames(lua_State *S)
-{
-  int top = lua_gettop(S), ok = 0;
-  lua_getglobal(S, "package");
-  if (lua_istable(S, -1)) {
-    lua_getfield(S, -1, "preload");
-    if (lua_istable(S, -1)) lua_getfield(S, -1, "jit.vmdef");
-    else lua_pushnil(S);
-    if (lua_isnil(S, -1)) {              /* (a preloaded one: required) */
-      lua_getfield(S, top + 1, "searchpath");
-      lua_pushliteral(S, "jit.vmdef");
-      lua_getfield(S, top + 1, "path");
-      if (lua_isfunction(S, -3) && lua_pcall(S, 2, 1, 0) == 0 &&
-          lua_isstring(S, -1)) {
-        FILE *f = fopen(lua_tostring(S, -1), "rb");
-        char *buf = f ? malloc(1u << 16) : NULL;
-        size_t n = buf ? fread(buf, 1, (1u << 16) - 1, f) : 0;
-        if (f) fclose(f);
-        if (buf) buf[n] = 0;
-        lua_settop(S, top);
-        ok = n && vm_name(buf, n, "\nbcnames = \"", S) &&
-             vm_name(buf, n, "\nirnames = \"", S);
-        free(buf);
-      }
-    }
-  }
-  if (!ok) {                 /* the module required */
-    lua_settop(S, top);
-    lua_getglobal(S, "require");
-    lua_pushliteral(S, "jit.vmdef");
-    if (lua_isfunction(S, -2) && lua_pcall(S, 1, 1, 0) == 0 &&
-        lua_istable(S, -1)) {
-      lua_getfield(S, top + 1, "bcnames");
-      lua_getfield(S, top + 1, "irnames");
-      lua_remove(S, top + 1);
-    }
-    lua_settop(S, top + 2);  /* (nils when not found) */
-  }                          /* bcnames, irnames at top + 1, + 2 */
-}
-
-/* An opcode's number: where its name, padded to 6, first occurs in the
-** names string (6 characters a name), -1 when not at a name's start. */
-static int op_of(lua_State *S, int idx, const char *name)
-{
-  size_t n, k = strlen(name), i;
-  const char *s = lua_type(S, idx) == LUA_TSTRING ? lua_tolstring(S, idx, &n)
-                                                  : NULL;
-  char pat[6];
-  const char *p;
-  if (!s || k > 6) return -1;
-  memcpy(pat, name, k);
-  memset(pat + k, ' ', 6 - k);
-  if (!(p = memmem(s, n, pat, 6))) return -1;
-  i = (size_t)(p - s);
-  return i % 6 ? -1 : (int)(i / 6);
-}
-
 int ljp_irmap_probe(lua_State *S)
 {
   static int32_t trs[PTR], nins[PTR];
@@ -1104,21 +1031,17 @@ int ljp_irmap_probe(lua_State *S)
   /* ljprof's own state: no collection while the probe runs (its traces
   ** are read after it; the state is closed after the probes) */
   lua_gc(S, LUA_GCSTOP, 0);
-  push_vmnames(S);
-  if (lua_type(S, top + 1) != LUA_TSTRING ||
-      lua_type(S, top + 2) != LUA_TSTRING) {
-    lua_settop(S, top);
+  if (!ljp_vmnames_learn(S)) {
     pw_free();
     return fail("no JIT, jit.attach or jit.vmdef");
   }
-  ljp_irl.op_loop = op_of(S, top + 2, "LOOP");
-  ljp_irl.op_call = op_of(S, top + 1, "CALL");
-  op_funcf = op_of(S, top + 1, "FUNCF");
-  op_ifuncf = op_of(S, top + 1, "IFUNCF");
-  op_jfuncf = op_of(S, top + 1, "JFUNCF");
-  ljp_irl.op_callt = op_of(S, top + 1, "CALLT");
-  ljp_irl.op_callmt = op_of(S, top + 1, "CALLMT");
-  lua_settop(S, top);
+  ljp_irl.op_loop = ljp_vmnames_ir("LOOP");
+  ljp_irl.op_call = ljp_vmnames_bc("CALL");
+  op_funcf = ljp_vmnames_bc("FUNCF");
+  op_ifuncf = ljp_vmnames_bc("IFUNCF");
+  op_jfuncf = ljp_vmnames_bc("JFUNCF");
+  ljp_irl.op_callt = ljp_vmnames_bc("CALLT");
+  ljp_irl.op_callmt = ljp_vmnames_bc("CALLMT");
   if (luaL_loadbuffer(S, probe_chunk, sizeof(probe_chunk) - 1,
                       "=ljprof-record-probe") != 0) {
     pw_free();

@@ -13,9 +13,9 @@
 ** below), and a callback that does nothing. So jit.profile (jit.p) cannot
 ** run at the same time, and a clock that needs the same signal (itimer:
 ** SIGPROF, whose handler LuaJIT's profiler takes), is refused. At start,
-** the VM side learns PROF's IR opcode (vm.h, ljp_vm_learn_prof_op: from
-** jit.vmdef, LuaJIT's own module, in the profiled state) for its
-** function-change checks. Normal context, on the profiled thread, at
+** the VM side learns PROF's IR opcode (vm.h, ljp_vm_learn_prof_op: by its
+** name in jit.vmdef, LuaJIT's own module, learnt in a state of ljprof's
+** own) for its function-change checks. Normal context, on the profiled thread, at
 ** start and stop.
 */
 #include <signal.h>

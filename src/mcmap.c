@@ -43,8 +43,9 @@
 ** (r RID_SINK/RID_SUNK; no GC step either) and CALLN/CALLL the
 ** assembler's DCE dropped (no register, no spill slot).
 **
-** IR opcodes and call functions are learnt by name from jit.vmdef and
-** jit.util (never numbered here); the guard flag is IRT_GUARD (0x80) of
+** IR opcodes and call functions are known by name (vmnames.c: jit.vmdef's
+** irnames and ircall) and the calls' addresses from jit.util (never
+** numbered here); the guard flag is IRT_GUARD (0x80) of
 ** the IR type byte. A trace's map is built once (normal context, the
 ** trace alive: plain reads of its code, snapshots, IR and the exit stubs
 ** its guards jump to, each bounded by counts read from the same trace),
@@ -63,6 +64,7 @@
 #include "mcmap.h"
 #include "tracemem.h"
 #include "tracesnap.h"
+#include "vmnames.h"
 #include "x64dec.h"
 
 #define REF_BIAS 0x8000u
@@ -175,76 +177,57 @@ static const struct { const char *call, *op; } helpers[] = {
   {"lj_carith_powi64", "POW"}, {"lj_carith_powu64", "POW"}, {NULL, NULL}
 };
 
-static int irop_of(const char *names, size_t len, const char *nm)
-{
-  size_t i, k = strlen(nm);
-  for (i = 0; i + 6 <= len; i += 6)
-    if (!memcmp(names + i, nm, k) && (k == 6 || names[i + k] == ' '))
-      return (int)(i / 6);
-  return -1;
-}
-
 int ljp_mcmap_learn(lua_State *S)
 {
-  static const char chunk[] =
-    "local ok, v = pcall(require, 'jit.vmdef')\n"
-    "if not ok or type(v) ~= 'table' or type(v.irnames) ~= 'string' then return nil end\n"
-    "local ok2, u = pcall(require, 'jit.util')\n"
-    "local a, n = {}, {}\n"
-    "if ok2 and u.ircalladdr and type(v.ircall) == 'table' then\n"
+  static const char chunk[] =          /* the IR call functions' addresses */
+    "local ok, u = pcall(require, 'jit.util')\n"
+    "local a = {}\n"
+    "if ok and u.ircalladdr then\n"
     "  for i = 0, 511 do\n"
     "    local x = u.ircalladdr(i)\n"
-    "    if not x or not v.ircall[i] then break end\n"
-    "    a[i + 1], n[i + 1] = x, v.ircall[i]\n"
+    "    if not x then break end\n"
+    "    a[i + 1] = x\n"
     "  end\n"
     "end\n"
-    "return v.irnames, a, n\n";
+    "return a\n";
   int top = lua_gettop(S), i, n = 0, calls = 0, nc;
-  size_t len = 0;
-  const char *names;
   uint32_t mask[256];
   if (learnt) return learnt > 0;
   memset(mask, 0, sizeof(mask));
-  if (luaL_loadstring(S, chunk) || lua_pcall(S, 0, 3, 0) ||
-      !(names = lua_tolstring(S, top + 1, &len)) || len % 6 || len / 6 > 256) {
+  if (!ljp_vmnames_learn(S) || luaL_loadstring(S, chunk) ||
+      lua_pcall(S, 0, 1, 0)) {
     lua_settop(S, top);
     learnt = -1;
     return 0;
   }
-  for (i = 0; (size_t)i < len / 6; i++) {
-    char nm[7];
-    int k, j;
-    memcpy(nm, names + 6 * i, 6);
-    nm[6] = 0;
-    for (k = 5; k >= 0 && nm[k] == ' '; k--) nm[k] = 0;
-    for (j = 0; opnames[j].name; j++)
-      if (!strcmp(opnames[j].name, nm)) {
-        mask[i] = opnames[j].mask;
-        n++;
-        if (mask[i] & OPF_MUSTCALL) calls++;
-      }
+  for (i = 0; opnames[i].name; i++) {
+    int op = ljp_vmnames_ir(opnames[i].name);
+    if (op < 0) continue;
+    mask[op] = opnames[i].mask;
+    n++;
+    if (mask[op] & OPF_MUSTCALL) calls++;
   }
   /* The call table (optional: without it calls match by opcode only). */
+  ljp_vmnames_learn_calls(S);
   for (nc = 0; nc < NCALL; nc++) {
-    const char *cn;
+    const char *cn = ljp_vmnames_call(nc);
     int h;
-    lua_rawgeti(S, top + 2, nc + 1);
-    lua_rawgeti(S, top + 3, nc + 1);
-    if (!lua_isnumber(S, -2) || !(cn = lua_tostring(S, -1))) {
-      lua_pop(S, 2);
+    lua_rawgeti(S, top + 1, nc + 1);
+    if (!lua_isnumber(S, -1) || !cn) {
+      lua_pop(S, 1);
       break;
     }
-    call_addr[nc] = (uint64_t)lua_tonumber(S, -2);
+    call_addr[nc] = (uint64_t)lua_tonumber(S, -1);
     call_helper[nc] = call_helper2[nc] = 0;
     if (!strcmp(cn, "lj_gc_step_jit")) call_helper[nc] = HELPER_GC + 1;
     for (h = 0; helpers[h].call; h++)
       if (!strcmp(cn, helpers[h].call)) {
-        int op = irop_of(names, len, helpers[h].op);
+        int op = ljp_vmnames_ir(helpers[h].op);
         if (op < 0) continue;
         if (!call_helper[nc]) call_helper[nc] = (uint16_t)(op + 1);
         else call_helper2[nc] = (uint16_t)(op + 1);
       }
-    lua_pop(S, 2);
+    lua_pop(S, 1);
   }
   lua_settop(S, top);
   /* The core opcodes every LuaJIT 2.1 has must all be found. */

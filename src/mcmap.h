@@ -18,8 +18,9 @@
 
 #include "vm.h"
 
-/* Learn the IR opcode names (jit.vmdef's irnames, required in S: a state
-** of ljprof's own, vmlearn.c) once per process. Returns 1 when known. */
+/* Learn the IR opcodes' masks and the IR call functions (by their names,
+** vmnames.h; their addresses from jit.util, in S: a state of ljprof's
+** own, vmlearn.c) once per process. Returns 1 when known. */
 int ljp_mcmap_learn(lua_State *S);
 
 /* ljp_mcmap_refs, ljp_mcmap_stats_of, ljp_mcmap_clear: vm.h (the sampler

@@ -173,7 +173,9 @@ static void codemap_down(ljp_ctx *ctx, lua_State *L)
 static int vm_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
 {
   (void)err; (void)n;
-  ljp_vm_learn_start(ctx->opt.inline_frames == LJPROF_INLINE_RECORDED);
+  ljp_vm_learn_start(ctx->opt.inline_frames == LJPROF_INLINE_RECORDED,
+                     ctx->opt.inline_frames == LJPROF_INLINE_EXACT &&
+                     !ctx->opt.cb);  /* PROF's opcode (jitmode_up) */
   ljp_cname_refresh(L);  /* the program's own modules (raw reads) */
   ctx->vm_g = ljp_vm_global(ctx->L);
   ljp_hook_set_global(&ctx->hook, ctx->vm_g);

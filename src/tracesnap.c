@@ -34,7 +34,7 @@
 ** trace's function-change checks in its machine code (x64: test byte
 ** [r14 + d32], 0x80; jnz), once per trace, at a safe point, reading only
 ** the live trace's code and IR; the offsets count only when they are as
-** many as the IR's PROF instructions (opcode from jit.vmdef), all with
+** many as the IR's PROF instructions (opcode by name, vmnames.c), all with
 ** one displacement. A bad read finds a count that differs: not used.
 **
 ** Lines (ljp_ts_code_pc, luaframes.c caches it per trace and snapshot):
@@ -43,7 +43,7 @@
 ** loop's other way; a function's entry: its header). Normal context, the
 ** trace alive: at most 64 IR instructions from the snapshot's reference
 ** and the prototype's bytecode, bounded by its count; bytecode and IR
-** opcodes by name from jit.vmdef (ljp_ts_learn_ops, with the layouts).
+** opcodes by name (vmnames.c; ljp_ts_learn_ops, with the layouts).
 ** A bad read gives a wrong line, never a read outside those bounds.
 **
 ** Signal context, one function (vm.h: ljp_vm_trace_span): for a tick
@@ -62,6 +62,7 @@
 #include "luastack.h"
 #include "tracemem.h"
 #include "tracesnap.h"
+#include "vmnames.h"
 #include "vmprobe.h"
 
 ljp_tslayout ljp_tsl;
@@ -256,7 +257,7 @@ int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
 
 /* -- The bytecode a snapshot's code comes from (lines) ----------------------- */
 
-/* Opcode kinds, learnt by name from jit.vmdef (ljp_ts_learn_ops). */
+/* Opcode kinds, learnt by name (vmnames.h; ljp_ts_learn_ops). */
 #define BCK_CMP 1        /* ISLT ISGE ISLE ISGT */
 #define BCK_EQ 2         /* ISEQV ISNEV ISEQS ISNES ISEQN ISNEN ISEQP ISNEP */
 #define BCK_JMP 3
@@ -269,30 +270,24 @@ int ljp_ts_frames(uintptr_t T, int sn, ljp_tsframe *out, int max,
 static uint8_t bckind[256], irkind[256];
 static int ops_ok;       /* (set once, after the tables: release) */
 
-static int kind_of(const char *names, size_t len, const char *const *set,
-                   uint8_t *out, uint8_t kind)
+/* Each name of set found (bytecode: bc, else IR) given kind in out[];
+** how many were found. */
+static int kind_of(int bc, const char *const *set, uint8_t *out,
+                   uint8_t kind)
 {
   int n = 0;
   for (; *set; set++) {
-    size_t i, k = strlen(*set);
-    for (i = 0; i + 6 <= len; i += 6)
-      if (!memcmp(names + i, *set, k) &&
-          (k == 6 || names[i + k] == ' ')) {
-        out[i / 6] = kind;
-        n++;
-        break;
-      }
+    int op = bc ? ljp_vmnames_bc(*set) : ljp_vmnames_ir(*set);
+    if (op >= 0) {
+      out[op] = kind;
+      n++;
+    }
   }
   return n;
 }
 
 int ljp_ts_learn_ops(lua_State *S)
 {
-  static const char chunk[] =
-    "local ok, v = pcall(require, 'jit.vmdef')\n"
-    "if not ok or type(v) ~= 'table' or type(v.bcnames) ~= 'string' or\n"
-    "   type(v.irnames) ~= 'string' then return nil end\n"
-    "return v.bcnames, v.irnames\n";
   static const char *const cmp[] = {"ISLT", "ISGE", "ISLE", "ISGT", NULL};
   static const char *const eq[] = {"ISEQV", "ISNEV", "ISEQS", "ISNES", "ISEQN",
                                    "ISNEN", "ISEQP", "ISNEP", NULL};
@@ -304,27 +299,19 @@ int ljp_ts_learn_ops(lua_State *S)
   static const char *const ircmp[] = {"LT", "GE", "LE", "GT", "ULT", "UGE",
                                       "ULE", "UGT", NULL};
   static const char *const ireq[] = {"EQ", "NE", NULL};
-  int top = lua_gettop(S), ok;
-  size_t bl = 0, il = 0;
-  const char *bn, *in;
+  int ok;
   if (__atomic_load_n(&ops_ok, __ATOMIC_ACQUIRE)) return 1;
-  ok = !luaL_loadstring(S, chunk) && !lua_pcall(S, 0, 2, 0) &&
-       (bn = lua_tolstring(S, top + 1, &bl)) != NULL &&
-       (in = lua_tolstring(S, top + 2, &il)) != NULL &&
-       bl % 6 == 0 && il % 6 == 0 && bl / 6 <= 256 && il / 6 <= 256;
-  if (ok) {
-    memset(bckind, 0, sizeof(bckind));
-    memset(irkind, 0, sizeof(irkind));
-    ok = kind_of(bn, bl, cmp, bckind, BCK_CMP) == 4 &&
-         kind_of(bn, bl, eq, bckind, BCK_EQ) == 8 &&
-         kind_of(bn, bl, jmp, bckind, BCK_JMP) == 1 &&
-         kind_of(bn, bl, fori, bckind, BCK_FORI) == 2 &&
-         kind_of(bn, bl, forl, bckind, BCK_FORL) == 3 &&
-         kind_of(bn, bl, func, bckind, BCK_FUNC) == 6 &&
-         kind_of(in, il, ircmp, irkind, IRK_CMP) == 8 &&
-         kind_of(in, il, ireq, irkind, IRK_EQ) == 2;
-  }
-  lua_settop(S, top);
+  if (!ljp_vmnames_learn(S)) return 0;
+  memset(bckind, 0, sizeof(bckind));
+  memset(irkind, 0, sizeof(irkind));
+  ok = kind_of(1, cmp, bckind, BCK_CMP) == 4 &&
+       kind_of(1, eq, bckind, BCK_EQ) == 8 &&
+       kind_of(1, jmp, bckind, BCK_JMP) == 1 &&
+       kind_of(1, fori, bckind, BCK_FORI) == 2 &&
+       kind_of(1, forl, bckind, BCK_FORL) == 3 &&
+       kind_of(1, func, bckind, BCK_FUNC) == 6 &&
+       kind_of(0, ircmp, irkind, IRK_CMP) == 8 &&
+       kind_of(0, ireq, irkind, IRK_EQ) == 2;
   if (ok) __atomic_store_n(&ops_ok, 1, __ATOMIC_RELEASE);
   return ok;
 }
@@ -417,23 +404,11 @@ uintptr_t ljp_ts_code_pc(uintptr_t T, int sn, uintptr_t bc, uintptr_t pc)
 
 int ljp_ts_op_prof = -1;
 
-/* PROF's IR opcode, by its public name in LuaJIT's own jit.vmdef
-** (require'd in L: nothing else is loaded), once per process. */
-void ljp_vm_learn_prof_op(lua_State *L)
+/* PROF's IR opcode, by its public name in jit.vmdef (vmnames.c), once
+** per process. */
+void ljp_ts_learn_prof_op(void)
 {
-  static const char chunk[] =
-    "local ok, v = pcall(require, 'jit.vmdef')\n"
-    "if not ok or type(v) ~= 'table' or type(v.irnames) ~= 'string' then return -1 end\n"
-    "local i = v.irnames:find('PROF  ', 1, true)\n"
-    "if not i or (i - 1) % 6 ~= 0 then return -1 end\n"
-    "return (i - 1) / 6\n";
-  int top;
-  if (ljp_ts_op_prof >= 0) return;
-  top = lua_gettop(L);
-  if (!luaL_loadstring(L, chunk) && !lua_pcall(L, 0, 1, 0) &&
-      lua_isnumber(L, -1) && lua_tointeger(L, -1) < 256)
-    ljp_ts_op_prof = (int)lua_tointeger(L, -1);
-  lua_settop(L, top);
+  if (ljp_ts_op_prof < 0) ljp_ts_op_prof = ljp_vmnames_ir("PROF");
 }
 
 /* x64: test byte [r14 + d32], 0x80 (HOOK_PROFILE); jnz rel32 */

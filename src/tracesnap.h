@@ -135,8 +135,8 @@ int ljp_ts_sample_frames(uintptr_t T, uintptr_t mpc, int mode, ljp_tsframe *out,
 ** Reads the trace's IR from the snapshot's reference to the next one's
 ** (at most 64) and the prototype's bytecode (the caller caches it per
 ** trace and snapshot). Normal context. ljp_ts_learn_ops: the opcodes, by
-** their names in jit.vmdef (S: a state of ljprof's own), once per
-** process; 0 when not learnt. */
+** their names in jit.vmdef (vmnames.h, learnt in S: a state of ljprof's
+** own, when not yet), once per process; 0 when not learnt. */
 uintptr_t ljp_ts_code_pc(uintptr_t T, int sn, uintptr_t bc, uintptr_t pc);
 int ljp_ts_learn_ops(lua_State *S);
 
@@ -146,8 +146,9 @@ int ljp_ts_learn_ops(lua_State *S);
 ** copied, a snapshot with no guard between it and the next one is merged
 ** into the next (lj_opt_loop.c, loop_subst_snap): the code after such a
 ** check lies in the range of the snapshot before it, that of the function
-** left. ljp_ts_op_prof: PROF's IR opcode (jit.vmdef's irnames, read by
-** ljp_vm_learn_prof_op when exact mode starts; -1: unknown).
+** left. ljp_ts_op_prof: PROF's IR opcode (jit.vmdef's irnames, vmnames.h;
+** set by ljp_ts_learn_prof_op, which vmlearn.c's ljp_vm_learn_prof_op
+** calls when exact mode starts, the names learnt; -1: unknown).
 ** ljp_ts_profsites: the machine code offsets just after each check of
 ** trace T (alive), rising, into out[max]; their count, or -1 unless the
 ** checks found in the code are exactly as many as the PROF instructions of
@@ -157,6 +158,7 @@ int ljp_ts_learn_ops(lua_State *S);
 ** snapshot, gets the next snapshot's frames (the function entered or
 ** returned to). */
 extern int ljp_ts_op_prof;
+void ljp_ts_learn_prof_op(void);
 int ljp_ts_profsites(uintptr_t T, uint16_t *out, int max);
 
 #endif

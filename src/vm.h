@@ -50,8 +50,9 @@ typedef struct ljp_ctx ljp_ctx;
 ** and the safe point's stack. */
 void ljp_vm_learn_layouts(void);
 /* [safe] The same, and (irmap) the record map's layout in the same state
-** when it was not tried yet (the start of an inline=recorded run). */
-void ljp_vm_learn_start(int irmap);
+** when it was not tried yet (the start of an inline=recorded run), and
+** (names) jit.vmdef's opcode names (the start of an inline=exact run). */
+void ljp_vm_learn_start(int irmap, int names);
 /* [safe] The layouts of the trace snapshots (inlined frames), learnt when
 ** the first sample in compiled code asks for them (costly: once). */
 void ljp_vm_learn_snapshots(void);
@@ -59,8 +60,9 @@ void ljp_vm_learn_snapshots(void);
 ** with the snapshot layouts it needs: at start, once per process. */
 void ljp_vm_learn_irmap(void);
 /* [safe] Learn PROF's IR opcode (LuaJIT's profiling mode's function-change
-** check, inline=exact) from jit.vmdef in L, once per process; unknown:
-** exact mode's merged checks are not looked for. */
+** check, inline=exact) by its name in jit.vmdef, learnt in a state of
+** ljprof's own (in L only when it cannot be learnt there), once per
+** process; unknown: exact mode's merged checks are not looked for. */
 void ljp_vm_learn_prof_op(lua_State *L);
 /* [safe] The global state of L (validated), or 0 when the VM's state is
 ** not known (then ticks are classified by their PC). A context keeps it

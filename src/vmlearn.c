@@ -1,8 +1,9 @@
 /*
 ** Learning the LuaJIT side (vm.h): its layouts (vmprobe.c, luastack.c,
-** tracemem.c, tracesnap.c) and fast-function ids (ffid.c), learnt once
-** per process in a Lua state of ljprof's own and proven before use, and
-** what was proven, for run control and the run's stats (ljp_vm_caps).
+** tracemem.c, tracesnap.c), fast-function ids (ffid.c) and opcode names
+** (vmnames.c), learnt once per process in a Lua state of ljprof's own
+** and proven before use, and what was proven, for run control and the
+** run's stats (ljp_vm_caps).
 **
 ** Normal context only (a mutex, Lua states made and closed); the sampler
 ** side calls these at start (run.c, api.c) and at the first safe point
@@ -20,6 +21,7 @@
 #include "ownstate.h"
 #include "tracemem.h"
 #include "tracesnap.h"
+#include "vmnames.h"
 #include "vmprobe.h"
 
 /* LuaJIT's layouts are the same in every Lua state of the process: they
@@ -38,12 +40,17 @@
 ** a start (callgrind, bench/cost). */
 static pthread_mutex_t learn_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void ljp_vm_learn_layouts(void) { ljp_vm_learn_start(0); }
+/* learn_mu: jit.vmdef's opcode names were tried in a state of ljprof's
+** own for ljp_vm_learn_prof_op (at an inline=exact start, or by it). */
+static int names_tried;
+
+void ljp_vm_learn_layouts(void) { ljp_vm_learn_start(0, 0); }
 
 /* The record map's layout (irmap), when asked, in the same state as the
 ** others: a state of its own cost 0.29 M instructions more per process
-** (made and closed; callgrind, bench/cost, 2026-11-29). */
-void ljp_vm_learn_start(int irmap)
+** (made and closed; callgrind, bench/cost, 2026-11-29). jit.vmdef's
+** opcode names (names: an inline=exact start, for PROF's opcode) too. */
+void ljp_vm_learn_start(int irmap, int names)
 {
   static int tries;  /* learn_mu: states of several threads may start */
   lua_State *S;
@@ -57,6 +64,10 @@ void ljp_vm_learn_start(int irmap)
     if (ljp_vmprobe(S) && ljp_luastack_probe(S)) ljp_tracemem_probe(S);
     if (irmap && !ljp_irl.tried && ljp_tml.ok) ljp_irmap_probe(S);
     if (ff) ljp_ffid_learn_in(S);
+    if (names) {
+      ljp_vmnames_learn(S);
+      names_tried = 1;
+    }
     lua_close(S);
     if (ff) ljp_ffid_own_closed();
   }
@@ -73,8 +84,8 @@ void ljp_vm_learn_snapshots(void)
   pthread_mutex_lock(&learn_mu);
   if (!ljp_tsl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
     ljp_tracesnap_probe(S);
-    ljp_mcmap_learn(S);   /* the IR opcode names (jit.vmdef) */
-    ljp_ts_learn_ops(S);  /* lines: comparisons, loops (jit.vmdef) */
+    ljp_mcmap_learn(S);   /* IR opcodes, calls (vmnames.c, jit.util) */
+    ljp_ts_learn_ops(S);  /* lines: comparisons, loops (vmnames.c) */
     lua_close(S);
   }
   pthread_mutex_unlock(&learn_mu);
@@ -92,6 +103,30 @@ void ljp_vm_learn_irmap(void)
   if (!ljp_irl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
     ljp_irmap_probe(S);
     lua_close(S);
+  }
+  pthread_mutex_unlock(&learn_mu);
+}
+
+/* PROF's IR opcode (tracesnap.c) from the opcode names learnt in a state
+** of ljprof's own: at this start's (ljp_vm_learn_start, names), or before
+** (the record map's probe, the snapshot layouts), else in one made here
+** once. Only when they cannot be learnt there (the program's package.path
+** alone finds jit.vmdef) are they learnt in L: read from the module's text
+** found by L's package.searchpath, or the module required in L. */
+void ljp_vm_learn_prof_op(lua_State *L)
+{
+  lua_State *S;
+  pthread_mutex_lock(&learn_mu);
+  if (ljp_ts_op_prof < 0) {
+    if (!ljp_vmnames_known() && !names_tried &&
+        (S = ljp_own_newstate(NULL, NULL)) != NULL) {
+      lua_gc(S, LUA_GCSTOP, 0);
+      ljp_vmnames_learn(S);
+      names_tried = 1;
+      lua_close(S);
+    }
+    ljp_vmnames_learn(L);  /* (nothing done when known) */
+    ljp_ts_learn_prof_op();
   }
   pthread_mutex_unlock(&learn_mu);
 }

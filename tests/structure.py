@@ -564,7 +564,8 @@ def main():
 # readers it includes) does not name. Every src/*.c is in
 # exactly one of the two tables.
 VM_FILES = {"vmprobe", "luastack", "tracemem", "tracesnap", "vmlearn",
-            "traces", "ffid", "names", "luaframes", "irmap", "mcmap"}
+            "traces", "ffid", "names", "luaframes", "irmap", "mcmap",
+            "vmnames"}
 SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
                  "timer_itimer", "timer_exit", "clocks", "safepoint", "run",
                  "api", "lua_ljprof", "hook", "jitmode", "slots", "ring",
@@ -581,7 +582,8 @@ SAMPLER_FILES = {"sample", "signal", "timer_thread", "timer_posix",
 VM_INTERFACE = "vm.h"
 VM_TYPES = "vm_luajit.h"  # included by vm.h only: its types and inline readers
 VM_HEADERS = {"vmprobe.h", "luastack.h", "tracemem.h", "tracesnap.h",
-              "ffid.h", "traces.h", "names.h", "vm_luajit.h", "mcmap.h"}
+              "ffid.h", "traces.h", "names.h", "vm_luajit.h", "mcmap.h",
+              "vmnames.h"}
 
 
 def vm_seam(src, defs, undefs, owner):

@@ -91,6 +91,11 @@ void ljp_vm_learn_snapshots(void)
   pthread_mutex_unlock(&learn_mu);
 }
 
+int ljp_vm_snapshots_tried(void)
+{
+  return ljp_tsl.tried;
+}
+
 /* The record map's layout (irmap.c), at the start of an inline=recorded
 ** run (its handler must see the first traces), when the layouts were
 ** learnt before without it (ljp_vm_learn_start learns both in one state). The snapshot layouts it

@@ -328,6 +328,36 @@ t.case("inline=recorded: guard-free helpers get the frames they were recorded in
   t.ok(self_share(s, LEAF_NAMES, "leafA") < 0.05, "snapshots alone: leafA in no snapshot")
 end)
 
+-- One call of one compiled loop, the whole run: every sample waits in the
+-- ring for the one safe point after the loop, the process's first with a
+-- sample in compiled code. The snapshot layouts are learnt there before
+-- its records are completed (complete.c), not after them: before, all of
+-- them stayed on update (tests/qa_repros/inline_one_trace.lua, 5 of 5
+-- runs 100% update, the helpers 48/19/9% of the time).
+local ONCE = [[
+local sin = math.sin
+local function heavy(x) return sin(x) + sin(x + 1) + sin(x + 2) + sin(x + 3) + sin(x + 4) + sin(x + 5) end
+local function light(x) return sin(x + 6) + sin(x + 7) end
+local function update(n)
+  local s = 0
+  for i = 1, n do s = s + heavy(i) + light(i) end
+  return s
+end
+return update(4e6)
+]]
+local ONCE_NAMES = {["work:0"] = true, update = true, heavy = true, light = true}
+
+t.case("inline=recorded: a trace entered once, its samples all at one safe point", function()
+  local r = run(ONCE)
+  t.ok(r.total >= 100, "samples: " .. r.total)
+  local h, u = self_share(r, ONCE_NAMES, "heavy"), self_share(r, ONCE_NAMES, "update")
+  print(string.format("  one trace entered once: heavy %.1f%%, update %.1f%% (%d samples, " ..
+    "%d records with inlined frames)", 100 * h, 100 * u, r.total, r.inline or 0))
+  t.ok(r.inline and r.inline > 0, "records with inlined frames: " .. tostring(r.inline))
+  t.ok(h >= 0.4, "heavy's share: " .. h)
+  t.ok(u <= 0.4, "update's share: " .. u)
+end)
+
 -- A helper whose whole work is a tail call of a fast function (its frame
 -- replaced by the call: the recorder announces the fast function at the
 -- helper's depth) and one that formats (string.format through a C

@@ -103,7 +103,9 @@ function M.hot_interpreted(p, min, meta)
   for _, f in ipairs(funcs) do
     local i = f.I or 0
     local pct = math.floor(i * 100 / total + 0.5)
-    if i > 0 and pct >= math.max(min, 1) and #lines < 10 then
+    -- ("[ljprof]", the profiler's own work, is no function of the program:
+    -- its interpreted time is its own start or stop, nothing to compile)
+    if i > 0 and pct >= math.max(min, 1) and #lines < 10 and f.func ~= "[ljprof]" then
       local head = string.format("%2d%%  %s", pct, f.func)
       local list = aborts[f.func]
       if not list and off then

@@ -105,6 +105,14 @@ t.case("hot but interpreted: its own section after the -jp lines", function()
   t.ok(not has_section(run("-jprof=A", workload)), "not in annotation")
 end)
 
+t.case("hot but interpreted: the profiler's own work is not listed", function()
+  local out = require("jit.prof.output")
+  local p = {total = 100, functions = {{func = "[ljprof]", I = 4}, {func = "w.lua:walk", I = 30}}}
+  local sec = out.hot_interpreted(p, 3, {aborts = "off"})
+  t.ok(sec:find("w.lua:walk", 1, true) ~= nil, "a function listed: " .. sec)
+  t.ok(not sec:find("[ljprof]", 1, true), "[ljprof] not listed: " .. sec)
+end)
+
 t.case("default report: percent lines, heavy first, like -jp", function()
   local l1 = compare("")
   t.ok(l1[2] == "N%  heavy" and l1[3] == "N%  light", "top entries: " .. table.concat(l1, " | "))

@@ -1084,7 +1084,7 @@ variant_for(ljp_ctx *ctx, lua_State *L, const ljp_record *r, livestack *ls,
   int32_t tr = r->vmstate == 'N' ? r->trace : 0;
   ljp_trinfo *ti = tr ? ljp_trace_info(ctx, L, tr) : NULL;
   uint32_t nat[LJP_NATIVE_MAX], leaf;
-  int nn = ljp_native_names(ctx, r, nat);
+  int nn = ljp_native_names(ctx, L, r, nat);
   int selfpc = ljp_objects_is_self(r->pc);
   int host = (r->lflags & LJP_LUA_HOST) != 0;
   ljp_leaf lf;
@@ -1374,7 +1374,7 @@ int ljp_frames_offline(ljp_ctx *ctx, lua_State *E, ljp_record *r)
            ? ljp_trace_info(ctx, NULL, r->trace) : NULL;
   r->stack = r->func = r->tloc = 0;
   memset(&lf, 0, sizeof(lf));
-  nn = ctx->opt.cb ? 0 : ljp_native_names(ctx, r, nat);
+  nn = ctx->opt.cb ? 0 : ljp_native_names(ctx, NULL, r, nat);
   if (r->lflags & LJP_LUA_HOST) {            /* the host's own frames */
     if (!nn && !ctx->opt.cb && (nat[0] = marker_frame(ctx, "[host]")) != 0) nn = 1;
   } else if (r->vmstate == 'C' && r->cfunc) {

@@ -78,6 +78,7 @@ struct ljp_natcache {
   uint32_t nr, capr;
   uint32_t merged;         /* the frame "[merged]" (0: not made yet) */
   natlast last;
+  lua_State *L;            /* ljp_native_names' state, for the C names */
 };
 
 static natrange *range_find(struct ljp_natcache *c, uintptr_t a)
@@ -132,6 +133,28 @@ static int nat_grow(struct ljp_natcache *c)
   return 0;
 }
 
+/* A function with no symbol that starts at lo, in an object other than
+** LuaJIT's: its Lua name when it is a C function the program's modules
+** hold ("cjson.encode" for liblua5.1-cjson's static json_encode, not
+** "cjson.so+0x45d0"), looked up again from package.loaded (once per
+** function, within the memo's limit) when a module was loaded after the
+** start and ljp_native_names has a state. Its length in buf, or 0. */
+static int lua_cname(ljp_ctx *ctx, uintptr_t lo, char *buf, size_t n)
+{
+  struct ljp_natcache *c = ctx->natcache;
+  ljp_buf sb = {0};
+  int len = 0, named = c && c->L
+      ? ljp_name_cfunc(&ctx->cnames, c->L, (lua_CFunction)lo, &sb)
+      : ljp_cfunc_learnt(&sb, (lua_CFunction)lo, NULL);
+  if (named && sb.n && sb.n < n) {
+    memcpy(buf, sb.b, sb.n);
+    buf[sb.n] = '\0';
+    len = (int)sb.n;
+  }
+  free(sb.b);
+  return len;
+}
+
 /* Resolve one lookup address (normal context); [*flo, *fhi) is the
 ** function it lies in, when known. */
 static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
@@ -168,8 +191,10 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
       if (ljp_objects_proc(a, &lo, &hi)) {
         out->start = *flo = lo;
         *fhi = hi;
-        len = snprintf(buf, sizeof(buf), "%s+0x%lx", ob.short_name,
-                       (unsigned long)(lo - ob.base));
+        len = lua_cname(ctx, lo, buf, sizeof(buf));
+        if (len <= 0)
+          len = snprintf(buf, sizeof(buf), "%s+0x%lx", ob.short_name,
+                         (unsigned long)(lo - ob.base));
       } else {
         len = snprintf(buf, sizeof(buf), "%s+0x%lx", ob.short_name,
                        (unsigned long)(a - ob.base));
@@ -264,7 +289,8 @@ static uint32_t merged_frame(ljp_ctx *ctx)
   return c->merged;
 }
 
-int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids)
+int ljp_native_names(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
+                     uint32_t *ids)
 {
   struct ljp_natcache *c;
   natent *v;
@@ -274,6 +300,7 @@ int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids)
     n++;
   if (nn > LJP_NATIVE_MAX) nn = LJP_NATIVE_MAX;
   if (!nn || !(c = natcache(ctx))) return n;
+  c->L = L;              /* (for the lookups below only) */
   /* The outer frames the last record had (natlast: v[j] is frame
   ** nn - 1 - j), then the others looked up into it; out of memory, the
   ** frames from the first that failed on are not shown, and only the
@@ -298,6 +325,7 @@ int ljp_native_names(ljp_ctx *ctx, const ljp_record *r, uint32_t *ids)
     if (e->self && n > 0 && ids[n - 1] == e->id) continue;  /* one [ljprof] */
     if (e->id) ids[n++] = e->id;
   }
+  c->L = NULL;
   return n;
 }
 

@@ -26,7 +26,7 @@ long ljpn_e(long), ljpn_f(long), ljpn_g(long), ljpn_h(long);
 static void names_of(ljp_ctx *ctx, const ljp_record *r, char *out, size_t n)
 {
   uint32_t ids[LJP_NATIVE_MAX + 1];
-  int k, m = ljp_native_names(ctx, r, ids);
+  int k, m = ljp_native_names(ctx, NULL, r, ids);
   size_t at = 0;
   out[0] = '\0';
   for (k = 0; k < m && at + 1 < n; k++) {

@@ -356,6 +356,32 @@ for path, off in io.open(arg[1]):read("*a"):gmatch("(%S+) (%d+)\n") do
 end
 ]]
 
+-- A C function a module holds, with no symbol (lua-cjson's json_encode is
+-- static in Debian's stripped liblua5.1-cjson.so), called through a Lua
+-- wrapper from a compiled loop (stitched: no Lua frame of its own is
+-- captured) and loaded after the start: named as Lua names it
+-- ("cjson.encode", as with -joff), not "cjson.so+0x45d0" (QA,
+-- tests/qa_repros/cjson_native_name.lua: 97% cjson.so+0x45d0 in -jprof=f).
+t.case("a module's C function with no symbol: its Lua name, not object+0x", function()
+  local out, ok = child([[
+local ljprof = require("ljprof")
+ljprof.record({clock = "wall", rate = 1000, fmt = "fZ;", depth = -100})
+local cjson = require("cjson")   -- (lua-cjson: ./run installs it)
+local function enc(x) local s = cjson.encode(x); return s end
+local v = {a = 1, b = {1, 2, 3, "x\"y"}, c = "hello world", d = 3.25}
+local n, t0 = 0, os.clock()
+while os.clock() - t0 < 0.6 do for _ = 1, 1000 do n = n + #enc(v) end end
+ljprof.stop()
+for _, e in ipairs(ljprof.summary()) do print(e.count .. " " .. e.stack) end
+]])
+  t.ok(ok, "child ran: " .. out)
+  local list = stacks(out)
+  local named = count(list, function(s) return s:find("enc;cjson.encode", 1, true) ~= nil end)
+  local raw = count(list, function(s) return s:find("enc;[^;]*cjson[^;]*%+0x") ~= nil end)
+  t.ok(named >= 100, "samples under enc;cjson.encode: " .. named .. "\n" .. top(list))
+  t.eq(raw, 0, "samples with an object+0x frame right under enc:\n" .. top(list))
+end)
+
 t.case("PLT stubs: named \"realloc@plt\" as objdump names them, not libc.so.6+0x26000", function()
   -- Each stub objdump names in libc and libm, looked up at its second
   -- byte (a sample inside the stub), with and without debug files.

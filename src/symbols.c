@@ -143,9 +143,16 @@ static int lua_cname(ljp_ctx *ctx, uintptr_t lo, char *buf, size_t n)
 {
   struct ljp_natcache *c = ctx->natcache;
   ljp_buf sb = {0};
-  int len = 0, named = c && c->L
-      ? ljp_name_cfunc(&ctx->cnames, c->L, (lua_CFunction)lo, &sb)
-      : ljp_cfunc_learnt(&sb, (lua_CFunction)lo, NULL);
+  unsigned long long gen;
+  int len = 0, named = ljp_cfunc_learnt(&sb, (lua_CFunction)lo, NULL);
+  /* package.loaded looked up again only when an object was loaded since
+  ** it was last walked (at the start: run.c; a module required after
+  ** it): the main program's own unnamed code (the root frame) costs no
+  ** walk per run */
+  if (!named && c && c->L && (gen = ljp_dl_generation()) != ctx->cname_gen) {
+    ctx->cname_gen = gen;
+    named = ljp_name_cfunc(&ctx->cnames, c->L, (lua_CFunction)lo, &sb);
+  }
   if (named && sb.n && sb.n < n) {
     memcpy(buf, sb.b, sb.n);
     buf[sb.n] = '\0';

@@ -35,6 +35,10 @@ const ljp_span *ljp_objects_find(const ljp_objsnap *s, uintptr_t pc)
 
 int ljp_objects_interp_known(void) { return 0; }
 
+/* No loader generation is kept here: no module but the two is listed, and
+** with no native frames captured nothing is named by it (symbols.c). */
+unsigned long long ljp_dl_generation(void) { return 0; }
+
 int ljp_objects_is_self(uintptr_t pc)
 {
   const ljp_span *e = ljp_objects_find(ljp_objects_snap(), pc);

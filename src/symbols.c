@@ -136,9 +136,9 @@ static int nat_grow(struct ljp_natcache *c)
 /* A function with no symbol that starts at lo, in an object other than
 ** LuaJIT's: its Lua name when it is a C function the program's modules
 ** hold ("cjson.encode" for liblua5.1-cjson's static json_encode, not
-** "cjson.so+0x45d0"), looked up again from package.loaded (once per
-** function, within the memo's limit) when a module was loaded after the
-** start and ljp_native_names has a state. Its length in buf, or 0. */
+** "cjson.so+0x45d0"); package.loaded is walked again (within the memo's
+** limit) when ljp_native_names has a state and an object was loaded
+** since the last walk. Its length in buf, or 0. */
 static int lua_cname(ljp_ctx *ctx, uintptr_t lo, char *buf, size_t n)
 {
   struct ljp_natcache *c = ctx->natcache;

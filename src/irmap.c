@@ -114,8 +114,11 @@ struct ljp_irmap {
   int handler_ref, attach_ref;
   uint32_t gen;
   int on;                  /* events are mapped */
-  int spent, off;          /* budget spent; turned off (why) */
-  int64_t budget;
+  int spent, off;          /* the budget ran out this run; turned off (why) */
+  int paused;              /* detached for its budget: attached again at an
+                              idle safe point once it has refilled */
+  uint64_t allow;          /* events allowed so far (the budget) */
+  uint64_t cap;            /* LJPROF_IRMAP_BUDGET: a fixed cap (0: none) */
   uintptr_t g;
   int32_t cur;             /* the recording's trace number, 0: none */
   uint32_t last;           /* its last IR count */
@@ -201,6 +204,23 @@ static void turn_off(ljp_irmap *m, const char *why)
   if (!m->why) m->why = why;
 }
 
+static void uninstall(ljp_irmap *m, lua_State *L);
+
+/* The budget is spent: the handler out of its slot (the one it replaced
+** put back: from inside an event handler too, as jit.attach only writes
+** the event table), the recording in progress dropped (a map of part of
+** it is not kept). ljp_irmap_check attaches it again. */
+static void budget_out(ljp_irmap *m, lua_State *L)
+{
+  m->spent = 1;
+  m->paused = 1;
+  m->on = 0;
+  m->cur = 0;
+  m->cn = 0;
+  m->cbad = 0;
+  uninstall(m, L);
+}
+
 int ljp_irmap_event(ljp_ctx *ctx, lua_State *L)
 {
   int nargs = lua_gettop(L);
@@ -226,14 +246,13 @@ int ljp_irmap_event(ljp_ctx *ctx, lua_State *L)
     turn_off(m, "an event's IR count or base slot out of range");
     return nargs;
   }
-  m->events++;
-  if (--m->budget <= 0) {
-    m->spent = 1;
-    m->on = 0;
-    m->cur = 0;                /* (a recording mapped in part is not kept) */
-    m->cn = 0;
+  if (m->events >= m->allow) {   /* out of budget: detached now, not at the
+                                  next safe point (LuaJIT's dispatch of an
+                                  event is most of its cost) */
+    budget_out(m, L);
     return nargs;
   }
+  m->events++;
   if (tr != m->cur || nins < m->last) {   /* a new recording */
     if (tr == m->cur) {        /* the last one aborted */
       m->cn = 0;
@@ -312,11 +331,21 @@ static void uninstall(ljp_irmap *m, lua_State *L)
   unref(L, &m->handler_ref);
 }
 
-static int64_t budget(void)
+/* LJPROF_IRMAP_BUDGET=N: a fixed cap of N events a run, no refill (tests,
+** measurements); 0 when unset. */
+static uint64_t fixed_cap(void)
 {
   const char *s = getenv("LJPROF_IRMAP_BUDGET");
   long long v = s ? atoll(s) : 0;
-  return v > 0 ? v : LJP_IRMAP_BUDGET;
+  return v > 0 ? (uint64_t)v : 0;
+}
+
+/* The events a run may have mapped by now: its first allowance and a
+** share for each tick of its clock (irmap.h). */
+static uint64_t allowance(ljp_ctx *ctx, const ljp_irmap *m)
+{
+  uint64_t ticks = atomic_load_explicit(&ctx->n_ticks, memory_order_relaxed);
+  return m->cap ? m->cap : LJP_IRMAP_FIRST + ticks * LJP_IRMAP_PER_TICK;
 }
 
 /* Is there a compiled trace? (The first run's flush is skipped without
@@ -345,8 +374,9 @@ void ljp_irmap_start(ljp_ctx *ctx, lua_State *L)
   /* Maps kept from an earlier run stay (each is checked at use against
   ** its trace object, and dropped by a new recording of its number). */
   m->g = ctx->vm_g;
-  m->budget = budget();
-  m->spent = m->off = 0;
+  m->cap = fixed_cap();
+  m->allow = allowance(ctx, m);
+  m->spent = m->off = m->paused = 0;
   m->why = NULL;
   m->events = m->proven = m->refused = m->copies = m->copies_unknown = 0;
   m->cur = 0;
@@ -375,6 +405,7 @@ void ljp_irmap_stop(ljp_ctx *ctx, lua_State *L)
   ljp_irmap *m = ctx->irmap;
   if (!m) return;
   m->on = 0;
+  m->paused = 0;
   uninstall(m, L);
   unref(L, &m->attach_ref);
   m->cur = 0;            /* a recording in progress is not kept */
@@ -384,8 +415,22 @@ void ljp_irmap_stop(ljp_ctx *ctx, lua_State *L)
 void ljp_irmap_check(ljp_ctx *ctx, lua_State *L, int full)
 {
   ljp_irmap *m = ctx->irmap;
-  if (!m || !m->key) return;
-  if (m->spent || m->off) {
+  if (!m) return;
+  m->allow = allowance(ctx, m);
+  if (!m->key) {
+    /* Paused for its budget: back once it has refilled by a margin (an
+    ** attach costs a few thousand instructions), and only between two
+    ** recordings, so that its first event is a recording's first. */
+    if (m->paused && !m->off && m->allow >= m->events + LJP_IRMAP_RESUME &&
+        ljp_vm_jit_idle(ctx->vm_g)) {
+      m->paused = 0;
+      m->cur = 0;
+      m->cn = 0;
+      m->on = install(ctx, m, L);
+    }
+    return;
+  }
+  if (m->off) {
     uninstall(m, L);
     return;
   }

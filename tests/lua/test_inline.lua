@@ -559,6 +559,55 @@ t.case("inline=recorded: the budget detaches the handler and counts", function()
 end)
 
 
+-- The record map is paid for by the samples (src/irmap.h): a program that
+-- compiles new code all along (here: a new function with a hot loop every
+-- few milliseconds, as a program that loads and generates code does) gets
+-- LJP_IRMAP_FIRST (2,000) events at once and 10 per tick; out of budget
+-- the handler is detached (the user's handler, chained, put back in its
+-- slot) and attached again once 500 events have accrued. A fixed budget
+-- (the test above) never refills; this one must.
+t.case("inline=recorded: the budget refills with the ticks and bounds the events", function()
+  local dir = t.tmpdir()
+  t.write(dir .. "/churn.lua", [[
+local n = 0
+jit.attach(function() n = n + 1 end, "record")
+local prof = require("ljprof")
+prof.record({clock = "wall", interval = 1})
+local during0 = n
+local acc = 0
+for k = 1, 1500 do
+  local f = loadstring(string.format([=[
+    local sin = math.sin
+    local function h(x) return sin(x) * %d + x end
+    return function(m) local s = 0 for i = 1, m do s = s + h(i) + i %% %d end return s end]=], k, k + 1))()
+  acc = acc + f(3000)
+end
+local during = n - during0
+prof.stop()
+local s = prof.stats()
+print("churn", during, s.record_events, s.samples, tostring(s.record_budget_spent))
+]])
+  local f = assert(io.popen(t.q(LUAJIT) .. " " .. t.q(dir .. "/churn.lua") .. " 2>&1"))
+  local out = f:read("*a")
+  f:close()
+  os.execute("rm -rf " .. t.q(dir))
+  local during, ev, ticks, spent = out:match("churn\t(%d+)\t(%d+)\t(%d+)\t(%a+)")
+  t.ok(during, "child output: " .. out)
+  if not during then return end
+  during, ev, ticks = tonumber(during), tonumber(ev), tonumber(ticks)
+  local h = assert(io.open((arg[0]:match("^(.*)/") or ".") .. "/../../src/irmap.h")):read("*a")
+  local first = tonumber(h:match("#define LJP_IRMAP_FIRST (%d+)"))
+  local per_tick = tonumber(h:match("#define LJP_IRMAP_PER_TICK (%d+)"))
+  local resume = tonumber(h:match("#define LJP_IRMAP_RESUME (%d+)"))
+  local allow = first + per_tick * ticks
+  print(string.format("  %d bytecodes recorded during the run, %d mapped, %d ticks (allowance %d)",
+    during, ev, ticks, allow))
+  t.ok(during > allow + first, "the program records more than the allowance: " .. during)
+  t.ok(spent == "true", "budget spent")
+  t.ok(ev <= allow, "events mapped within the allowance")
+  t.ok(ev >= first + resume, "attached again after the first allowance: " .. ev)
+end)
+
 -- LuaJIT's layouts are learnt by probes that scan copies of the VM's
 -- state (src/vmprobe.c, luastack.c, tracemem.c, tracesnap.c, irmap.c); what
 -- a probe chunk gets (which traces, hot counters colliding by bytecode

@@ -103,6 +103,21 @@ local PERTRACE = {"ljp_irmap_derive", "ljp_mcmap_build"}
 -- the entry points whose cost is gated per call: the signal handler (per
 -- signal taken) and the Lua hook (per safe point)
 local HANDLER, HOOK = "ljp_signal_handler", "ljp_hook"
+-- the "record" handler (inline=recorded): per recorded bytecode mapped,
+-- gated per event; its total is part of the fixed cost (within the budget
+-- the samples pay for: src/irmap.h)
+local RECORD_EVENT = "ljp_record_event"
+-- LuaJIT's own instructions to dispatch one record event to a handler
+-- (lj_vmevent_call's inclusive cost less the handler's: callgrind,
+-- luacheck, 2026-11-29: (217.9 M - 141.8 M) / 351,569 calls)
+local RECORD_DISPATCH = 216
+-- the record map's budget (src/irmap.h): events at once, per tick
+local IRMAP_FIRST, IRMAP_PER_TICK
+do
+  local h = assert(io.open("src/irmap.h")):read("*a")
+  IRMAP_FIRST = assert(tonumber(h:match("#define LJP_IRMAP_FIRST (%d+)")))
+  IRMAP_PER_TICK = assert(tonumber(h:match("#define LJP_IRMAP_PER_TICK (%d+)")))
+end
 -- a record's completion at a safe point (once per signal it serves): the
 -- model's dearest case splits the safe point into its work per record and
 -- the rest (bench/cost/gate.lua --model)
@@ -182,6 +197,7 @@ for _, r in ipairs(runs) do
   for _, n in ipairs(ONCE) do once = once + (split[n] or 0) end
   for _, n in ipairs(PERTRACE) do pertrace = pertrace + (split[n] or 0) end
   local mapped = tonumber(err:match(" mapped (%d+)")) or 0
+  local records = tonumber(err:match(" records (%d+)")) or 0
   -- a function renamed or inlined would silently drop out of a figure:
   -- the handler and the hook must be seen when signals came, and the
   -- symbol load in a run that names native frames
@@ -201,6 +217,7 @@ for _, r in ipairs(runs) do
   -- the per-trace work is taken out of the hook's figure like the
   -- one-time work (x.once), and shown per trace mapped
   R[r.id] = {own = own, once = once + pertrace, pertrace = pertrace, mapped = mapped,
+             records = records, record_event = by_fn[RECORD_EVENT] or 0,
              samples = tonumber(s), signals = tonumber(sig),
              safepoints = tonumber(p), traces = tonumber(t), total = total,
              handler = by_fn[HANDLER] or 0, hook = by_fn[HOOK] or 0,
@@ -246,6 +263,11 @@ for _, w in ipairs(opt.workloads) do
           string.format("%s: (%.2fM - one-time %.2fM) / %d safe points, %.1f signals each", HOOK,
                         x.hook / 1e6, x.once / 1e6, x.safepoints,
                         x.safepoints > 0 and x.signals / x.safepoints or 0))
+      if x.records > 0 then
+        fig(w .. ".record_event_native_" .. c, x.record_event / x.records,
+            string.format("%s: %.2fM / %d recorded bytecodes mapped", RECORD_EVENT,
+                          x.record_event / 1e6, x.records))
+      end
       if x.mapped > 0 then
         fig(w .. ".trace_map_native_" .. c, x.pertrace / x.mapped,
             string.format("%s: %.2fM / %d traces mapped", table.concat(PERTRACE, " + "),
@@ -322,7 +344,13 @@ if opt.model then
     "sample (loading, starting, stopping; no output written: its writer is -jprof's Lua writer). " ..
     "*One-time*: what the first samples of a process load once (the native names' ELF " ..
     "symbols of the objects sampled, the trace snapshots' layouts) and each trace that takes " ..
-    "samples maps once; *fixed* is it and the start over the workload's own instructions. " ..
+    "samples maps once. *Start, stop, trace events*: in the sampled run, all but the handler, " ..
+    "the hook and the record handler. *Record map, natively*: inline=recorded's handler, " ..
+    "paid for by the samples (src/irmap.h): natively it maps at most its first allowance and " ..
+    "its share per tick of the workload's CPU time at 1 ms (under valgrind the ticks come " ..
+    "about 50 times as often for the same work), each at its measured own cost plus LuaJIT's " ..
+    "dispatch of the event (216). *Fixed*: these three and the one-time work over the " ..
+    "workload's own instructions. " ..
     "*Handler per signal*: the signal handler's own instructions over the signals it took " ..
     "(1 ms of CPU). *Safe point*: the Lua hook's over the safe points, the one-time work " ..
     "taken out; it completes the records of the signals it serves (1-6 under valgrind, " ..
@@ -340,11 +368,11 @@ if opt.model then
     "serves about one signal (handler + safe point: one sample); `manyN`: N distinct functions under integer keys, 300 of them hot, traces flushed " ..
     "twice (bench/cost/).")
   out()
-  out("| workload | own at start (M instr.) | one-time (M) | fixed, % of the run | " ..
+  out("| workload | own at start (M instr.) | start, stop, trace events (M) | record map, natively (M; bytecodes) | one-time (M) | fixed, % of the run | " ..
       "handler per signal | safe point (signals served) | per signal | dearest | " ..
       "own per trace event | model at 100 Hz | model at 1 kHz | 1 kHz, dearest | " ..
       "kernel's delivery at 100 Hz / 1 kHz |")
-  out("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+  out("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
   local per_trace = 0
   for _, f in ipairs(figures) do if f[1] == "trace_event" then per_trace = f[2] end end
   local function row(w, c, label)
@@ -361,18 +389,25 @@ if opt.model then
     local rest = x.safepoints > 0 and (x.hook - x.once - x.record) / x.safepoints or 0
     local per, worst = h + sp / k, h + rest + rec
     -- the workload's own instructions per second: a sampled-only run's
-    -- count less ljprof's (bench workloads, above)
-    local work = idle and idle.total - idle.own or x.total - x.own
+    -- count less ljprof's and LuaJIT's dispatch of its record events
+    local work = idle and idle.total - idle.own or
+                 x.total - x.own - x.records * RECORD_DISPATCH
     local ips = work / native_cpu[w]
-    -- a sampled-only run's start: deep's and its trace events at the
-    -- per-event figure (marked as estimated)
-    local d = R["deep-idle"]
-    local st = idle and idle.own or d and d.own + math.max(0, x.traces - d.traces) * per_trace
-    local start = idle and string.format("%.2f", st / 1e6) or
-                  st and string.format("≈%.2f", st / 1e6) or "—"
-    local fixed = st and string.format("%.3f%%", (st + x.once) * 100 / work) or "—"
-    out(string.format("| %s | %s | %.2f | %s | %.1fk | %.1fk (%.1f) | %.1fk | %.1fk | %.0f | %.3f%% | %.2f%% | %.2f%% | 0.2%% / 2%% |",
-      label, start, x.once / 1e6, fixed, h / 1e3, sp / 1e3, k, per / 1e3, worst / 1e3, per_trace,
+    -- measured in the sampled run: the start, the stop and the trace
+    -- events' handlers (all but the handler and the hook), the record
+    -- handler apart: under valgrind the ticks, which pay for the record
+    -- map (src/irmap.h), come about 50 times as often for the same work;
+    -- natively it maps at most its first allowance and its share per
+    -- tick of the workload's CPU time (1 ms)
+    local outside = x.own - x.handler - x.hook - x.record_event
+    local per_rec = x.records > 0 and x.record_event / x.records + RECORD_DISPATCH or 0
+    local native_recs = math.min(x.records, IRMAP_FIRST + IRMAP_PER_TICK * native_cpu[w] * 1000)
+    local recmap = native_recs * per_rec
+    local start = idle and string.format("%.2f", idle.own / 1e6) or "—"
+    local fixed = string.format("%.3f%%", (outside + recmap + x.once) * 100 / work)
+    out(string.format("| %s | %s | %.2f | %.2f (%d) | %.2f | %s | %.1fk | %.1fk (%.1f) | %.1fk | %.1fk | %.0f | %.3f%% | %.2f%% | %.2f%% | 0.2%% / 2%% |",
+      label, start, outside / 1e6, recmap / 1e6, native_recs, x.once / 1e6, fixed, h / 1e3, sp / 1e3, k,
+      per / 1e3, worst / 1e3, per_trace,
       per * 100 / ips * 100, per * 1000 / ips * 100, worst * 1000 / ips * 100))
   end
   for _, w in ipairs(opt.workloads) do

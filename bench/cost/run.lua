@@ -4,7 +4,8 @@
 -- (S counts timer expiries, N the signals ljprof's handler took: under
 -- valgrind a signal stands for about 10 expiries, natively about 1)
 -- T counts trace events (start/stop/abort/flush) through jit.attach, in
--- LuaJIT's code, not ljprof's. No output file is written unless
+-- LuaJIT's code, not ljprof's; records the recorded bytecodes ljprof's
+-- "record" handler mapped (inline=recorded, within its budget). No output file is written unless
 -- LJPROF_COST_OUT names one: the output option is written by the Lua
 -- writer -jprof uses (src/writer.c), whose loading (~7.5 M instructions
 -- for an empty profile) and rendering (per stack) would be charged to the
@@ -30,5 +31,5 @@ if ljprof then
   ljprof.stop()
   st = ljprof.stats()
 end
-io.stderr:write(string.format("cost: samples %d signals %d safepoints %d traces %d cpu %.4f mapped %d\n",
-  st.samples, st.signals, st.safepoints, traces, cpu, st.record_traces or 0))
+io.stderr:write(string.format("cost: samples %d signals %d safepoints %d traces %d cpu %.4f mapped %d records %d\n",
+  st.samples, st.signals, st.safepoints, traces, cpu, st.record_traces or 0, st.record_events or 0))

@@ -74,17 +74,19 @@ static int sym_cmp(const void *a, const void *b)
 /* Sorting the symbols by (lo, the longest first): sort_syms(t, from)
 ** sorts the entries [from, ns) and merges them into the sorted [0, from),
 ** so that what add_plt_syms and add_ifunc_impls append is merged, not the
-** whole table sorted again. A radix sort (least significant byte first,
-** stable, a byte every symbol shares skipped) on a 64-bit key, the start
-** from the lowest in the high half and the size's complement in the low:
-** glibc's qsort through sym_cmp took 8.5 M instructions of the 12.4 M a
-** run's symbol loads cost (callgrind, bench/cost many2000: four objects,
-** 7,866 symbols), a merge sort with the comparison inline 2.7 M, this
-** 1.6 M (the whole load: 4.2 M). An object spanning 4 GB or more, or no
-** memory: qsort. */
+** whole table sorted again. A radix sort on the start less the lowest
+** (least significant digit first, 11 bits a digit, a digit every symbol
+** shares skipped: an object's text of up to 8 MB is two passes), then the
+** few runs of one start (aliases) put longest first by an insertion sort;
+** both stable. glibc's qsort through sym_cmp took 8.5 M instructions of
+** the 12.4 M a run's symbol loads cost (callgrind, bench/cost many2000:
+** four objects, 7,866 symbols), a merge sort with the comparison inline
+** 2.7 M, a radix sort on (start, size) in bytes 1.6 M, this 0.4 M. An
+** object spanning 4 GB or more, or no memory: qsort. */
+#define DIGIT 11
+
 typedef struct symkey {
-  uint64_t key;
-  uint32_t at;
+  uint32_t key, at;
 } symkey;
 
 static int sym_before(const ljp_sym *x, const ljp_sym *y)
@@ -94,55 +96,72 @@ static int sym_before(const ljp_sym *x, const ljp_sym *y)
 
 static void sort_syms(ljp_symtab *t, uint32_t from)
 {
-  uint32_t n = t->ns - from, i, j, k, p, (*count)[256] = NULL;
+  uint32_t n = t->ns - from, i, j, k, p, ndig, (*count)[1u << DIGIT] = NULL;
   const ljp_sym *s = t->s + from;
   uintptr_t lo = UINTPTR_MAX, hi = 0;
   symkey *keys = NULL, *a, *b, *x;
-  uint64_t vary = 0;
   ljp_sym *out = NULL;
+  enum { MASK = (1u << DIGIT) - 1 };
   if (!n) return;        /* (nothing appended: [0, from) is sorted) */
   for (i = 0; i < n; i++) {
     if (s[i].lo < lo) lo = s[i].lo;
     if (s[i].lo > hi) hi = s[i].lo;
   }
-  if (hi - lo > 0xffffffffu || !(count = calloc(8, sizeof(*count))) ||
-      !(keys = malloc(2 * (size_t)n * sizeof(symkey))) ||
-      !(out = malloc((size_t)n * sizeof(ljp_sym)))) {
+  /* the digits the span needs (none for one start) */
+  for (ndig = 0; ndig * DIGIT < 32 && ((uint64_t)(hi - lo) >> (DIGIT * ndig)); ndig++)
+    ;
+  if (hi - lo > 0xffffffffu || !(out = malloc((size_t)n * sizeof(ljp_sym))) ||
+      (n > 32 && ndig && (!(count = calloc(ndig, sizeof(*count))) ||
+                          !(keys = malloc(2 * (size_t)n * sizeof(symkey)))))) {
+    free(out);
     free(count);
     free(keys);
     qsort(t->s, t->ns, sizeof(ljp_sym), sym_cmp);
     return;
   }
+  if (!count) {          /* a few (what the PLT and IFUNC passes append) */
+    for (j = 0; j < n; j++) {
+      ljp_sym v = s[j];
+      for (k = j; k > 0 && sym_before(&v, &out[k - 1]); k--) out[k] = out[k - 1];
+      out[k] = v;
+    }
+    goto merge;
+  }
   a = keys;
   b = keys + n;
   for (i = 0; i < n; i++) {
-    uint64_t size = s[i].hi - s[i].lo;
-    a[i].key = ((uint64_t)(s[i].lo - lo) << 32) |
-               (0xffffffffu - (size > 0xffffffffu ? 0xffffffffu : (uint32_t)size));
+    a[i].key = (uint32_t)(s[i].lo - lo);
     a[i].at = i;
-    vary |= a[i].key ^ a[0].key;
+    for (p = 0; p < ndig; p++) count[p][(a[i].key >> (DIGIT * p)) & MASK]++;
   }
-  for (p = 0; p < 8; p++)
-    if ((vary >> (8 * p)) & 255)  /* (a byte every key shares: no pass) */
-      for (i = 0; i < n; i++) count[p][(a[i].key >> (8 * p)) & 255]++;
-  for (p = 0; p < 8; p++) {
+  for (p = 0; p < ndig; p++) {
     uint32_t sum = 0;
-    if (!((vary >> (8 * p)) & 255)) continue;
-    for (k = 0; k < 256; k++) {
+    for (k = 0; k <= MASK; k++) {
       uint32_t c = count[p][k];
       count[p][k] = sum;
       sum += c;
     }
-    for (i = 0; i < n; i++) b[count[p][(a[i].key >> (8 * p)) & 255]++] = a[i];
+    for (i = 0; i < n; i++) b[count[p][(a[i].key >> (DIGIT * p)) & MASK]++] = a[i];
     x = a;
     a = b;
     b = x;
   }
-  for (j = 0; j < n; j++) out[j] = s[a[j].at];
+  for (j = 0; j < n; j++) {    /* one start's symbols: the longest first */
+    ljp_sym v = s[a[j].at];
+    for (k = j; k > 0 && out[k - 1].lo == v.lo && out[k - 1].hi < v.hi; k--)
+      out[k] = out[k - 1];
+    out[k] = v;
+  }
+merge:
+  if (!from) {           /* the whole table: it is the sorted copy */
+    free(t->s);
+    t->s = out;
+    out = NULL;
+  }
   /* [0, from) and the sorted rest merged in place from the end (a write
   ** at k = i + j - 1 never reaches t->s[0, i) not yet read); stable:
   ** of two equal symbols the one of [0, from) first */
-  for (i = from, j = n, k = t->ns; j > 0; )
+  for (i = from, j = n, k = t->ns; out && j > 0; )
     t->s[--k] = i > 0 && sym_before(&out[j - 1], &t->s[i - 1]) ? t->s[--i] : out[--j];
   free(out);
   free(keys);
@@ -211,7 +230,7 @@ static uint32_t parse_symbols(ljp_symtab *t, const ljp_elfobj *ob,
                               const void *map, uint64_t size, int symtab_only)
 {
   const ElfW(Shdr) *sh = elf_shdrs(map, size), *tab;
-  size_t bytes = 0, i, nsym, n = 0, used = 0;
+  size_t i, nsym, n = 0;
   if (!sh) return 0;
   if (!(tab = elf_symtab(map, size, SHT_SYMTAB)) &&
       (symtab_only || !(tab = elf_symtab(map, size, SHT_DYNSYM))))
@@ -221,30 +240,28 @@ static uint32_t parse_symbols(ljp_symtab *t, const ljp_elfobj *ob,
     const ElfW(Shdr) *ss = &sh[tab->sh_link];
     const char *str = (const char *)map + ss->sh_offset;
     nsym = tab->sh_size / sizeof(ElfW(Sym));
-    for (i = 0; i < nsym; i++)
-      if (func_sym(&sy[i], ss)) {
-        n++;
-        bytes += strnlen(str + sy[i].st_name, ss->sh_size - sy[i].st_name) + 1;
-      }
-    if (!n || !(t->s = malloc(n * sizeof(ljp_sym))) || !(t->names = malloc(bytes))) {
+    for (i = 0; i < nsym; i++) n += func_sym(&sy[i], ss);
+    /* The names: the string table copied whole (one copy, not one per
+    ** symbol; its last string ended if the file did not), a symbol's name
+    ** at its own offset. */
+    if (!n || ss->sh_size >= UINT32_MAX || !(t->s = malloc(n * sizeof(ljp_sym))) ||
+        !(t->names = malloc(ss->sh_size + 1))) {
       free(t->s);
       t->s = NULL;
       return 0;
     }
+    memcpy(t->names, str, ss->sh_size);
+    t->names[ss->sh_size] = '\0';
+    t->nnames = ss->sh_size + 1;
     for (i = 0; i < nsym; i++)
       if (func_sym(&sy[i], ss)) {
-        const char *nm = str + sy[i].st_name;
-        size_t len = strnlen(nm, ss->sh_size - sy[i].st_name);
         ljp_sym *e = &t->s[t->ns++];
         e->lo = ob->base + sy[i].st_value;
         e->hi = e->lo + (sy[i].st_size ? sy[i].st_size : 1);
-        e->name = (uint32_t)used;
+        e->name = sy[i].st_name;
         e->ifunc = ELF64_ST_TYPE(sy[i].st_info) == STT_GNU_IFUNC;
         e->bind = (uint8_t)ELF64_ST_BIND(sy[i].st_info);
         e->sized = sy[i].st_size != 0;
-        memcpy(t->names + used, nm, len);
-        t->names[used + len] = '\0';
-        used += len + 1;
       }
     sort_syms(t, 0);
   }
@@ -344,7 +361,9 @@ static void add_ifunc_impls(ljp_symtab *t, const ljp_elfobj *ob)
     const char *nm = t->names + t->s[i].name;
     uintptr_t a;
     const ljp_sym *have;
-    if (!t->s[i].ifunc) continue;
+    /* (a local symbol is in no dynamic symbol table: dlsym would not
+    ** find it: 103 of the 246 calls libc with its debug file made) */
+    if (!t->s[i].ifunc || t->s[i].bind == STB_LOCAL) continue;
     a = (uintptr_t)dlsym(h, nm);
     if (!a || a == t->s[i].lo || !in_object(ob, a)) continue;
     have = ljp_elfsyms_find(t, a);
@@ -494,10 +513,7 @@ static void add_plt_syms(ljp_symtab *t, const ljp_elfobj *ob, const void *map,
   for (k = 0; k < 2; k++) {
     size_t at = 0;
     if (k == 1) {
-      for (i = 0; i < t->ns; i++) {
-        size_t end = t->s[i].name + strlen(t->names + t->s[i].name) + 1;
-        if (end > used) used = end;
-      }
+      used = t->nnames;
       if (!nstub || !(grown = realloc(t->s, (t->ns + nstub) * sizeof(ljp_sym)))) goto out;
       t->s = grown;
       /* A new arena: the slots' IRELATIVE names point into the old one. */
@@ -548,6 +564,7 @@ static void add_plt_syms(ljp_symtab *t, const ljp_elfobj *ob, const void *map,
   }
   free(t->names);
   t->names = arena;
+  t->nnames = used;
   arena = NULL;
   sort_syms(t, ns0);
 out:

@@ -33,6 +33,7 @@ typedef struct ljp_symtab {
   ljp_sym *s;
   uint32_t ns;
   char *names;        /* the name arena */
+  size_t nnames;      /* its bytes */
 } ljp_symtab;
 
 /* What the reader needs to know of an object (copied by the registry

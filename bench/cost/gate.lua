@@ -205,8 +205,9 @@ for _, r in ipairs(runs) do
              safepoints = tonumber(p), traces = tonumber(t), total = total,
              handler = by_fn[HANDLER] or 0, hook = by_fn[HOOK] or 0,
              -- the records' completion less the one-time and per-trace
-             -- work done within it (the symbol load, the record maps)
-             record = (split[RECORD] or 0) - (split[ONCE[1]] or 0) - pertrace}
+             -- work done within it (the symbol load, the snapshot layouts
+             -- learnt by the first record in a trace, the record maps)
+             record = (split[RECORD] or 0) - once - pertrace}
   if opt.keep then os.execute(string.format("cp %s/%s.cg %s/%s.err %s/", TMP, r.id, TMP, r.id,
                                             proc.shellquote(opt.keep))) end
 end

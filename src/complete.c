@@ -66,17 +66,6 @@ void ljp_complete(ljp_ctx *ctx, lua_State *L)
   int first_vm = 0;
   ljp_ring_claim(&ctx->ring, &from, &to);
   if (from == to) return;
-  /* The snapshot layouts, learnt once when the first sample in compiled
-  ** code asks (the trace's inlined frames, its lines): at a safe point,
-  ** before its records are completed, so that they get them too. After
-  ** them, a trace entered once, all of whose samples wait for the one
-  ** safe point after it, had none (100% on the loop's function). */
-  if (ctx->in_safepoint && !ljp_vm_snapshots_tried())
-    for (pos = from; pos < to; pos++)
-      if (ljp_ring_at(&ctx->ring, pos)->tobj) {
-        ljp_vm_learn_snapshots();
-        break;
-      }
   ljp_frames_begin(ctx, L, &pass);
   if (ctx->native_on) ljp_native_refresh();  /* libraries (un)loaded? */
   for (pos = from; pos < to; pos++) {

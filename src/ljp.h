@@ -163,7 +163,6 @@ struct ljp_ctx {
   uint64_t stack_checks, stack_mismatches; /* LJPROF_STACKS=check */
   int jitmode_on;            /* LuaJIT's profiling mode set (jitmode.c) */
   int jitmode_run;           /* ... for this run (kept after stop) */
-  int snap_learn;            /* a sample wants the snapshot layouts */
   struct ljp_irmap *irmap;   /* inline=recorded: the record map (irmap.c) */
   uint64_t inline_samples;   /* records given frames a trace inlined */
   uint64_t inline_undecoded; /* records whose snapshot was not decoded */

@@ -1210,9 +1210,17 @@ inline_frames(ljp_ctx *ctx, ljp_record *r)
   static _Atomic int certain = -1, split = -1;
   if (!r->tobj || !r->nlua || r->lua[0].kind != 0 || r->lua[0].inl)
     return;
-  if (!ljp_tsl.ok) {            /* learnt after this safe point, once */
-    if (!ljp_tsl.tried) ctx->snap_learn = 1;
-    return;
+  /* The snapshot layouts, learnt here once per process by the first
+  ** record in compiled code, before it is decoded: it and the rest of its
+  ** safe point's records get the trace's inlined frames (a trace entered
+  ** once completes all of its samples at the one safe point after it;
+  ** learnt after that point, they had none: 100% on the loop's function).
+  ** Safe in the middle of a completion, at a safe point (in a recording
+  ** too) or at stop: vmlearn.c learns in a Lua state of ljprof's own,
+  ** never in L, and no handler merges into the records claimed. */
+  if (!ljp_tsl.ok) {
+    if (!ljp_tsl.tried) ljp_vm_learn_snapshots();
+    if (!ljp_tsl.ok) return;
   }
   if (!ljp_vm_trace_holds(r->tobj, mpc)) {     /* C called from the trace */
     if (!r->tret || !ljp_vm_trace_holds(r->tobj, r->tret - 1)) return;

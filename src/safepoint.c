@@ -137,10 +137,6 @@ void ljp_hook(lua_State *L, lua_Debug *ar)
   ** snapshot). */
   if (ctx->snapchk.pending) ljp_snapcheck_run(ctx, L);
   ljp_complete(ctx, L);
-  if (ctx->snap_learn) {   /* the first sample in compiled code asked */
-    ctx->snap_learn = 0;
-    ljp_vm_learn_snapshots();
-  }
   ctx->sp_callee = 0;
   ljp_hook_leave(h);
   ctx->complete_ns += ljp_now_ns() - t0;

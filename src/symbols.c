@@ -78,7 +78,6 @@ struct ljp_natcache {
   uint32_t nr, capr;
   uint32_t merged;         /* the frame "[merged]" (0: not made yet) */
   natlast last;
-  lua_State *L;            /* ljp_native_names' state, for the C names */
 };
 
 static natrange *range_find(struct ljp_natcache *c, uintptr_t a)
@@ -136,12 +135,12 @@ static int nat_grow(struct ljp_natcache *c)
 /* A function with no symbol that starts at lo, in an object other than
 ** LuaJIT's: its Lua name when it is a C function the program's modules
 ** hold ("cjson.encode" for liblua5.1-cjson's static json_encode, not
-** "cjson.so+0x45d0"); package.loaded is walked again (within the memo's
-** limit) when ljp_native_names has a state and an object was loaded
-** since the last walk. Its length in buf, or 0. */
-static int lua_cname(ljp_ctx *ctx, uintptr_t lo, char *buf, size_t n)
+** "cjson.so+0x45d0"); package.loaded is walked again in L (within the
+** memo's limit) when there is one (ljp_native_names') and an object was
+** loaded since the last walk. Its length in buf, or 0. */
+static int lua_cname(ljp_ctx *ctx, lua_State *L, uintptr_t lo, char *buf,
+                     size_t n)
 {
-  struct ljp_natcache *c = ctx->natcache;
   ljp_buf sb = {0};
   unsigned long long gen;
   int len = 0, named = ljp_cfunc_learnt(&sb, (lua_CFunction)lo, NULL);
@@ -149,9 +148,9 @@ static int lua_cname(ljp_ctx *ctx, uintptr_t lo, char *buf, size_t n)
   ** it was last walked (at the start: run.c; a module required after
   ** it): the main program's own unnamed code (the root frame) costs no
   ** walk per run */
-  if (!named && c && c->L && (gen = ljp_dl_generation()) != ctx->cname_gen) {
+  if (!named && L && (gen = ljp_dl_generation()) != ctx->cname_gen) {
     ctx->cname_gen = gen;
-    named = ljp_name_cfunc(&ctx->cnames, c->L, (lua_CFunction)lo, &sb);
+    named = ljp_name_cfunc(&ctx->cnames, L, (lua_CFunction)lo, &sb);
   }
   if (named && sb.n && sb.n < n) {
     memcpy(buf, sb.b, sb.n);
@@ -163,9 +162,10 @@ static int lua_cname(ljp_ctx *ctx, uintptr_t lo, char *buf, size_t n)
 }
 
 /* Resolve one lookup address (normal context); [*flo, *fhi) is the
-** function it lies in, when known. */
-static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
-                    uintptr_t *fhi)
+** function it lies in, when known. L: the state to name C functions
+** without a symbol in (lua_cname), or NULL. */
+static void resolve(ljp_ctx *ctx, lua_State *L, uintptr_t a, natent *out,
+                    uintptr_t *flo, uintptr_t *fhi)
 {
   char buf[320];
   const char *name = NULL;
@@ -198,7 +198,7 @@ static void resolve(ljp_ctx *ctx, uintptr_t a, natent *out, uintptr_t *flo,
       if (ljp_objects_proc(a, &lo, &hi)) {
         out->start = *flo = lo;
         *fhi = hi;
-        len = lua_cname(ctx, lo, buf, sizeof(buf));
+        len = lua_cname(ctx, L, lo, buf, sizeof(buf));
         if (len <= 0)
           len = snprintf(buf, sizeof(buf), "%s+0x%lx", ob.short_name,
                          (unsigned long)(lo - ob.base));
@@ -239,7 +239,8 @@ static struct ljp_natcache *natcache(ljp_ctx *ctx)
   return ctx->natcache;
 }
 
-static natent *lookup(ljp_ctx *ctx, const ljp_record *r, int i)
+/* Native frame i's entry, resolved in L (resolve) when not cached. */
+static natent *lookup(ljp_ctx *ctx, lua_State *L, const ljp_record *r, int i)
 {
   struct ljp_natcache *c = natcache(ctx);
   uintptr_t a = nat_addr(r, i);
@@ -265,7 +266,7 @@ static natent *lookup(ljp_ctx *ctx, const ljp_record *r, int i)
       *e = rg->v;
     } else {
       uintptr_t lo, hi;
-      resolve(ctx, a, e, &lo, &hi);
+      resolve(ctx, L, a, e, &lo, &hi);
       range_add(c, lo, hi, e);
     }
     e->addr = a;
@@ -276,7 +277,7 @@ static natent *lookup(ljp_ctx *ctx, const ljp_record *r, int i)
 
 uintptr_t ljp_native_start(ljp_ctx *ctx, const ljp_record *r, int i)
 {
-  natent *e = i < r->nnative ? lookup(ctx, r, i) : NULL;
+  natent *e = i < r->nnative ? lookup(ctx, NULL, r, i) : NULL;
   return e ? e->start : 0;
 }
 
@@ -307,7 +308,6 @@ int ljp_native_names(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
     n++;
   if (nn > LJP_NATIVE_MAX) nn = LJP_NATIVE_MAX;
   if (!nn || !(c = natcache(ctx))) return n;
-  c->L = L;              /* (for the lookups below only) */
   /* The outer frames the last record had (natlast: v[j] is frame
   ** nn - 1 - j), then the others looked up into it; out of memory, the
   ** frames from the first that failed on are not shown, and only the
@@ -316,7 +316,7 @@ int ljp_native_names(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
   while (k < nn && k < (int)c->last.n && v[k].addr == nat_addr(r, nn - 1 - k))
     k++;
   for (shown = 0; shown < nn - k; shown++) {
-    natent *e = lookup(ctx, r, shown);
+    natent *e = lookup(ctx, L, r, shown);
     if (!e) break;
     v[nn - 1 - shown] = *e;
   }
@@ -332,7 +332,6 @@ int ljp_native_names(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
     if (e->self && n > 0 && ids[n - 1] == e->id) continue;  /* one [ljprof] */
     if (e->id) ids[n++] = e->id;
   }
-  c->L = NULL;
   return n;
 }
 

@@ -54,8 +54,8 @@ extern ljp_tslayout ljp_tsl;
 
 /* Normal context, in a state of ljprof's own with the trace layouts of
 ** tracemem.h proven: learn and prove the snapshot layouts, once per
-** process (run.c calls it when the first sample in compiled code asks
-** for it: a run that takes none pays nothing). Returns ljp_tsl.ok. */
+** process (vmlearn.c, when the first record in compiled code is
+** completed: a run that takes none pays nothing). Returns ljp_tsl.ok. */
 int ljp_tracesnap_probe(lua_State *S);
 
 #define LJP_TS_MAX 16   /* inlined frames decoded per snapshot */

@@ -54,10 +54,8 @@ void ljp_vm_learn_layouts(void);
 ** (names) jit.vmdef's opcode names (the start of an inline=exact run). */
 void ljp_vm_learn_start(int irmap, int names);
 /* [safe] The layouts of the trace snapshots (inlined frames), learnt when
-** the first sample in compiled code asks for them (costly: once). */
+** the first record in compiled code is completed (costly: once). */
 void ljp_vm_learn_snapshots(void);
-/* [any] Whether the snapshot layouts were tried (learnt or found off). */
-int ljp_vm_snapshots_tried(void);
 /* [safe] The record map's jit_State layout (inline=recorded, irmap.c),
 ** with the snapshot layouts it needs: at start, once per process. */
 void ljp_vm_learn_irmap(void);

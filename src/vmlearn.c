@@ -6,8 +6,9 @@
 ** run's stats (ljp_vm_caps).
 **
 ** Normal context only (a mutex, Lua states made and closed); the sampler
-** side calls these at start (run.c, api.c) and at the first safe point
-** that asks for the snapshot layouts (safepoint.c).
+** side calls these at start (run.c, api.c) and, for the snapshot
+** layouts, when the first record in compiled code is completed
+** (luaframes.c).
 */
 #include <pthread.h>
 
@@ -74,10 +75,10 @@ void ljp_vm_learn_start(int irmap, int names)
   pthread_mutex_unlock(&learn_mu);
 }
 
-/* The snapshot layouts (tracesnap.c), learnt when the first sample in
-** compiled code asks (a safe point: about 1.5 M instructions, 0.5 ms,
-** once per process), not at every start: a run that takes no sample in a
-** trace does not pay for them. */
+/* The snapshot layouts (tracesnap.c), learnt when the first record in
+** compiled code is completed (at a safe point or at stop: about 1.5 M
+** instructions, 0.5 ms, once per process), not at every start: a run
+** that takes no sample in a trace does not pay for them. */
 void ljp_vm_learn_snapshots(void)
 {
   lua_State *S;
@@ -89,11 +90,6 @@ void ljp_vm_learn_snapshots(void)
     lua_close(S);
   }
   pthread_mutex_unlock(&learn_mu);
-}
-
-int ljp_vm_snapshots_tried(void)
-{
-  return ljp_tsl.tried;
 }
 
 /* The record map's layout (irmap.c), at the start of an inline=recorded

@@ -37,6 +37,7 @@ static int names_known;                 /* (release, after the above) */
 static char call_buf[16384];            /* the names, each NUL-ended */
 static uint16_t call_off[MAXCALLS];
 static int ncalls;
+static size_t call_used;                /* call_buf's bytes taken */
 static int calls_known;                 /* (release, after the above) */
 
 /* -- Where the names come from ------------------------------------------- */
@@ -111,10 +112,15 @@ static int set_names(char *dst, size_t *dlen, const char *s, size_t n)
   return 1;
 }
 
-/* The characters of an opcode name, and its padding (a table: the loop
-** below runs over some 1200 of them at a start). */
+/* The characters of an opcode name and its padding (OPCH), and of an IR
+** call's name, a C identifier (IDCH); not the NUL, where the loops below
+** stop. A table: they run over every character of the names at a start
+** (some 1200 of opcode names). */
+#define OPCH 1
+#define IDCH 2
 static const unsigned char namech[256] = {
-  [' '] = 1, ['0' ... '9'] = 1, ['A' ... 'Z'] = 1
+  [' '] = OPCH, ['0' ... '9'] = OPCH | IDCH, ['A' ... 'Z'] = OPCH | IDCH,
+  ['a' ... 'z'] = IDCH, ['_'] = IDCH
 };
 
 /* A string of the text: key, then names (A-Z, 0-9, spaces; 6 a name), then
@@ -125,7 +131,7 @@ static int text_names(const char *s, size_t n, const char *key, char *dst,
   const char *p = strstr(s, key), *e;   /* (s ends with a NUL) */
   if (!p) return 0;
   p += strlen(key);
-  for (e = p; namech[(unsigned char)*e]; e++) {}  /* (stops at the NUL) */
+  for (e = p; namech[(unsigned char)*e] & OPCH; e++) {}
   if (e + 3 > s + n || memcmp(e, "\",\n", 3) != 0) return 0;
   return set_names(dst, dlen, p, (size_t)(e - p));
 }
@@ -192,13 +198,19 @@ int ljp_vmnames_ir(const char *name) { return op_in(irnames, nir, name); }
 
 static int add_call(const char *s, size_t k)
 {
-  size_t at = ncalls ? call_off[ncalls - 1] +
-                       strlen(call_buf + call_off[ncalls - 1]) + 1 : 0;
+  size_t at = call_used;
   if (ncalls >= MAXCALLS || at + k + 1 > sizeof(call_buf)) return 0;
   memcpy(call_buf + at, s, k);
   call_buf[at + k] = 0;
   call_off[ncalls++] = (uint16_t)at;
+  call_used = at + k + 1;
   return 1;
+}
+
+static void calls_clear(void)
+{
+  ncalls = 0;
+  call_used = 0;
 }
 
 /* ircall = {\n[0]="name",\n"name",\n ... }: the names, C identifiers. */
@@ -216,8 +228,7 @@ static int text_calls(const char *s)
     while (*p == '\n' || *p == ' ') p++;
     if (*p == '}') return 1;
     if (*p++ != '"') return 0;
-    for (e = p; (*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') ||
-                (*e >= '0' && *e <= '9') || *e == '_'; e++) {}
+    for (e = p; namech[(unsigned char)*e] & IDCH; e++) {}
     if (e == p || *e != '"') return 0;
     if (!add_call(p, (size_t)(e - p))) return 1;  /* full: the first ones */
     p = e + 1;
@@ -247,13 +258,13 @@ int ljp_vmnames_learn_calls(lua_State *S)
   int top, ok = 0, loaded;
   if (__atomic_load_n(&calls_known, __ATOMIC_ACQUIRE)) return 1;
   top = lua_gettop(S);
-  ncalls = 0;
+  calls_clear();
   if (!(loaded = push_module(S, 1))) {
     size_t n;
     char *buf = read_text(S, &n);
     ok = buf && text_calls(buf);
     free(buf);
-    if (!ok) ncalls = 0;
+    if (!ok) calls_clear();
   }
   if (!ok && (loaded || push_module(S, 0))) {  /* loaded, else required */
     module_calls(S, top + 1);

@@ -60,26 +60,25 @@ for _, tool in ipairs({"valgrind", "setarch", "cc"}) do
   end
 end
 
--- name -> script and its arguments
+-- name -> cmd: the script and its arguments; gated: the gate's own
+-- workload (bench/cost/, every sample with native frames: the symbol load
+-- must be seen), else a bench workload (bench/workloads/), run sampled only
 local WORK = {
-  deep = "bench/cost/deep.lua 20",
+  deep = {cmd = "bench/cost/deep.lua 20", gated = true},
   -- the interpreted leaf only: a safe point serves about one signal, so
   -- handler + safe point is what one sample costs (issue 29's figure)
-  deepi = "bench/cost/deep.lua 20 60 interp",
-  deep300 = "bench/cost/deep.lua 300 4",   -- (not gated: the walk's depth)
-  many2000 = "bench/cost/many.lua 2000 300 2",
-  many20000 = "bench/cost/many.lua 20000 300 2",
+  deepi = {cmd = "bench/cost/deep.lua 20 60 interp", gated = true},
+  -- (no budget: the walk's depth)
+  deep300 = {cmd = "bench/cost/deep.lua 300 4", gated = true},
+  many2000 = {cmd = "bench/cost/many.lua 2000 300 2", gated = true},
+  many20000 = {cmd = "bench/cost/many.lua 20000 300 2", gated = true},
   -- luacheck over its own analysis stages (19 files, 0.44 s of CPU,
   -- 12,000 trace events: LuaJIT's trace churn is slow under valgrind; the
   -- bench's tree, all of /usr/share/lua/5.1, takes 7 s of CPU once
   -- luarocks is installed, over an hour here, and luacheck's 54 modules
   -- did not finish in 25 minutes)
-  luacheck = "bench/workloads/luacheck.lua /usr/share/lua/5.1/luacheck/stages",
+  luacheck = {cmd = "bench/workloads/luacheck.lua /usr/share/lua/5.1/luacheck/stages"},
 }
--- the gate's own workloads (the rest are bench/workloads/, run sampled only)
-local GATED = {}
-for w in pairs(WORK) do GATED[w] = true end
-GATED.luacheck = nil
 -- configurations: name, interval (ms), native
 local CONF = {
   idle = {60000, "on"}, on = {1, "on"}, off = {1, "off"},
@@ -136,7 +135,7 @@ local jobs, runs = {}, {}
 for _, w in ipairs(opt.workloads) do
   if not WORK[w] then
     assert(io.open("bench/workloads/" .. w .. ".lua"), "gate: unknown workload " .. w)
-    WORK[w] = "bench/workloads/" .. w .. ".lua"
+    WORK[w] = {cmd = "bench/workloads/" .. w .. ".lua"}
   end
   if not PLAN[w] then
     -- sampled only: a bench workload runs longer under valgrind than the
@@ -149,7 +148,7 @@ for _, w in ipairs(opt.workloads) do
   end
   for _, c in ipairs(PLAN[w]) do
     local id = w .. "-" .. c
-    local script, args = WORK[w]:match("^(%S+)%s*(.*)$")
+    local script, args = WORK[w].cmd:match("^(%S+)%s*(.*)$")
     runs[#runs + 1] = {w = w, c = c, id = id}
     local cmd = string.format(
       -- (meson test sets MALLOC_PERTURB_: glibc then fills every block
@@ -206,7 +205,7 @@ for _, r in ipairs(runs) do
   -- take no sample in C code at all, fib in one run of two)
   local missing = (tonumber(sig) > 0 and not (by_fn[HANDLER] and by_fn[HOOK]) and
                    HANDLER .. " or " .. HOOK) or
-                  (r.c == "on" and tonumber(s) > 0 and GATED[r.w] and
+                  (r.c == "on" and tonumber(s) > 0 and WORK[r.w].gated and
                    (split[ONCE[1]] or 0) == 0 and ONCE[1])
   if missing then
     cleanup()
@@ -222,8 +221,9 @@ for _, r in ipairs(runs) do
              safepoints = tonumber(p), traces = tonumber(t), total = total,
              handler = by_fn[HANDLER] or 0, hook = by_fn[HOOK] or 0,
              -- the records' completion less the one-time and per-trace
-             -- work done within it (the symbol load, the record maps)
-             record = (split[RECORD] or 0) - (split[ONCE[1]] or 0) - pertrace}
+             -- work done within it (the symbol load, the snapshot layouts
+             -- learnt by the first record in a trace, the record maps)
+             record = (split[RECORD] or 0) - once - pertrace}
   if opt.keep then os.execute(string.format("cp %s/%s.cg %s/%s.err %s/", TMP, r.id, TMP, r.id,
                                             proc.shellquote(opt.keep))) end
 end
@@ -232,7 +232,7 @@ end
 local native_cpu = {}
 if opt.model then
   for _, w in ipairs(opt.workloads) do
-    local script, args = WORK[w]:match("^(%S+)%s*(.*)$")
+    local script, args = WORK[w].cmd:match("^(%S+)%s*(.*)$")
     local v = {}
     for i = 1, 3 do
       os.execute(string.format("env LUA_PATH=%s luajit bench/cost/run.lua %s 1 none %s >/dev/null 2>%s/native.err",

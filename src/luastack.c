@@ -20,7 +20,10 @@
 **   LuaJIT's own code for a Lua         L->base (the state is C after a
 **   function, outside the interpreter   VM event or an error returned to
 **   (LJP_CAPTURE_HELPER)                C; block check as for the compiler)
-**   the interpreter, the compiler,      nothing reliable in memory, and
+**   the compiler; the interpreter       L->base, a Lua function's (block
+**   while a trace records, in state I   check; LJP_CAPTURE_RECORDING)
+**   or C (LJP_CAPTURE_RECORDING)
+**   the interpreter otherwise,          nothing reliable in memory, and
 **   a trace exit                        the safe point comes at once
 **
 ** Why the handler's reads cannot fault: a trace never resizes the Lua
@@ -229,13 +232,16 @@ int ljp_luastack_capture(uintptr_t g, int c_mode, ljp_record *rec)
     }
   } else if (st == -2 && c_mode) {
     base = *(volatile uintptr_t *)(L + v->l_base);
-  } else if (st == -1 && c_mode == LJP_CAPTURE_RECORDING) {
+  } else if ((st == -1 || st == -2) && c_mode == LJP_CAPTURE_RECORDING) {
     /* The interpreter while the recorder records: every instruction is
     ** dispatched through the recorder, which stores L->base first, so it
     ** holds the running frame (or, for the few instructions of a call or
     ** a return, the frame just left). Such a tick cannot arm the hook (it
     ** would abort the trace); its safe point comes later, so the frames
-    ** are captured here, checked as for the compiler below. */
+    ** are captured here, checked as for the compiler below. State C
+    ** there (sample.c): a "record" handler returned to C before the
+    ** recorder, and the interpreter runs on in state C; the top frame
+    ** must be a Lua function's (not a C handler returning). */
     base = *(volatile uintptr_t *)(L + v->l_base);
     st = -5;
     c_mode = 2;

@@ -49,8 +49,9 @@ int ljp_luastack_probe(lua_State *L);
 ** is not known: then the stack's whole block, L->stack to L->maxstack,
 ** must hold the base and be mapped right now (one fault-safe read of its
 ** two ends), 0 for no C capture; LJP_CAPTURE_RECORDING also captures the
-** interpreter while the trace recorder records (from L->base, with the
-** block check), whose tick cannot arm the hook; LJP_CAPTURE_HELPER (state
+** interpreter while the trace recorder records (state I, or C after a VM
+** event handler returned to C; from L->base, a Lua function's frame, with
+** the block check), whose tick cannot arm the hook; LJP_CAPTURE_HELPER (state
 ** C outside the interpreter) also a Lua function at the base: LuaJIT's
 ** own code running for it (the recorder after a VM event left the state
 ** C), with the block check. Fills rec->lua, nlua,

@@ -189,7 +189,7 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
     ** unless it is inside LuaJIT's own code (a lua_* call may resize
     ** it): when the native walk does not show that it is outside, the
     ** capture checks the stack's block first. */
-    int c_mode = vm != 'C' && vm != 'G' ? 0
+    int got, c_mode = vm != 'C' && vm != 'G' ? 0
                  : vm == 'C' && ctx->native_on &&
                    (rec->nflags & LJP_NATIVE_FROM_INTERP) &&
                    !(rec->nflags & LJP_NATIVE_VM) ? 1 : 2;
@@ -200,10 +200,25 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
     if (vm == 'C' && c_mode == 2 && ljp_codemap_outside_interp(pc))
       c_mode = LJP_CAPTURE_HELPER;
     /* The interpreter while a trace is recorded: no arming (below), so
-    ** the frames now. */
+    ** the frames now. In state C too: ljprof's "record" handler (or any
+    ** jit.attach handler) returned to C before the recorder ran, and the
+    ** interpreter then runs the recorded function on in state C. With a
+    ** Lua function at L->base that is the interpreter's time: 'I'. */
     if (vm == 'I' && !ljp_vm_jit_idle(ctx->vm_g))
       c_mode = LJP_CAPTURE_RECORDING;
-    if (ljp_luastack_capture(ctx->vm_g, c_mode, rec) > 0) {
+    else if (vm == 'C' && c_mode == 2 && !ljp_vm_jit_idle(ctx->vm_g) &&
+             ljp_codemap_in_interp(pc))
+      c_mode = LJP_CAPTURE_RECORDING;
+    got = ljp_luastack_capture(ctx->vm_g, c_mode, rec);
+    if (vm == 'C' && c_mode == LJP_CAPTURE_RECORDING) {
+      if (got > 0) {
+        vm = 'I';                  /* a Lua function's frame at the base */
+        rec->vmstate = 'I';
+      } else {                     /* a C function's (a handler returning) */
+        got = ljp_luastack_capture(ctx->vm_g, 2, rec);
+      }
+    }
+    if (got > 0) {
       if (rec != &scratch)
         atomic_fetch_add_explicit(&ctx->n_lua_captures, 1,
                                   memory_order_relaxed);
@@ -211,10 +226,19 @@ void ljp_sample(ljp_ctx *ctx, uintptr_t pc, const struct ljp_regs *regs,
       ** capture checks it): what ljp_vm_cfunc would read, read. A Lua
       ** function's there (LJP_CAPTURE_HELPER): LuaJIT's own code runs
       ** for it, called by the interpreter; no C function is named. */
-      if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1)
+      if (vm == 'C' && !rec->cfunc && rec->lua[0].kind >= 1) {
         rec->cfunc = rec->lua[0].cf;
-      else if (vm == 'C' && rec->lua[0].kind == 0)
+      } else if (vm == 'C' && rec->lua[0].kind == 0 &&
+                 !ljp_vm_jit_idle(ctx->vm_g)) {
+        /* ... and while a trace is being compiled, that code is the
+        ** compiler's (the recorder after ljprof's "record" handler or
+        ** any jit.attach handler returned to C, a trace abort after the
+        ** recorder's error): LuaJIT's own state for it, 'J'. */
+        vm = 'J';
+        rec->vmstate = 'J';
+      } else if (vm == 'C' && rec->lua[0].kind == 0) {
         rec->nflags |= LJP_NATIVE_HELPER;
+      }
     }
   }
   /* The running C function, when neither the native walk (it reached

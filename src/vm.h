@@ -158,7 +158,9 @@ static inline int ljp_vm_index(int vmstate)
 ** apply or a check fails. c_mode, in a C function or the GC: 1 the native
 ** walk showed no frame of the VM's own code above it, 2 not known (the
 ** stack's block is checked first), 0 no capture there;
-** LJP_CAPTURE_RECORDING: the interpreter while a trace is recorded;
+** LJP_CAPTURE_RECORDING: the interpreter while a trace is recorded (state
+** I, or C after a VM event returned to C), a Lua function's frame at the
+** base;
 ** LJP_CAPTURE_HELPER: state C with the native walk through LuaJIT's own
 ** code to the interpreter, as 2, but the frame at the base may also be a
 ** Lua function's (then LuaJIT's own code runs for that function, no

@@ -82,7 +82,7 @@ void ljp_vm_learn_snapshots(void)
 {
   lua_State *S;
   pthread_mutex_lock(&learn_mu);
-  if (!ljp_tsl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
+  if (!ljp_tsl.tried && ljp_tml.ok && (S = ljp_own_newstate_jit())) {
     lua_gc(S, LUA_GCSTOP, 0);  /* (closed right after; as at the start) */
     ljp_tracesnap_probe(S);
     ljp_mcmap_learn(S);   /* IR opcodes, calls (vmnames.c, jit.util) */

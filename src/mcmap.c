@@ -177,26 +177,21 @@ static const struct { const char *call, *op; } helpers[] = {
   {"lj_carith_powi64", "POW"}, {"lj_carith_powu64", "POW"}, {NULL, NULL}
 };
 
+/* FNV-1a: the helpers' names are told from the calls' by it first. */
+static uint32_t name_hash(const char *s)
+{
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
 int ljp_mcmap_learn(lua_State *S)
 {
-  static const char chunk[] =          /* the IR call functions' addresses */
-    "local ok, u = pcall(require, 'jit.util')\n"
-    "local a = {}\n"
-    "if ok and u.ircalladdr then\n"
-    "  for i = 0, 511 do\n"
-    "    local x = u.ircalladdr(i)\n"
-    "    if not x then break end\n"
-    "    a[i + 1] = x\n"
-    "  end\n"
-    "end\n"
-    "return a\n";
-  int top = lua_gettop(S), i, n = 0, calls = 0, nc;
-  uint32_t mask[256];
+  int top = lua_gettop(S), i, n = 0, calls = 0, nc, nh;
+  uint32_t mask[256], hh[sizeof(helpers) / sizeof(helpers[0])];
   if (learnt) return learnt > 0;
   memset(mask, 0, sizeof(mask));
-  if (!ljp_vmnames_learn(S) || luaL_loadstring(S, chunk) ||
-      lua_pcall(S, 0, 1, 0)) {
-    lua_settop(S, top);
+  if (!ljp_vmnames_learn(S)) {
     learnt = -1;
     return 0;
   }
@@ -207,21 +202,33 @@ int ljp_mcmap_learn(lua_State *S)
     n++;
     if (mask[op] & OPF_MUSTCALL) calls++;
   }
-  /* The call table (optional: without it calls match by opcode only). */
+  /* The call table (optional: without it calls match by opcode only):
+  ** the IR call functions' addresses from jit.util.ircalladdr, called from
+  ** here (a chunk's parse and run cost 0.1 M instructions, callgrind). */
   ljp_vmnames_learn_calls(S);
-  for (nc = 0; nc < NCALL; nc++) {
+  lua_getglobal(S, "require");
+  lua_pushliteral(S, "jit.util");
+  if (lua_pcall(S, 1, 1, 0) == 0 && lua_istable(S, -1))
+    lua_getfield(S, -1, "ircalladdr");
+  else
+    lua_pushnil(S);
+  for (nh = 0; helpers[nh].call; nh++) hh[nh] = name_hash(helpers[nh].call);
+  for (nc = 0; nc < NCALL && lua_isfunction(S, top + 2); nc++) {
     const char *cn = ljp_vmnames_call(nc);
+    uint32_t hc;
     int h;
-    lua_rawgeti(S, top + 1, nc + 1);
-    if (!lua_isnumber(S, -1) || !cn) {
+    lua_pushvalue(S, top + 2);
+    lua_pushinteger(S, nc);
+    if (lua_pcall(S, 1, 1, 0) != 0 || !lua_isnumber(S, -1) || !cn) {
       lua_pop(S, 1);
       break;
     }
     call_addr[nc] = (uint64_t)lua_tonumber(S, -1);
     call_helper[nc] = call_helper2[nc] = 0;
     if (!strcmp(cn, "lj_gc_step_jit")) call_helper[nc] = HELPER_GC + 1;
-    for (h = 0; helpers[h].call; h++)
-      if (!strcmp(cn, helpers[h].call)) {
+    hc = name_hash(cn);
+    for (h = 0; h < nh; h++)
+      if (hh[h] == hc && !strcmp(cn, helpers[h].call)) {
         int op = ljp_vmnames_ir(helpers[h].op);
         if (op < 0) continue;
         if (!call_helper[nc]) call_helper[nc] = (uint16_t)(op + 1);

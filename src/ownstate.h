@@ -19,6 +19,10 @@
 ** given package.path and package.cpath (a helper that loads ljprof's
 ** Lua modules as the program found them); NULL when out of memory. */
 lua_State *ljp_own_newstate(const char *path, const char *cpath);
+
+/* A new state with the base, package and jit libraries only (the layout
+** probes'), else as ljp_own_newstate(NULL, NULL); NULL: out of memory. */
+lua_State *ljp_own_newstate_jit(void);
 /* Non-zero while this thread opens the libraries of one of ljprof's own
 ** states (read by the interposer). */
 int ljp_own_opening(void);

@@ -19,14 +19,15 @@
 ** Learning (ljp_tracesnap_probe, once per process, in ljprof's own Lua
 ** state): a loop calls a function that calls another, each storing into
 ** a table (stores need snapshots inside the inlined frames), and a
-** vararg function; jit.util then tells each trace's snapshot count,
-** instruction and constant counts (traceinfo), each snapshot's IR
-** reference, slot count and entries (tracesnap), each instruction's
-** opcode and type (traceir) and the constants the snapshots reference
-** (tracek). The fields are the ones offset in the trace object where
-** every trace and every snapshot agrees, found once each (the instruction
-** count too, for mcmap.c only: not found, mcmap stays off); the snapshots'
-** machine code offsets must start at 0 and rise within the code. The
+** vararg function; jit.util, called from C, then tells each trace's
+** snapshot count, instruction and constant counts (traceinfo), each
+** snapshot's IR reference, slot count and entries (tracesnap), each
+** instruction's opcode and type (traceir) and the constants the snapshots
+** reference (tracek). The fields are the ones offset in the trace object
+** where every trace and every snapshot agrees, found once each (the
+** instruction count too, for mcmap.c only: not found, mcmap stays off);
+** the snapshots' machine code offsets must start at 0 and rise within the
+** code. The
 ** decoder is then replayed on every probe snapshot: the functions it
 ** finds must be the probe's own.
 **
@@ -599,10 +600,12 @@ static uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); ret
 static uint16_t rd16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 
 /* Loops whose inlined callees store into tables (so that snapshots are
-** taken inside them), a vararg callee and a side trace; then, per trace,
-** what jit.util tells of it: {tr, nins, nk, nexit, snaps = {[0] = {ref,
-** nslots, entries...}, ...}, ots = {[ref] = ot}, ks = {{idx, value,
-** type}}, fns = the probe's functions by their address}. */
+** taken inside them), a vararg callee and a side trace; it returns
+** jit.util, the probe's functions, their bytecode counts and four
+** functions that return (rets). What jit.util tells of each trace is
+** asked from C (tsread): in Lua, the tables it filled, their parse and
+** C's reading of them cost 0.6 M instructions more a process
+** (callgrind). */
 static const char probe_chunk[] =
   "local jit = require('jit')\n"
   "if not (jit.status and jit.status()) then return nil end\n"
@@ -629,9 +632,13 @@ static const char probe_chunk[] =
   "  for i = 1, n do t.x = t.x + i; s = s + va(t, i) end\n"
   "  return s\n"
   "end\n"
-  "run(300) run2(300) run3(300)\n"
+  /* run2's loop and its side traces are made by i = 161 (hotloop 56,
+  ** hotexit 10 from i = 151); 300 turns made more side traces of side
+  ** traces of the same code: 11-15 traces in all, 7-9 now, and 0.4 M
+  ** instructions more (callgrind) */
+  "run(300) run2(170) run3(300)\n"
   "-- No trace is made, or freed with a prototype the GC takes, while they\n"
-  "-- are read.\n"
+  "-- are read (the collector is left stopped: the state is closed after).\n"
   "jit.off()\n"
   "collectgarbage('stop')\n"
   "local fns = {leaf, mid, va, run, run2, run3}\n"
@@ -639,38 +646,7 @@ static const char probe_chunk[] =
   "              function(a, b) return a, b end, function(...) return ... end}\n"
   "local nbc = {}\n"
   "for i, f in ipairs(fns) do nbc[i] = util.funcinfo(f).bytecodes end\n"
-  "local out = {}\n"
-  "local miss = 0\n"
-  "for tr = 1, 4096 do\n"
-  "  local info = util.traceinfo(tr)\n"
-  "  if not info then miss = miss + 1 if miss > 64 then break end else miss = 0 end\n"
-  "  if #out >= 24 then break end\n"
-  "  if info and info.nexit and info.nexit > 0 then\n"
-  "    local r = {tr = tr, nins = info.nins, nk = info.nk,\n"
-  "               nexit = info.nexit, snaps = {}, ots = {}, ks = {}}\n"
-  "    for sn = 0, info.nexit - 1 do r.snaps[sn] = util.tracesnap(tr, sn) end\n"
-  "    for ref = 1, info.nins do\n"
-  "      local m, ot = util.traceir(tr, ref)\n"
-  "      r.ots[ref] = ot\n"
-  "    end\n"
-  "    local seen = {}\n"
-  "    for sn = 0, info.nexit - 1 do\n"
-  "      local s = r.snaps[sn]\n"
-  "      for i = 2, #s - 1 do\n"
-  "        local ref = s[i] % 65536\n"
-  "        if ref < 32768 and not seen[ref] then\n"
-  "          seen[ref] = true\n"
-  "          local k, t = util.tracek(tr, ref - 32768)\n"
-  "          r.ks[#r.ks + 1] = {ref, k, t}\n"
-  "        end\n"
-  "      end\n"
-  "    end\n"
-  "    out[#out + 1] = r\n"
-  "  end\n"
-  "end\n"
-  "jit.on()\n"
-  "collectgarbage('restart')\n"
-  "return out, fns, nbc, rets\n";
+  "return util, fns, nbc, rets\n";
 
 #define ONE_OFFSET(var, step, cond) \
   LJP_ONE_OFFSET(var, step, TWIN, tsrec, cond)
@@ -714,6 +690,86 @@ static int map_match(const tsrec *r, uintptr_t sp, uintptr_t p)
       if (e[k] != r->sn[i].e[k]) return 0;
   }
   return 1;
+}
+
+/* jit.util's function at stack index f called with (tr[, a]), nres
+** results pushed; nonzero when it raised (nothing pushed). */
+static int ucall(lua_State *S, int f, int tr, int a, int narg, int nres)
+{
+  lua_pushvalue(S, f);
+  lua_pushinteger(S, tr);
+  if (narg > 1) lua_pushinteger(S, a);
+  if (lua_pcall(S, narg, nres, 0) == 0) return 0;
+  lua_pop(S, 1);
+  return 1;
+}
+
+/* What jit.util tells of trace r->tr (r->nsnap, nins, nk set), with its
+** traceinfo, tracesnap, traceir and tracek at u..u+3: each snapshot's
+** reference, slot count and entries (the first NSN; *whole when each was
+** read), the opcode and type of instructions 1..NIR, and the first NKS
+** constants the snapshots reference (all snapshots' entries in order, each
+** once) with their values. Nonzero when jit.util raised. */
+static int tsread(lua_State *S, int u, tsrec *r, int *whole, int *nsnaps)
+{
+  static uint8_t seen[REF_BIAS / 8];    /* (the probe is serialised) */
+  int top = lua_gettop(S), sn, nsn;
+  uint32_t k, len;
+  r->nsn = r->nsnap < NSN ? (int)r->nsnap : NSN;
+  nsn = r->nsn;
+  *whole = 1;
+  memset(seen, 0, sizeof(seen));
+  /* Past the first NSN snapshots, only while constants are wanted. */
+  for (sn = 0; (uint32_t)sn < r->nsnap && (sn < nsn || r->nks < NKS); sn++) {
+    if (ucall(S, u + 1, r->tr, sn, 2, 1)) return 1;
+    if (!lua_istable(S, -1)) {
+      lua_settop(S, top);
+      if (sn < nsn) *whole = 0;
+      break;
+    }
+    len = (uint32_t)lua_objlen(S, -1);         /* entries, then SNAP(255) */
+    if (sn < nsn) {
+      lua_rawgeti(S, -1, 0);
+      r->sn[sn].ref = (uint32_t)lua_tointeger(S, -1) + REF_BIAS;
+      lua_rawgeti(S, -2, 1);
+      r->sn[sn].nslots = (uint32_t)lua_tointeger(S, -1);
+      lua_pop(S, 2);
+      r->sn[sn].nent = len >= 2 ? len - 2 : 0;
+      (*nsnaps)++;
+    }
+    for (k = 2; k < len && (k - 2 < NENT || r->nks < NKS); k++) {
+      uint32_t e, ref;
+      lua_rawgeti(S, -1, (int)k);
+      e = (uint32_t)lua_tointeger(S, -1);
+      lua_pop(S, 1);
+      if (sn < nsn && k - 2 < NENT) r->sn[sn].e[k - 2] = e;
+      ref = e & 0xffff;
+      if (ref >= REF_BIAS || r->nks >= NKS ||
+          (seen[ref >> 3] & (1u << (ref & 7))))
+        continue;
+      seen[ref >> 3] |= (uint8_t)(1u << (ref & 7));
+      if (ucall(S, u + 3, r->tr, (int)ref - (int)REF_BIAS, 2, 2)) return 1;
+      r->ks[r->nks].ref = ref;
+      r->ks[r->nks].kind = 0;
+      if (lua_isfunction(S, -2)) {
+        r->ks[r->nks].kind = 1;
+        r->ks[r->nks].v = (uint64_t)(uintptr_t)lua_topointer(S, -2);
+      } else if (lua_type(S, -2) == LUA_TNUMBER) {
+        double d = lua_tonumber(S, -2);
+        r->ks[r->nks].kind = 2;
+        memcpy(&r->ks[r->nks].v, &d, 8);
+      }
+      r->nks++;
+      lua_pop(S, 2);
+    }
+    lua_settop(S, top);
+  }
+  for (r->nir = 0; r->nir < NIR && (uint32_t)r->nir < r->nins; r->nir++) {
+    if (ucall(S, u + 2, r->tr, r->nir + 1, 2, 2)) return 1;
+    r->ot[r->nir + 1] = (uint16_t)lua_tointeger(S, -1);
+    lua_settop(S, top);
+  }
+  return 0;
 }
 
 int ljp_tracesnap_probe(lua_State *S)
@@ -785,75 +841,59 @@ int ljp_tracesnap_probe(lua_State *S)
         }
     }
   }
-  for (i = 1; nrec < NTR; i++) {
-    tsrec *r = &rec[nrec];
-    int row, sn;
-    lua_rawgeti(S, res, i);
-    if (!lua_istable(S, -1)) { lua_pop(S, 1); break; }
-    row = lua_gettop(S);
-    /* (not cleared whole: 18 KB a record; every field used is set) */
-    r->nir = r->nks = 0;
-    r->size = 0;
-    lua_getfield(S, row, "tr");    r->tr = (int32_t)lua_tointeger(S, -1);
-    lua_getfield(S, row, "nins");  r->nins = (uint32_t)lua_tointeger(S, -1);
-    lua_getfield(S, row, "nk");    r->nk = (uint32_t)lua_tointeger(S, -1);
-    lua_getfield(S, row, "nexit"); r->nsnap = (uint32_t)lua_tointeger(S, -1);
-    lua_settop(S, row);
-    r->nsn = r->nsnap < NSN ? (int)r->nsnap : NSN;
-    lua_getfield(S, row, "snaps");
-    for (sn = 0; sn < r->nsn; sn++) {
-      uint32_t k, len;
-      lua_rawgeti(S, -1, sn);
-      if (!lua_istable(S, -1)) { lua_pop(S, 1); break; }
-      lua_rawgeti(S, -1, 0);
-      r->sn[sn].ref = (uint32_t)lua_tointeger(S, -1) + REF_BIAS;
-      lua_rawgeti(S, -2, 1);
-      r->sn[sn].nslots = (uint32_t)lua_tointeger(S, -1);
-      lua_pop(S, 2);
-      len = (uint32_t)lua_objlen(S, -1);       /* entries, then SNAP(255) */
-      r->sn[sn].nent = len >= 2 ? len - 2 : 0;
-      for (k = 0; k < r->sn[sn].nent && k < NENT; k++) {
-        lua_rawgeti(S, -1, (int)k + 2);
-        r->sn[sn].e[k] = (uint32_t)lua_tointeger(S, -1);
-        lua_pop(S, 1);
+  /* The traces (at most NTR with snapshots, the first after trace 1 that
+  ** follows 64 missing ones ends the search), each read from jit.util:
+  ** no Lua runs between (no trace is made) and the collector is stopped
+  ** (none is freed). */
+  {
+    int u = lua_gettop(S) + 1, tr, miss = 0, rows = 0;
+    static const char *const fn[] = {"traceinfo", "tracesnap", "traceir",
+                                     "tracek"};
+    for (i = 0; i < 4; i++) {
+      lua_getfield(S, res, fn[i]);
+      if (!lua_isfunction(S, -1)) {
+        lua_settop(S, top);
+        return fail("no JIT, or no jit.util.tracesnap");
       }
-      lua_pop(S, 1);
-      nsnaps++;
     }
-    lua_settop(S, row);
-    lua_getfield(S, row, "ots");
-    for (r->nir = 0; r->nir < NIR && (uint32_t)r->nir < r->nins; r->nir++) {
-      lua_rawgeti(S, -1, r->nir + 1);
-      r->ot[r->nir + 1] = (uint16_t)lua_tointeger(S, -1);
-      lua_pop(S, 1);
-    }
-    lua_settop(S, row);
-    lua_getfield(S, row, "ks");
-    for (r->nks = 0; r->nks < NKS; r->nks++) {
-      lua_rawgeti(S, -1, r->nks + 1);
-      if (!lua_istable(S, -1)) { lua_pop(S, 1); break; }
-      lua_rawgeti(S, -1, 1);
-      r->ks[r->nks].ref = (uint32_t)lua_tointeger(S, -1);
-      lua_rawgeti(S, -2, 2);
-      if (lua_isfunction(S, -1)) {
-        r->ks[r->nks].kind = 1;
-        r->ks[r->nks].v = (uint64_t)(uintptr_t)lua_topointer(S, -1);
-      } else if (lua_type(S, -1) == LUA_TNUMBER) {
-        double d = lua_tonumber(S, -1);
-        r->ks[r->nks].kind = 2;
-        memcpy(&r->ks[r->nks].v, &d, 8);
+    for (tr = 1; tr <= 4096 && rows < NTR; tr++) {
+      tsrec *r = &rec[nrec];
+      int row = lua_gettop(S) + 1, err, whole;
+      if (ucall(S, u, tr, 0, 1, 1)) goto uerr;
+      if (!lua_istable(S, row)) {
+        lua_settop(S, row - 1);
+        if (++miss > 64) break;
+        continue;
       }
-      lua_pop(S, 3);
+      miss = 0;
+      lua_getfield(S, row, "nexit");
+      r->nsnap = (uint32_t)lua_tointeger(S, -1);
+      lua_settop(S, row);
+      if (r->nsnap == 0) { lua_settop(S, row - 1); continue; }
+      rows++;
+      r->tr = tr;
+      lua_getfield(S, row, "nins");  r->nins = (uint32_t)lua_tointeger(S, -1);
+      lua_getfield(S, row, "nk");    r->nk = (uint32_t)lua_tointeger(S, -1);
+      lua_settop(S, row);
+      r->nir = r->nks = 0;
+      r->size = 0;
+      err = tsread(S, u, r, &whole, &nsnaps);
+      lua_settop(S, row - 1);
+      if (err) goto uerr;
+      r->T = ljp_vm_trace(g, r->tr);
+      {
+        ljp_tmtrace t;
+        if (r->T && ljp_tm_read(g, r->tr, &t)) r->size = t.size;
+      }
+      if (whole && r->T && r->size && !ljp_peek(r->w, r->T, TWIN))
+        nrec++;
     }
-    lua_settop(S, row);
-    r->T = ljp_vm_trace(g, r->tr);
-    {
-      ljp_tmtrace t;
-      if (r->T && ljp_tm_read(g, r->tr, &t)) r->size = t.size;
-    }
-    if (sn == r->nsn && r->T && r->size && !ljp_peek(r->w, r->T, TWIN))
-      nrec++;
-    lua_settop(S, row - 1);
+    lua_settop(S, u - 1);
+  }
+  if (0) {
+  uerr:
+    lua_settop(S, top);
+    return fail("jit.util raised reading a probe trace");
   }
   if (nrec < 3) { lua_settop(S, top); return fail("too few probe traces"); }
   /* Counts: snapshots, instructions, constants. */

@@ -76,14 +76,18 @@ void ljp_vm_learn_start(int irmap, int names)
 }
 
 /* The snapshot layouts (tracesnap.c), learnt when the first record in
-** compiled code is completed (at a safe point or at stop: about 1.5 M
-** instructions, 0.5 ms, once per process), not at every start: a run
-** that takes no sample in a trace does not pay for them. */
+** compiled code is completed (at a safe point or at stop: about 1.35 M
+** instructions, callgrind, bench/cost's mandelbrot; once per process),
+** not at every start: a run that takes no sample in a trace does not pay
+** for them. In a state with the libraries the probes use only
+** (ownstate.c), its collector stopped (each chunk's parse and run paid
+** for collections). */
 void ljp_vm_learn_snapshots(void)
 {
   lua_State *S;
   pthread_mutex_lock(&learn_mu);
-  if (!ljp_tsl.tried && ljp_tml.ok && (S = ljp_own_newstate(NULL, NULL))) {
+  if (!ljp_tsl.tried && ljp_tml.ok && (S = ljp_own_newstate_jit())) {
+    lua_gc(S, LUA_GCSTOP, 0);
     ljp_tracesnap_probe(S);
     ljp_mcmap_learn(S);   /* IR opcodes, calls (vmnames.c, jit.util) */
     ljp_ts_learn_ops(S);  /* lines: comparisons, loops (vmnames.c) */

@@ -10,6 +10,8 @@
 #ifndef LJP_DUMPSTACK_H
 #define LJP_DUMPSTACK_H
 
+#include <stdint.h>
+
 #include <lua.h>
 
 #include "buf.h"
@@ -41,6 +43,9 @@ typedef struct ljp_synframe {
   const char *name;          /* Lua: its name, or NULL */
   int linedefined;           /* Lua */
   int line;                  /* Lua: current line (0: linedefined) */
+  uint32_t fgen;             /* Lua: the learning (ljp_fname's gen) its
+                                texts came from, 0: none (the safe point
+                                keeps their text ids by it) */
 } ljp_synframe;
 #define LJP_SYN_MAX 24
 typedef struct ljp_leaf {

@@ -196,6 +196,14 @@ typedef struct funcent {
   uint32_t fid, func;
 } funcent;
 
+/* The text ids of a synthetic frame's chunk and name, by the learning
+** its names came from (ljp_fname.gen: one per pair of strings), so that a
+** returned frame named from fnames interns no text per record. */
+#define SYNTEXT_CACHE 512
+typedef struct syntextent {
+  uint32_t gen, source, name;
+} syntextent;
+
 /* The PC of the code that follows a snapshot, for its innermost frame
 ** (tracesnap.h: ljp_ts_code_pc), by trace object, machine code, snapshot
 ** and the PC the snapshot holds. */
@@ -232,6 +240,7 @@ struct ljp_namecache {
   levelent level[LEVEL_CACHE];
   retent ret[RET_CACHE];
   funcent func[FUNC_CACHE];
+  syntextent syntext[SYNTEXT_CACHE];
   int prev_m;                      /* levels in prev (0: none) */
   int prev_same;                   /* of the last walk's levels, the
                                       outermost that were prev's */
@@ -771,6 +780,7 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
         s->source = e->source;
         s->name = e->name;
         s->linedefined = e->linedefined;
+        s->fgen = e->gen;
       } else if (runs_trace_start(ti, f)) {
         /* A function of the prototype the sample's trace started in,
         ** which that trace keeps alive: named from the prototype. */
@@ -814,10 +824,26 @@ static int leaf_exact(ljp_ctx *ctx, lua_State *L, const ljp_record *r,
 
 static uint32_t syn_frame(ljp_ctx *ctx, const ljp_synframe *s)
 {
+  struct ljp_namecache *c = ctx->namecache;
+  syntextent *t = c && s->fgen ? &c->syntext[s->fgen & (SYNTEXT_CACHE - 1)]
+                               : NULL;
+  uint32_t src, nm;
   if (s->kind == LJP_LEAF_C)   /* a fast function's id kept */
     return c_frame(ctx, LJP_FR_CNAMED, (uintptr_t)s->cfunc, s->ffid);
-  return lua_frame(ctx, text(ctx, s->source), text(ctx, s->name),
-                   s->linedefined, s->line > 0 ? s->line : s->linedefined);
+  if (t && t->gen == s->fgen) {
+    src = t->source;
+    nm = t->name;
+  } else {
+    src = text(ctx, s->source);
+    nm = text(ctx, s->name);
+    if (t && src && (nm || !s->name)) {
+      t->gen = s->fgen;
+      t->source = src;
+      t->name = nm;
+    }
+  }
+  return lua_frame(ctx, src, nm, s->linedefined,
+                   s->line > 0 ? s->line : s->linedefined);
 }
 
 /* ljprof's own frame, "[ljprof]" (a native frame: symbols.c names every

@@ -13,6 +13,7 @@
 ** hooks. The process-wide tables are ffid.c's, under its mutex; this
 ** file keeps only per-context state (ljp_fnames, ljp_cname_memo).
 */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -641,6 +642,10 @@ int ljp_fnames_proto_searched(const ljp_fnames *t, uintptr_t bc,
   return pn_get(t, bc, sig) != NULL;
 }
 
+/* Learnings of every context (ljp_fname.gen): a number names one pair of
+** strings, whatever context or table learnt them. */
+static _Atomic uint32_t fname_gen;
+
 void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,
                       const char *source, const char *name, int linedefined)
 {
@@ -666,6 +671,7 @@ void ljp_fnames_learn(ljp_fnames *t, lua_State *L, int fidx,
   e->source = dup_or_null(source);
   e->name = dup_or_null(name);
   e->linedefined = linedefined;
+  while (!(e->gen = atomic_fetch_add(&fname_gen, 1) + 1)) {}  /* 0: none */
   pn_learn(t, e->bc, name);
   lua_rawgeti(L, LUA_REGISTRYINDEX, t->ref);
   lua_pushlightuserdata(L, (void *)fn);

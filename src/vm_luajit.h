@@ -173,6 +173,9 @@ typedef struct ljp_fname {
                                learnt, 0 if unknown */
   char *source, *name;
   int linedefined;
+  uint32_t gen;             /* its learning's number (names.c, counted
+                               for the process): one per source/name
+                               strings, not reused within 2^32 learnings */
 } ljp_fname;
 
 /* The name a function of a prototype was last called by, by the

@@ -26,6 +26,7 @@
 #include <lauxlib.h>
 
 #include "ffid.h"
+#include "objects.h"
 #include "vmprobe.h"
 #include "ownstate.h"
 
@@ -547,6 +548,34 @@ void ljp_cname_refresh(lua_State *L)
     if (lua_istable(L, -1)) learn_walk(L, 0, lua_gettop(L), 1, "", ".");
   }
   lua_settop(L, top);
+}
+
+static uint64_t count_entries(lua_State *L, int t)
+{
+  uint64_t n = 0;
+  if (!lua_istable(L, t)) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    n++;
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+uint64_t ljp_cname_sig(lua_State *L)
+{
+  int top = lua_gettop(L);
+  uint64_t sig = (uint64_t)ljp_dl_generation() << 40;
+  sig += count_entries(L, LUA_GLOBALSINDEX) << 20;
+  lua_pushliteral(L, "package");
+  lua_rawget(L, LUA_GLOBALSINDEX);
+  if (lua_istable(L, -1)) {
+    lua_pushliteral(L, "loaded");
+    lua_rawget(L, -2);
+    sig += count_entries(L, lua_gettop(L));
+  }
+  lua_settop(L, top);
+  return sig;
 }
 
 int ljp_cfunc_learnt(ljp_buf *sb, lua_CFunction cf, int *ffid)

@@ -331,6 +331,10 @@ void ljp_mcmap_clear(void);
 ** modules' C functions from package.loaded (raw reads, no Lua run). */
 void ljp_ffid_learn_own(void);
 void ljp_cname_refresh(lua_State *L);
+/* [safe] What a walk of package.loaded would see change: the loader's
+** generation and the number of entries of package.loaded and of _G
+** (raw reads). */
+uint64_t ljp_cname_sig(lua_State *L);
 /* [any] The Lua name of fast function ffid ("pcall") into buf; 1 if one
 ** was learnt. */
 int ljp_ffid_name(int ffid, char *buf, size_t n);

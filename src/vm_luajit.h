@@ -159,6 +159,8 @@ typedef struct ljp_cname_memo {
   int each;                 /* 1: look every function up, not once each */
   uint32_t n;               /* look-ups done */
   uintptr_t tried[LJP_CNAME_TRIED]; /* functions looked up (ring) */
+  int walked;               /* package.loaded walked this run, when: */
+  uint64_t sig;             /* ljp_cname_sig then */
 } ljp_cname_memo;
 
 /* A Lua function's names as a live frame showed them: chunk name,

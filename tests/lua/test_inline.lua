@@ -575,7 +575,7 @@ local prof = require("ljprof")
 prof.record({clock = "wall", interval = 1})
 local during0 = n
 local acc = 0
-for k = 1, 1500 do
+for k = 1, 3000 do
   local f = loadstring(string.format([=[
     local sin = math.sin
     local function h(x) return sin(x) * %d + x end

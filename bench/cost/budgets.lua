@@ -225,4 +225,11 @@ return {
   -- Fourth pass: 829 (two runs; a recording's events in one block with
   -- its trace, the buffer reused: 1,091-1,110 before)
   ["trace_event"] = 920,
+  -- 2026-11-29, eighth pass: the record handler per recorded bytecode it
+  -- mapped (its own instructions; LuaJIT's dispatch of the event, about
+  -- 216, is not ljprof's code): 501 and 502 measured on many2000 and
+  -- many20000 (1,891 and 1,859 events), 410-415 on the bench workloads
+  -- with more events per recording. Budget: the largest + 10%, rounded up.
+  ["many2000.record_event_native_on"] = 560,
+  ["many20000.record_event_native_on"] = 560,
 }

@@ -64,6 +64,7 @@
 #include "mcmap.h"
 #include "tracemem.h"
 #include "tracesnap.h"
+#include "vm.h"
 #include "vmnames.h"
 #include "x64dec.h"
 
@@ -206,18 +207,13 @@ int ljp_mcmap_learn(lua_State *S)
   ** the IR call functions' addresses from jit.util.ircalladdr, called from
   ** here (a chunk's parse and run cost 0.1 M instructions, callgrind). */
   ljp_vmnames_learn_calls(S);
-  lua_getglobal(S, "require");
-  lua_pushliteral(S, "jit.util");
-  if (lua_pcall(S, 1, 1, 0) == 0 && lua_istable(S, -1))
-    lua_getfield(S, -1, "ircalladdr");
-  else
-    lua_pushnil(S);
+  ljp_push_jitfn(S, "jit.util", "ircalladdr");
   for (nh = 0; helpers[nh].call; nh++) hh[nh] = name_hash(helpers[nh].call);
-  for (nc = 0; nc < NCALL && lua_isfunction(S, top + 2); nc++) {
+  for (nc = 0; nc < NCALL && lua_isfunction(S, top + 1); nc++) {
     const char *cn = ljp_vmnames_call(nc);
     uint32_t hc;
     int h;
-    lua_pushvalue(S, top + 2);
+    lua_pushvalue(S, top + 1);
     lua_pushinteger(S, nc);
     if (lua_pcall(S, 1, 1, 0) != 0 || !lua_isnumber(S, -1) || !cn) {
       lua_pop(S, 1);

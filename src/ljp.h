@@ -151,8 +151,6 @@ struct ljp_ctx {
                                interned yet) */
   ljp_buf scratch;
   struct ljp_natcache *natcache; /* native address -> name (symbols.c) */
-  unsigned long long cname_gen; /* the loader's generation when the C
-                               ** names were last walked (symbols.c) */
   ljp_cname_memo cnames;    /* unnamed C functions already looked up
                                (owner: names.c) */
   ljp_fnames fnames;        /* Lua functions seen live (owner: names.c) */

@@ -126,15 +126,17 @@ int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, lua_CFunction cf,
   ** loaded, as many entries in package.loaded and _G): luacheck's safe
   ** points walked it 9-11 times for different unnamed functions, 336k
   ** instructions each, 2.9k a signal, and found none. */
-  {
-    uint64_t sig = ljp_cname_sig(L);
-    if (m->walked && sig == m->sig) return 0;
-    m->walked = 1;
-    m->sig = sig;
-  }
-  ljp_cname_refresh(L);
+  if (m->walked && ljp_cname_sig(L) == m->sig) return 0;
+  ljp_cname_walk(m, L);
   sb->n = 0;
   return ljp_put_cfunc(sb, cf);
+}
+
+void ljp_cname_walk(ljp_cname_memo *m, lua_State *L)
+{
+  m->walked = 1;
+  m->sig = ljp_cname_sig(L);
+  ljp_cname_refresh(L);
 }
 
 /* -- Lua functions seen live ------------------------------------------------ */

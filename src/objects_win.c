@@ -35,8 +35,9 @@ const ljp_span *ljp_objects_find(const ljp_objsnap *s, uintptr_t pc)
 
 int ljp_objects_interp_known(void) { return 0; }
 
-/* No loader generation is kept here: no module but the two is listed, and
-** with no native frames captured nothing is named by it (symbols.c). */
+/* No loader generation is kept here (no module but the two is listed):
+** the C names' walk (ffid.c: ljp_cname_sig) goes by package.loaded's and
+** _G's entries alone. */
 unsigned long long ljp_dl_generation(void) { return 0; }
 
 int ljp_objects_is_self(uintptr_t pc)

@@ -176,8 +176,7 @@ static int vm_up(ljp_ctx *ctx, lua_State *L, char *err, size_t n)
   ljp_vm_learn_start(ctx->opt.inline_frames == LJPROF_INLINE_RECORDED,
                      ctx->opt.inline_frames == LJPROF_INLINE_EXACT &&
                      !ctx->opt.cb);  /* PROF's opcode (jitmode_up) */
-  ljp_cname_refresh(L);  /* the program's own modules (raw reads) */
-  ctx->cname_gen = ljp_dl_generation();  /* (symbols.c: lua_cname) */
+  ljp_cname_walk(&ctx->cnames, L);  /* the program's own modules (raw reads) */
   ctx->vm_g = ljp_vm_global(ctx->L);
   ljp_hook_set_global(&ctx->hook, ctx->vm_g);
   /* Lua frames captured at the signal (not for callbacks: they keep

@@ -135,23 +135,18 @@ static int nat_grow(struct ljp_natcache *c)
 /* A function with no symbol that starts at lo, in an object other than
 ** LuaJIT's: its Lua name when it is a C function the program's modules
 ** hold ("cjson.encode" for liblua5.1-cjson's static json_encode, not
-** "cjson.so+0x45d0"); package.loaded is walked again in L (within the
-** memo's limit) when there is one (ljp_native_names') and an object was
-** loaded since the last walk. Its length in buf, or 0. */
+** "cjson.so+0x45d0"); in L when there is one (ljp_native_names'), which
+** walks package.loaded again only when an object, a module or a global
+** came since its last walk (names.c: at the start, run.c): the main
+** program's own unnamed code (the root frame) costs no walk per run. Its
+** length in buf, or 0. */
 static int lua_cname(ljp_ctx *ctx, lua_State *L, uintptr_t lo, char *buf,
                      size_t n)
 {
   ljp_buf sb = {0};
-  unsigned long long gen;
   int len = 0, named = ljp_cfunc_learnt(&sb, (lua_CFunction)lo, NULL);
-  /* package.loaded looked up again only when an object was loaded since
-  ** it was last walked (at the start: run.c; a module required after
-  ** it): the main program's own unnamed code (the root frame) costs no
-  ** walk per run */
-  if (!named && L && (gen = ljp_dl_generation()) != ctx->cname_gen) {
-    ctx->cname_gen = gen;
+  if (!named && L)
     named = ljp_name_cfunc(&ctx->cnames, L, (lua_CFunction)lo, &sb);
-  }
   if (named && sb.n && sb.n < n) {
     memcpy(buf, sb.b, sb.n);
     buf[sb.n] = '\0';

@@ -379,6 +379,10 @@ void ljp_lname_byval_counts(lua_State *L, uint64_t *searches,
 ** hook (calls.c). */
 int ljp_name_cfunc(ljp_cname_memo *m, lua_State *L, int (*cf)(lua_State *),
                    struct ljp_buf *sb);
+/* [safe] Walk package.loaded for C functions' names now (a run's start),
+** remembered in m: ljp_name_cfunc walks again only when what the walk
+** would see changed (ljp_cname_sig). */
+void ljp_cname_walk(ljp_cname_memo *m, lua_State *L);
 /* [safe] A fast function without a C entry, at idx of L: [builtin#N]
 ** from the object's id byte when the probe found it, else as
 ** ljp_put_ffunc. No Lua. */
